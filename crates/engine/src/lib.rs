@@ -1,0 +1,24 @@
+//! The engine: the three MCP tools (`execute`, `skills`, `resume`), how their
+//! results are rendered, and the execution records.
+//!
+//! The engine is transport-agnostic: it takes a [`CallContext`] (who is
+//! calling, from which session) and tool arguments as JSON, and returns an
+//! MCP `CallToolResult` as JSON. Sessions and the wire layer sit above it.
+
+mod envelope;
+mod normalize;
+mod skills;
+mod tools;
+
+pub use envelope::internal_error_id;
+pub use tools::{Engine, EngineConfig, ToolCallError};
+
+use executor_store::Principal;
+
+/// Who is calling a tool and from where.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub principal: Principal,
+    /// None for sessionless (2026-07-28) requests and the CLI.
+    pub session_id: Option<String>,
+}

@@ -1,0 +1,133 @@
+//! The command line (SPEC §1). Every flag also reads an environment
+//! variable; defaults make `executor serve` work with nothing set.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "executor",
+    version,
+    about = "An integration layer for AI agents, served over MCP"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalOpts {
+    /// Where the embedded store lives.
+    #[arg(long, env = "EXECUTOR_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// `sqlite://PATH` (default: `sqlite://<data-dir>/executor.db`).
+    #[arg(long, env = "EXECUTOR_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+}
+
+impl GlobalOpts {
+    pub fn data_dir(&self) -> PathBuf {
+        if let Some(d) = &self.data_dir {
+            return d.clone();
+        }
+        let base = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        base.join("executor")
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| {
+            format!("sqlite://{}", self.data_dir().join("executor.db").display())
+        })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server: MCP at /mcp, health at /healthz.
+    Serve(ServeOpts),
+    /// Serve MCP over stdio, for clients that spawn a process.
+    Mcp(StdioOpts),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Inspect past executions.
+    #[command(subcommand)]
+    Executions(ExecutionsCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeOpts {
+    #[arg(long, env = "EXECUTOR_LISTEN", default_value = "127.0.0.1:4788")]
+    pub listen: String,
+    /// Dispose a session's runtime after this many ms without requests.
+    #[arg(long, env = "MCP_SESSION_TIMEOUT_MS", default_value_t = 300_000)]
+    pub session_idle_timeout: u64,
+    /// Idle timeout while an execution of the session waits for approval.
+    #[arg(
+        long,
+        env = "MCP_PAUSED_SESSION_IDLE_TIMEOUT_MS",
+        default_value_t = 540_000
+    )]
+    pub paused_session_idle_timeout: u64,
+    /// Sandbox compute time per execution, in ms.
+    #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]
+    pub execution_timeout: u64,
+    /// Garbage-collect session records untouched for this many days.
+    #[arg(long, env = "EXECUTOR_SESSION_RETENTION_DAYS", default_value_t = 30)]
+    pub session_retention_days: u64,
+    /// Host names accepted in the Host header (default: loopback names when
+    /// listening on loopback, any otherwise). Comma-separated.
+    #[arg(long, env = "EXECUTOR_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Extra browser origins accepted (e.g. https://app.example.com).
+    #[arg(long, env = "EXECUTOR_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Option<Vec<String>>,
+    /// Value of access-control-allow-origin.
+    #[arg(long, env = "EXECUTOR_CORS_ORIGIN", default_value = "*")]
+    pub cors_origin: String,
+}
+
+#[derive(Debug, Args)]
+pub struct StdioOpts {
+    /// The account the stdio session acts for (created if missing).
+    #[arg(long, env = "EXECUTOR_EMAIL", default_value = "local@localhost")]
+    pub email: String,
+    #[arg(long, env = "EXECUTOR_ORG")]
+    pub org: Option<String>,
+    #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]
+    pub execution_timeout: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create the account (and org) if missing and mint a token; prints it.
+    Create {
+        #[arg(long)]
+        email: String,
+        /// Org name (default: the account's personal org, named after the email).
+        #[arg(long)]
+        org: Option<String>,
+        #[arg(long)]
+        expires_in_days: Option<u64>,
+    },
+    /// Revoke a token (the token itself or its id).
+    Revoke { token: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutionsCommand {
+    /// The newest executions.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// One execution, in full.
+    Show { id: String },
+}

@@ -1,0 +1,201 @@
+//! `executor`: the binary. Parses the command line, opens the store, wires
+//! the crates together and runs the chosen command. No logic of its own.
+
+mod cli;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use executor_engine::{Engine, EngineConfig};
+use executor_mcp::McpServer;
+use executor_sandbox::Limits;
+use executor_sessions::{Sessions, SessionsConfig};
+use executor_store::{SqliteStore, Store, now_ms, tokens};
+use executor_wire::{App, HostPolicy, WireConfig};
+
+use cli::{Cli, Command, ExecutionsCommand, GlobalOpts, ServeOpts, TokenCommand};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+async fn run(cli: Cli) -> AnyResult<()> {
+    let store = open_store(&cli.global)?;
+    match cli.command {
+        Command::Serve(opts) => serve(store, opts).await,
+        Command::Mcp(opts) => {
+            let principal = store
+                .ensure_account(&opts.email, opts.org.as_deref())
+                .await?;
+            let server = Arc::new(McpServer::new(engine(store, opts.execution_timeout)));
+            executor_wire::stdio::serve_stdio(server, principal).await?;
+            Ok(())
+        }
+        Command::Token(TokenCommand::Create {
+            email,
+            org,
+            expires_in_days,
+        }) => {
+            let principal = store.ensure_account(&email, org.as_deref()).await?;
+            let now = now_ms();
+            let expires = expires_in_days.map(|d| now + (d as i64) * 24 * 3600 * 1000);
+            let minted = tokens::mint(principal, now, expires);
+            store.insert_token(minted.record).await?;
+            println!("{}", minted.plaintext);
+            Ok(())
+        }
+        Command::Token(TokenCommand::Revoke { token }) => {
+            // Accept the full token or its id.
+            let id = tokens::parse(&token)
+                .map(|(id, _)| id.to_string())
+                .unwrap_or(token);
+            if store.revoke_token(&id, now_ms()).await? {
+                eprintln!("revoked");
+                Ok(())
+            } else {
+                Err("no such token".into())
+            }
+        }
+        Command::Executions(ExecutionsCommand::List { limit }) => {
+            for x in store.list_executions(None, limit).await? {
+                println!(
+                    "{}\t{}\t{} ms\t{}",
+                    x.id,
+                    x.status,
+                    x.duration_ms,
+                    first_line(&x.code)
+                );
+            }
+            Ok(())
+        }
+        Command::Executions(ExecutionsCommand::Show { id }) => {
+            let x = store.get_execution(&id).await?.ok_or("no such execution")?;
+            println!("{}", serde_json::to_string_pretty(&x)?);
+            Ok(())
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("");
+    line.chars().take(60).collect()
+}
+
+fn open_store(global: &GlobalOpts) -> AnyResult<Arc<dyn Store>> {
+    let url = global.database_url();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err("postgres:// is not supported yet: use the embedded default (sqlite)".into());
+    }
+    Ok(Arc::new(SqliteStore::open_url(&url)?))
+}
+
+fn engine(store: Arc<dyn Store>, execution_timeout_ms: u64) -> Arc<Engine> {
+    let limits = Limits {
+        timeout: Duration::from_millis(execution_timeout_ms),
+        ..Limits::default()
+    };
+    Arc::new(Engine::new(
+        store,
+        EngineConfig {
+            limits,
+            ..EngineConfig::default()
+        },
+    ))
+}
+
+async fn serve(store: Arc<dyn Store>, opts: ServeOpts) -> AnyResult<()> {
+    let server = Arc::new(McpServer::new(engine(
+        store.clone(),
+        opts.execution_timeout,
+    )));
+    let sessions = Sessions::new(
+        store,
+        server,
+        SessionsConfig {
+            idle_timeout: Duration::from_millis(opts.session_idle_timeout),
+            paused_idle_timeout: Duration::from_millis(opts.paused_session_idle_timeout),
+            retention: Duration::from_secs(opts.session_retention_days * 24 * 3600),
+            ..SessionsConfig::default()
+        },
+    );
+    tokio::spawn(sessions.clone().run_maintenance());
+    let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
+    let local = listener.local_addr()?;
+    let hosts = match (&opts.allowed_hosts, local.ip().is_loopback()) {
+        (Some(list), _) => HostPolicy {
+            allowed_hosts: Some(list.clone()),
+            allowed_origins: opts.allowed_origins.clone(),
+        },
+        (None, true) => HostPolicy {
+            allowed_origins: opts.allowed_origins.clone(),
+            ..HostPolicy::loopback()
+        },
+        (None, false) => HostPolicy {
+            allowed_origins: opts.allowed_origins.clone(),
+            ..HostPolicy::open()
+        },
+    };
+    let app = App {
+        sessions,
+        config: Arc::new(WireConfig {
+            hosts,
+            cors_origin: opts.cors_origin.clone(),
+            ..WireConfig::default()
+        }),
+    };
+    tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
+    executor_wire::serve(listener, app, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

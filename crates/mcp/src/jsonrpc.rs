@@ -1,0 +1,194 @@
+//! JSON-RPC 2.0 messages as MCP uses them.
+
+use serde_json::{Map, Value, json};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub id: Value,
+    pub method: String,
+    pub params: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request(Request),
+    Notification {
+        method: String,
+        params: Value,
+    },
+    /// A response from the client to a server-initiated request.
+    Response(Value),
+}
+
+impl Message {
+    pub fn as_request(&self) -> Option<&Request> {
+        match self {
+            Message::Request(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// A POST body: one message or a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Single(Message),
+    Batch(Vec<Message>),
+}
+
+impl Incoming {
+    pub fn messages(&self) -> &[Message] {
+        match self {
+            Incoming::Single(m) => std::slice::from_ref(m),
+            Incoming::Batch(ms) => ms,
+        }
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl RpcError {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn parse_error() -> Self {
+        Self::new(Self::PARSE_ERROR, "Parse error")
+    }
+    pub fn invalid_request(detail: &str) -> Self {
+        Self::new(Self::INVALID_REQUEST, format!("Invalid Request: {detail}"))
+    }
+    pub fn invalid_params(detail: impl Into<String>) -> Self {
+        Self::new(Self::INVALID_PARAMS, detail)
+    }
+    pub fn internal() -> Self {
+        Self::new(Self::INTERNAL_ERROR, "Internal error")
+    }
+}
+
+pub fn result_response(id: &Value, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+}
+
+pub fn error_response(id: &Value, error: &RpcError) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": error.code, "message": error.message } })
+}
+
+/// Parses a POST body into messages. Invalid JSON is a parse error; JSON
+/// that is not JSON-RPC (or an empty batch) is an invalid request.
+pub fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| RpcError::parse_error())?;
+    match value {
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(RpcError::invalid_request("empty batch"));
+            }
+            items
+                .into_iter()
+                .map(message)
+                .collect::<Result<Vec<_>, _>>()
+                .map(Incoming::Batch)
+        }
+        other => message(other).map(Incoming::Single),
+    }
+}
+
+fn message(value: Value) -> Result<Message, RpcError> {
+    let Value::Object(mut obj) = value else {
+        return Err(RpcError::invalid_request("a message must be a JSON object"));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(RpcError::invalid_request("jsonrpc must be \"2.0\""));
+    }
+    let id = obj.remove("id");
+    if let Some(id) = &id
+        && !(id.is_string() || id.is_i64() || id.is_u64())
+    {
+        return Err(RpcError::invalid_request(
+            "id must be a string or an integer",
+        ));
+    }
+    match obj.remove("method") {
+        Some(Value::String(method)) => {
+            let params = obj.remove("params").unwrap_or(Value::Object(Map::new()));
+            if !(params.is_object() || params.is_array()) {
+                return Err(RpcError::invalid_request("params must be an object"));
+            }
+            Ok(match id {
+                Some(id) => Message::Request(Request { id, method, params }),
+                None => Message::Notification { method, params },
+            })
+        }
+        Some(_) => Err(RpcError::invalid_request("method must be a string")),
+        None => {
+            let has_outcome = obj.contains_key("result") || obj.contains_key("error");
+            match id {
+                Some(id) if has_outcome => {
+                    obj.insert("id".into(), id);
+                    Ok(Message::Response(Value::Object(obj)))
+                }
+                _ => Err(RpcError::invalid_request(
+                    "not a request, notification or response",
+                )),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_messages() {
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Ok(Incoming::Single(Message::Request(_)))
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Incoming::Single(Message::Notification { .. }))
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Ok(Incoming::Single(Message::Response(_)))
+        ));
+        assert!(matches!(
+            parse(br#"[{"jsonrpc":"2.0","method":"a"}]"#),
+            Ok(Incoming::Batch(_))
+        ));
+    }
+
+    #[test]
+    fn rejects_malformed_input_with_the_right_code() {
+        assert_eq!(parse(b"{nope").unwrap_err().code, RpcError::PARSE_ERROR);
+        for bad in [
+            &br#"[]"#[..],
+            br#"42"#,
+            br#"{"id":1,"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1}"#,
+            br#"[{"jsonrpc":"2.0","method":"a"}, 5]"#,
+        ] {
+            assert_eq!(
+                parse(bad).unwrap_err().code,
+                RpcError::INVALID_REQUEST,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The MCP protocol, independent of any transport: JSON-RPC message parsing,
+//! protocol-version negotiation, and [`McpServer`], which answers one request
+//! for one session (or for a sessionless 2026-07-28 request).
+
+mod jsonrpc;
+mod server;
+pub mod versions;
+
+pub use jsonrpc::{Incoming, Message, Request, RpcError, error_response, parse, result_response};
+pub use server::{McpServer, RequestScope};

@@ -1,0 +1,150 @@
+//! Answers MCP requests. One instance serves every session; per-session
+//! state comes in through [`RequestScope`].
+
+use std::sync::Arc;
+
+use executor_engine::{CallContext, Engine, ToolCallError};
+use serde_json::{Value, json};
+
+use crate::jsonrpc::{Request, RpcError, error_response, result_response};
+use crate::versions;
+
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// What one request is answered with: who asks, in which session, on which
+/// protocol version, against which tool-list snapshot.
+pub struct RequestScope<'a> {
+    pub ctx: &'a CallContext,
+    pub protocol_version: &'a str,
+    pub tools: &'a [Value],
+}
+
+pub struct McpServer {
+    engine: Arc<Engine>,
+}
+
+impl McpServer {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        McpServer { engine }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn capabilities() -> Value {
+        json!({ "tools": { "listChanged": true }, "logging": {} })
+    }
+
+    fn server_info() -> Value {
+        json!({ "name": "executor", "title": "Executor", "version": env!("CARGO_PKG_VERSION") })
+    }
+
+    /// The result of `initialize` for the negotiated `version`.
+    pub fn initialize_result(version: &str) -> Value {
+        json!({
+            "protocolVersion": version,
+            "capabilities": Self::capabilities(),
+            "serverInfo": Self::server_info(),
+            "instructions": "Use the `execute` tool to run TypeScript that calls the connected integrations through `tools.*`. Read the `skills` tool (name: \"execute\") first.",
+        })
+    }
+
+    /// The tool list for a caller, built from the engine and the caller's
+    /// integration inventory (used when a runtime is built, and per request
+    /// on the sessionless path).
+    pub async fn build_tool_list(&self, org_id: &str, native_elicitation: bool) -> Vec<Value> {
+        let inventory = self.engine.integration_inventory(org_id).await;
+        self.engine.tool_definitions(&inventory, native_elicitation)
+    }
+
+    /// Answers one request with a full JSON-RPC response.
+    pub async fn handle(&self, scope: &RequestScope<'_>, req: &Request) -> Value {
+        match self.dispatch(scope, req).await {
+            Ok(result) => result_response(
+                &req.id,
+                decorate(scope.protocol_version, &req.method, result),
+            ),
+            Err(e) => error_response(&req.id, &e),
+        }
+    }
+
+    async fn dispatch(&self, scope: &RequestScope<'_>, req: &Request) -> Result<Value, RpcError> {
+        match req.method.as_str() {
+            "ping" => Ok(json!({})),
+            "logging/setLevel" => {
+                let level = req.params.get("level").and_then(Value::as_str);
+                match level {
+                    Some(l) if LOG_LEVELS.contains(&l) => Ok(json!({})),
+                    _ => Err(RpcError::invalid_params(format!(
+                        "logging/setLevel needs params.level, one of {}",
+                        LOG_LEVELS.join(", ")
+                    ))),
+                }
+            }
+            "tools/list" => Ok(json!({ "tools": scope.tools })),
+            "tools/call" => self.call_tool(scope, &req.params).await,
+            "server/discover" => Ok(json!({
+                "supportedVersions": versions::ALL,
+                "capabilities": Self::capabilities(),
+                "serverInfo": Self::server_info(),
+            })),
+            "initialize" => Err(RpcError::invalid_request(
+                "initialize is only valid as the first request of a session",
+            )),
+            other => Err(RpcError::new(
+                RpcError::METHOD_NOT_FOUND,
+                format!("Method not found: {other}"),
+            )),
+        }
+    }
+
+    async fn call_tool(&self, scope: &RequestScope<'_>, params: &Value) -> Result<Value, RpcError> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("tools/call needs params.name (string)"))?;
+        let empty = json!({});
+        let args = params.get("arguments").unwrap_or(&empty);
+        if !args.is_object() {
+            return Err(RpcError::invalid_params(
+                "tools/call params.arguments must be an object",
+            ));
+        }
+        self.engine
+            .call_tool(scope.ctx, name, args)
+            .await
+            .map_err(|e| match e {
+                ToolCallError::UnknownTool(_) => RpcError::invalid_params(e.to_string()),
+            })
+    }
+}
+
+/// Results on the sessionless revision carry `resultType`, and cacheable
+/// ones a cache hint; earlier revisions get the plain result.
+fn decorate(version: &str, method: &str, mut result: Value) -> Value {
+    if version != versions::SESSIONLESS {
+        return result;
+    }
+    if let Some(obj) = result.as_object_mut() {
+        obj.insert("resultType".into(), json!("complete"));
+        if matches!(method, "tools/list" | "server/discover") {
+            obj.insert("ttlMs".into(), json!(0));
+            obj.insert("cacheScope".into(), json!("private"));
+        }
+        obj.insert(
+            "_meta".into(),
+            json!({ "io.modelcontextprotocol/serverInfo": McpServer::server_info() }),
+        );
+    }
+    result
+}

@@ -1,0 +1,15 @@
+//! Durable MCP sessions (SPEC §3).
+//!
+//! [`Sessions`] is the one entry point for every request that carries a
+//! session id: it looks the session up, checks its owner, and returns a
+//! [`Lease`] on the live [`Runtime`], building it single-flight from the
+//! durable record when it is not in memory. Idle runtimes are disposed by a
+//! reaper; the record stays and the next request restores it.
+
+mod lifecycle;
+mod runtime;
+mod streams;
+
+pub use lifecycle::{AcquireError, Sessions, SessionsConfig, SessionsMetrics};
+pub use runtime::{Lease, PausedGuard, Runtime};
+pub use streams::{Listener, OutboundStream, SseEvent, mark_delivered, parse_event_id, replay};

@@ -1,0 +1,389 @@
+//! The session lifecycle, in one place.
+//!
+//! A session is in one of these states:
+//!
+//! ```text
+//!              initialize                    request (single-flight build)
+//!   (none) ───────────────► Live ◄────────────────────────────── Dormant
+//!                             │  idle timeout (reaper)             ▲
+//!                             └────────────────────────────────────┘
+//!   Live | Dormant ── DELETE ──► Terminated (record kept, 404 "terminated")
+//!   Dormant ── retention GC ──► (none)
+//! ```
+//!
+//! `Dormant` is a durable record with no runtime; `Building` is the short
+//! window in which exactly one task restores it while any number of
+//! requests wait for that one result. The map below is the only place a
+//! runtime is created, stored or disposed.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use executor_mcp::McpServer;
+use executor_store::{Principal, SessionRecord, Store, now_ms};
+use futures::FutureExt;
+use futures::future::Shared;
+use serde_json::Value;
+
+use crate::runtime::{Lease, Runtime};
+
+#[derive(Debug, Clone)]
+pub struct SessionsConfig {
+    pub idle_timeout: Duration,
+    pub paused_idle_timeout: Duration,
+    /// How long a runtime with a request in flight or a stream open is kept
+    /// without other activity.
+    pub busy_ceiling: Duration,
+    /// Records untouched this long are garbage-collected.
+    pub retention: Duration,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig {
+            idle_timeout: Duration::from_secs(300),
+            paused_idle_timeout: Duration::from_secs(540),
+            busy_ceiling: Duration::from_secs(35 * 60),
+            retention: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// Why a request could not get a session's runtime. Each maps to one wire
+/// answer (SPEC §2).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AcquireError {
+    #[error("Session not found")]
+    NotFound,
+    #[error("Session terminated, please reconnect")]
+    Terminated,
+    #[error("MCP session does not belong to the current bearer")]
+    Forbidden,
+    /// The store failed; the detail is logged, never shown.
+    #[error("session store unavailable")]
+    Unavailable,
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct SessionsMetrics {
+    pub created: AtomicU64,
+    pub restored: AtomicU64,
+    pub disposed: AtomicU64,
+    pub builds: AtomicU64,
+    pub restore_micros_total: AtomicU64,
+}
+
+type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>>>;
+
+enum Slot {
+    /// Exactly one restore is running; requests wait on this future.
+    Building(BuildFuture),
+    Live(Arc<Runtime>),
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    server: Arc<McpServer>,
+    config: SessionsConfig,
+    slots: Mutex<HashMap<String, Slot>>,
+    metrics: SessionsMetrics,
+}
+
+/// The one entry point to sessions. Cheap to clone.
+#[derive(Clone)]
+pub struct Sessions {
+    inner: Arc<Inner>,
+}
+
+impl Sessions {
+    pub fn new(store: Arc<dyn Store>, server: Arc<McpServer>, config: SessionsConfig) -> Self {
+        Sessions {
+            inner: Arc::new(Inner {
+                store,
+                server,
+                config,
+                slots: Mutex::new(HashMap::new()),
+                metrics: SessionsMetrics::default(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn server(&self) -> &Arc<McpServer> {
+        &self.inner.server
+    }
+
+    pub fn metrics(&self) -> &SessionsMetrics {
+        &self.inner.metrics
+    }
+
+    /// Runtimes in memory now.
+    pub fn live_count(&self) -> usize {
+        self.slots()
+            .values()
+            .filter(|s| matches!(s, Slot::Live(_)))
+            .count()
+    }
+
+    fn slots(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+        // A poisoned lock only means a panic elsewhere while it was held; the
+        // map itself is always consistent (every mutation is one call).
+        self.inner.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates a session for `owner` (the `initialize` path). The durable
+    /// record is written before this returns, so before the response.
+    pub async fn create(
+        &self,
+        owner: Principal,
+        protocol_version: &str,
+        client_info: Value,
+        client_capabilities: Value,
+        elicitation_mode: &str,
+    ) -> Result<Lease, AcquireError> {
+        let now = now_ms();
+        let record = SessionRecord {
+            id: executor_store::tokens::random_id(24),
+            owner,
+            protocol_version: protocol_version.to_string(),
+            client_info,
+            client_capabilities,
+            elicitation_mode: elicitation_mode.to_string(),
+            created_at_ms: now,
+            last_activity_at_ms: now,
+            terminated_at_ms: None,
+        };
+        self.inner
+            .store
+            .insert_session(record.clone())
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not persist new session");
+                AcquireError::Unavailable
+            })?;
+        let runtime = Arc::new(self.build_runtime(record).await);
+        self.inner.metrics.created.fetch_add(1, Ordering::Relaxed);
+        let mut slots = self.slots();
+        slots.insert(runtime.id().to_string(), Slot::Live(runtime.clone()));
+        Ok(Lease::new(runtime))
+    }
+
+    /// THE entry point for every request that carries a session id: look
+    /// up, check the owner, return the live runtime — building it, exactly
+    /// once however many requests arrive together, if it is not in memory.
+    pub async fn acquire(
+        &self,
+        session_id: &str,
+        caller: &Principal,
+    ) -> Result<Lease, AcquireError> {
+        loop {
+            let pending = {
+                let mut slots = self.slots();
+                match slots.get(session_id) {
+                    Some(Slot::Live(rt)) => {
+                        if rt.record.owner != *caller {
+                            return Err(AcquireError::Forbidden);
+                        }
+                        // Taken under the lock: the reaper cannot dispose a
+                        // runtime between this check and the lease.
+                        return Ok(Lease::new(rt.clone()));
+                    }
+                    Some(Slot::Building(build)) => build.clone(),
+                    None => {
+                        let build = self.start_build(session_id.to_string());
+                        slots.insert(session_id.to_string(), Slot::Building(build.clone()));
+                        build
+                    }
+                }
+            };
+            // All waiters share the one build; on success they loop back and
+            // take the Live path (with its owner check) under the lock.
+            pending.await?;
+        }
+    }
+
+    /// Spawns the restore as its own task, so a request that gives up
+    /// waiting never cancels a build other requests depend on.
+    fn start_build(&self, session_id: String) -> BuildFuture {
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let result = this.restore(&session_id).await;
+            let mut slots = this.slots();
+            match result {
+                Ok(runtime) => {
+                    slots.insert(session_id, Slot::Live(Arc::new(runtime)));
+                    let m = &this.inner.metrics;
+                    m.restored.fetch_add(1, Ordering::Relaxed);
+                    m.restore_micros_total
+                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(e) => {
+                    // Leave nothing half-built: the next request starts afresh.
+                    slots.remove(&session_id);
+                    Err(e)
+                }
+            }
+        });
+        let joined: Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>> =
+            Box::pin(async move {
+                task.await.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "session restore task failed");
+                    Err(AcquireError::Unavailable)
+                })
+            });
+        joined.shared()
+    }
+
+    async fn restore(&self, session_id: &str) -> Result<Runtime, AcquireError> {
+        self.inner.metrics.builds.fetch_add(1, Ordering::Relaxed);
+        let record = self
+            .inner
+            .store
+            .get_session(session_id)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not load session");
+                AcquireError::Unavailable
+            })?
+            .ok_or(AcquireError::NotFound)?;
+        if record.terminated_at_ms.is_some() {
+            return Err(AcquireError::Terminated);
+        }
+        Ok(self.build_runtime(record).await)
+    }
+
+    async fn build_runtime(&self, record: SessionRecord) -> Runtime {
+        let native = record.elicitation_mode == "native";
+        let tools = self
+            .inner
+            .server
+            .build_tool_list(&record.owner.org_id, native)
+            .await;
+        Runtime::new(record, tools)
+    }
+
+    /// DELETE: terminates the session for its owner.
+    pub async fn terminate(
+        &self,
+        session_id: &str,
+        caller: &Principal,
+    ) -> Result<(), AcquireError> {
+        // Going through acquire applies the same lookup and owner check.
+        let lease = self.acquire(session_id, caller).await?;
+        self.inner
+            .store
+            .terminate_session(session_id, now_ms())
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not terminate session");
+                AcquireError::Unavailable
+            })?;
+        let removed = self.slots().remove(session_id);
+        if let Some(Slot::Live(rt)) = removed {
+            rt.dispose();
+        }
+        drop(lease);
+        Ok(())
+    }
+
+    /// Disposes idle runtimes; returns how many. Called by the reaper.
+    pub fn dispose_idle(&self) -> usize {
+        let now = now_ms();
+        let c = &self.inner.config;
+        let mut disposed = Vec::new();
+        {
+            let mut slots = self.slots();
+            slots.retain(|_, slot| {
+                let Slot::Live(rt) = slot else { return true };
+                let limit = if rt.in_flight() > 0 {
+                    c.busy_ceiling
+                } else if rt.paused() > 0 {
+                    c.paused_idle_timeout
+                } else {
+                    c.idle_timeout
+                };
+                let idle_for = now.saturating_sub(rt.last_activity_ms());
+                if idle_for >= limit.as_millis() as i64 {
+                    disposed.push(rt.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        for rt in &disposed {
+            rt.dispose();
+        }
+        self.inner
+            .metrics
+            .disposed
+            .fetch_add(disposed.len() as u64, Ordering::Relaxed);
+        if !disposed.is_empty() {
+            let touches = disposed
+                .iter()
+                .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
+                .collect();
+            let store = self.inner.store.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.touch_sessions(touches).await {
+                    tracing::warn!(error = %e, "could not record session activity");
+                }
+            });
+        }
+        disposed.len()
+    }
+
+    /// Writes the activity of live runtimes to their records (so retention
+    /// sees them) without touching the store on every request.
+    pub async fn flush_activity(&self) {
+        let touches: Vec<(String, i64)> = self
+            .slots()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Live(rt) => Some((rt.id().to_string(), rt.last_activity_ms())),
+                Slot::Building(_) => None,
+            })
+            .collect();
+        if let Err(e) = self.inner.store.touch_sessions(touches).await {
+            tracing::warn!(error = %e, "could not record session activity");
+        }
+    }
+
+    /// Runs the reaper, activity flushes and retention GC until the process
+    /// ends. Spawn once per server.
+    pub async fn run_maintenance(self) {
+        let tick = (self.inner.config.idle_timeout / 5)
+            .clamp(Duration::from_millis(50), Duration::from_secs(5));
+        let mut interval = tokio::time::interval(tick);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_flush = Instant::now();
+        let mut last_gc: Option<Instant> = None;
+        loop {
+            interval.tick().await;
+            self.dispose_idle();
+            if last_flush.elapsed() >= Duration::from_secs(30) {
+                last_flush = Instant::now();
+                self.flush_activity().await;
+            }
+            if last_gc.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+                last_gc = Some(Instant::now());
+                let before = now_ms() - self.inner.config.retention.as_millis() as i64;
+                match self.inner.store.gc_sessions(before).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "garbage-collected old sessions"),
+                    Err(e) => tracing::warn!(error = %e, "session retention GC failed"),
+                }
+            }
+        }
+    }
+}

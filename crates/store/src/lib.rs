@@ -1,0 +1,92 @@
+//! Durable state behind one trait.
+//!
+//! [`Store`] is what every other crate sees: accounts, orgs, API tokens,
+//! MCP session records, the per-stream SSE event log and execution records.
+//! [`SqliteStore`] is the embedded default. Nothing above this crate knows
+//! which database it talks to, so a Postgres implementation can satisfy the
+//! same trait.
+
+mod records;
+mod sqlite;
+pub mod tokens;
+
+pub use records::*;
+pub use sqlite::SqliteStore;
+
+use async_trait::async_trait;
+
+/// Errors from the storage layer. Messages are for the server log; the wire
+/// layer never shows them to a client.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("invalid input: {0}")]
+    Invalid(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Database(e.to_string())
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The storage seam. Every method is a single logical operation that is
+/// atomic on its own; callers never hold a transaction open across awaits.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // --- tenancy -----------------------------------------------------------
+    /// Finds or creates the account for `email` and the org named `org`
+    /// (default: the account's personal org), and makes the account a member.
+    async fn ensure_account(&self, email: &str, org: Option<&str>) -> StoreResult<Principal>;
+    async fn insert_token(&self, token: TokenRecord) -> StoreResult<()>;
+    async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>>;
+    /// Marks the token revoked; returns false when no such token exists.
+    async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
+
+    // --- sessions ----------------------------------------------------------
+    async fn insert_session(&self, session: SessionRecord) -> StoreResult<()>;
+    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
+    /// Records activity for sessions (batched by the caller).
+    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()>;
+    /// Marks the session terminated and drops its event log.
+    async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()>;
+    /// Deletes session records (and their events) untouched since `before_ms`.
+    async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64>;
+
+    // --- SSE event log -----------------------------------------------------
+    /// Appends one event; prunes the stream to the newest `keep_events`
+    /// events and `keep_bytes` bytes (never evicting the newest).
+    async fn append_event(&self, event: EventRecord, bounds: LogBounds) -> StoreResult<()>;
+    async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()>;
+    /// Events of one stream after `after_seq`, oldest first.
+    async fn events_after(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        after_seq: i64,
+    ) -> StoreResult<Vec<EventRecord>>;
+    /// Undelivered events of the session, oldest first, marked delivered.
+    async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
+
+    // --- executions --------------------------------------------------------
+    async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
+    async fn list_executions(
+        &self,
+        org_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ExecutionRecord>>;
+    async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>>;
+}
+
+/// Current wall-clock time in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

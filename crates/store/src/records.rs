@@ -1,0 +1,86 @@
+//! Plain records that cross the storage seam.
+
+use serde::{Deserialize, Serialize};
+
+/// Who a request acts for: an account inside an org.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Principal {
+    pub account_id: String,
+    pub org_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct TokenRecord {
+    pub id: String,
+    /// SHA-256 of the token's secret part; the secret itself is never stored.
+    pub secret_hash: Vec<u8>,
+    pub principal: Principal,
+    pub created_at_ms: i64,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+}
+
+/// The durable part of an MCP session (SPEC §3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub owner: Principal,
+    pub protocol_version: String,
+    /// `clientInfo` from initialize, as JSON.
+    pub client_info: serde_json::Value,
+    /// `capabilities` from initialize, as JSON.
+    pub client_capabilities: serde_json::Value,
+    /// `model` (approve through the `resume` tool) or `native` (elicitation).
+    pub elicitation_mode: String,
+    pub created_at_ms: i64,
+    pub last_activity_at_ms: i64,
+    pub terminated_at_ms: Option<i64>,
+}
+
+/// One SSE event of a session's stream, in the durable log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub session_id: String,
+    pub stream_id: String,
+    pub seq: i64,
+    /// The JSON-RPC message as sent.
+    pub data: String,
+    /// True until the event is known to have been handed to a socket.
+    pub undelivered: bool,
+    pub created_at_ms: i64,
+}
+
+/// How much of a stream the event log keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct LogBounds {
+    pub max_events: u32,
+    pub max_bytes: u64,
+}
+
+impl Default for LogBounds {
+    fn default() -> Self {
+        LogBounds {
+            max_events: 64,
+            max_bytes: 2 * 1024 * 1024,
+        }
+    }
+}
+
+/// One run of the `execute` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    pub id: String,
+    pub session_id: Option<String>,
+    pub account_id: String,
+    pub org_id: String,
+    pub code: String,
+    /// `completed` or `error` (later: `waiting_for_interaction`, …).
+    pub status: String,
+    /// The returned value, as JSON.
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub logs: Vec<String>,
+    pub tool_calls: serde_json::Value,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+}

@@ -1,0 +1,668 @@
+//! The embedded default: SQLite in WAL mode.
+//!
+//! Blocking SQLite calls run on tokio's blocking pool so the async workers
+//! never wait on disk. Connections are pooled; WAL lets the server and CLI
+//! commands on the same data dir read and write concurrently (`busy_timeout`
+//! serialises writers across processes).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::*;
+
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE accounts (
+    id TEXT PRIMARY KEY,
+    email TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE memberships (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    PRIMARY KEY (account_id, org_id)
+);
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    secret_hash BLOB NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    revoked_at INTEGER
+);
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    protocol_version TEXT NOT NULL,
+    client_info TEXT NOT NULL,
+    client_capabilities TEXT NOT NULL,
+    elicitation_mode TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_activity_at INTEGER NOT NULL,
+    terminated_at INTEGER
+);
+CREATE INDEX sessions_last_activity ON sessions(last_activity_at);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    stream_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    undelivered INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, stream_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_undelivered ON events(session_id, undelivered);
+CREATE TABLE executions (
+    id TEXT PRIMARY KEY,
+    session_id TEXT,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    code TEXT NOT NULL,
+    status TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    logs TEXT NOT NULL,
+    tool_calls TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL
+);
+CREATE INDEX executions_org_started ON executions(org_id, started_at);
+"#];
+
+/// Connections kept open when idle; more are opened under load.
+const IDLE_CONNECTIONS: usize = 8;
+
+pub struct SqliteStore {
+    path: Arc<std::path::PathBuf>,
+    pool: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and applies migrations.
+    pub fn open(path: &Path) -> StoreResult<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Database(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let conn = open_connection(path)?;
+        migrate(&conn)?;
+        Ok(SqliteStore {
+            path: Arc::new(path.to_path_buf()),
+            pool: Arc::new(Mutex::new(vec![conn])),
+        })
+    }
+
+    /// Opens the store named by a `sqlite://PATH` URL.
+    pub fn open_url(url: &str) -> StoreResult<Self> {
+        let path = url
+            .strip_prefix("sqlite://")
+            .ok_or_else(|| StoreError::Invalid(format!("not a sqlite:// URL: {url}")))?;
+        Self::open(Path::new(path))
+    }
+
+    /// Runs `f` with a pooled connection on the blocking pool.
+    async fn with<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let taken = pool.lock().map_err(|_| poisoned())?.pop();
+            let mut conn = match taken {
+                Some(c) => c,
+                None => open_connection(&path)?,
+            };
+            let out = f(&mut conn);
+            let mut idle = pool.lock().map_err(|_| poisoned())?;
+            if idle.len() < IDLE_CONNECTIONS {
+                idle.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(|e| StoreError::Database(format!("store task failed: {e}")))?
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Database("connection pool poisoned".into())
+}
+
+fn open_connection(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    // WAL + NORMAL: a commit survives a killed process (the WAL is in the OS
+    // page cache); only an OS crash can lose the last commits.
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;",
+    )?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection) -> StoreResult<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.unchecked_transaction()?;
+        // Another process may have migrated between our read and now.
+        let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if v > i as i64 {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn to_json(v: &serde_json::Value) -> String {
+    v.to_string()
+}
+
+fn from_json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or(serde_json::Value::Null)
+}
+
+fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: r.get(0)?,
+        owner: Principal {
+            account_id: r.get(1)?,
+            org_id: r.get(2)?,
+        },
+        protocol_version: r.get(3)?,
+        client_info: from_json(&r.get::<_, String>(4)?),
+        client_capabilities: from_json(&r.get::<_, String>(5)?),
+        elicitation_mode: r.get(6)?,
+        created_at_ms: r.get(7)?,
+        last_activity_at_ms: r.get(8)?,
+        terminated_at_ms: r.get(9)?,
+    })
+}
+
+fn event_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRecord> {
+    Ok(EventRecord {
+        session_id: r.get(0)?,
+        stream_id: r.get(1)?,
+        seq: r.get(2)?,
+        data: r.get(3)?,
+        undelivered: r.get::<_, i64>(4)? != 0,
+        created_at_ms: r.get(5)?,
+    })
+}
+
+fn execution_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord> {
+    let logs: String = r.get(8)?;
+    Ok(ExecutionRecord {
+        id: r.get(0)?,
+        session_id: r.get(1)?,
+        account_id: r.get(2)?,
+        org_id: r.get(3)?,
+        code: r.get(4)?,
+        status: r.get(5)?,
+        result: r.get::<_, Option<String>>(6)?.map(|s| from_json(&s)),
+        error: r.get(7)?,
+        logs: serde_json::from_str(&logs).unwrap_or_default(),
+        tool_calls: from_json(&r.get::<_, String>(9)?),
+        started_at_ms: r.get(10)?,
+        duration_ms: r.get(11)?,
+    })
+}
+
+const EXECUTION_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms";
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ensure_account(&self, email: &str, org: Option<&str>) -> StoreResult<Principal> {
+        let email = email.trim().to_lowercase();
+        if email.is_empty() || !email.contains('@') {
+            return Err(StoreError::Invalid(format!(
+                "not an email address: {email:?}"
+            )));
+        }
+        let org_name = org
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .unwrap_or_else(|| email.clone());
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let now = now_ms();
+            let account_id: String = match tx
+                .query_row("SELECT id FROM accounts WHERE email = ?1", [&email], |r| {
+                    r.get(0)
+                })
+                .optional()?
+            {
+                Some(id) => id,
+                None => {
+                    let id = format!("acc_{}", uuid::Uuid::new_v4().simple());
+                    tx.execute(
+                        "INSERT INTO accounts (id, email, created_at) VALUES (?1, ?2, ?3)",
+                        params![id, email, now],
+                    )?;
+                    id
+                }
+            };
+            let org_id: String = match tx
+                .query_row("SELECT id FROM orgs WHERE name = ?1", [&org_name], |r| {
+                    r.get(0)
+                })
+                .optional()?
+            {
+                Some(id) => id,
+                None => {
+                    let id = format!("org_{}", uuid::Uuid::new_v4().simple());
+                    tx.execute(
+                        "INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)",
+                        params![id, org_name, now],
+                    )?;
+                    id
+                }
+            };
+            tx.execute(
+                "INSERT OR IGNORE INTO memberships (account_id, org_id) VALUES (?1, ?2)",
+                params![account_id, org_id],
+            )?;
+            tx.commit()?;
+            Ok(Principal { account_id, org_id })
+        })
+        .await
+    }
+
+    async fn insert_token(&self, t: TokenRecord) -> StoreResult<()> {
+        self.with(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO tokens (id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                t.id,
+                t.secret_hash,
+                t.principal.account_id,
+                t.principal.org_id,
+                t.created_at_ms,
+                t.expires_at_ms,
+                t.revoked_at_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>> {
+        let id = id.to_string();
+        self.with(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at FROM tokens WHERE id = ?1",
+                )?
+                .query_row([id], |r| {
+                    Ok(TokenRecord {
+                        id: r.get(0)?,
+                        secret_hash: r.get(1)?,
+                        principal: Principal {
+                            account_id: r.get(2)?,
+                            org_id: r.get(3)?,
+                        },
+                        created_at_ms: r.get(4)?,
+                        expires_at_ms: r.get(5)?,
+                        revoked_at_ms: r.get(6)?,
+                    })
+                })
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.with(move |conn| {
+            let n = conn.execute(
+                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
+                params![id, at_ms],
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn insert_session(&self, s: SessionRecord) -> StoreResult<()> {
+        self.with(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(params![
+                s.id,
+                s.owner.account_id,
+                s.owner.org_id,
+                s.protocol_version,
+                to_json(&s.client_info),
+                to_json(&s.client_capabilities),
+                s.elicitation_mode,
+                s.created_at_ms,
+                s.last_activity_at_ms,
+                s.terminated_at_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        let id = id.to_string();
+        self.with(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at FROM sessions WHERE id = ?1",
+                )?
+                .query_row([id], session_from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
+        if touches.is_empty() {
+            return Ok(());
+        }
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "UPDATE sessions SET last_activity_at = MAX(last_activity_at, ?2) WHERE id = ?1",
+                )?;
+                for (id, at) in &touches {
+                    stmt.execute(params![id, at])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()> {
+        let id = id.to_string();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "UPDATE sessions SET terminated_at = COALESCE(terminated_at, ?2) WHERE id = ?1",
+                params![id, at_ms],
+            )?;
+            tx.execute("DELETE FROM events WHERE session_id = ?1", [&id])?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "DELETE FROM events WHERE session_id IN (SELECT id FROM sessions WHERE last_activity_at < ?1)",
+                [before_ms],
+            )?;
+            let n = tx.execute("DELETE FROM sessions WHERE last_activity_at < ?1", [before_ms])?;
+            tx.commit()?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn append_event(&self, e: EventRecord, bounds: LogBounds) -> StoreResult<()> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO events (session_id, stream_id, seq, data, undelivered, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![e.session_id, e.stream_id, e.seq, e.data, e.undelivered as i64, e.created_at_ms])?;
+            // Prune only when the stream can be over its bounds: streams of a
+            // single request hold one or two events and skip this entirely.
+            if e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2 {
+                prune_stream(&tx, &e.session_id, &e.stream_id, e.seq, bounds)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
+        let (session_id, stream_id) = (session_id.to_string(), stream_id.to_string());
+        self.with(move |conn| {
+            conn.prepare_cached(
+                "UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+            )?
+            .execute(params![session_id, stream_id, seq])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn events_after(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        after_seq: i64,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let (session_id, stream_id) = (session_id.to_string(), stream_id.to_string());
+        self.with(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq > ?3 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map(params![session_id, stream_id, after_seq], event_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>> {
+        let session_id = session_id.to_string();
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let events = {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND undelivered = 1 ORDER BY created_at, stream_id, seq",
+                )?;
+                let rows = stmt.query_map([&session_id], event_from_row)?;
+                rows.collect::<Result<Vec<_>, _>>()?
+            };
+            tx.execute("UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND undelivered = 1", [&session_id])?;
+            tx.commit()?;
+            Ok(events)
+        })
+        .await
+    }
+
+    async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
+        self.with(move |conn| {
+            let logs = serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into());
+            conn.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO executions ({EXECUTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+            ))?
+            .execute(params![
+                x.id,
+                x.session_id,
+                x.account_id,
+                x.org_id,
+                x.code,
+                x.status,
+                x.result.as_ref().map(to_json),
+                x.error,
+                logs,
+                to_json(&x.tool_calls),
+                x.started_at_ms,
+                x.duration_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_executions(
+        &self,
+        org_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ExecutionRecord>> {
+        let org_id = org_id.map(str::to_string);
+        self.with(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR org_id = ?1) ORDER BY started_at DESC LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![org_id, limit], execution_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {
+        let id = id.to_string();
+        self.with(move |conn| {
+            Ok(conn
+                .prepare_cached(&format!(
+                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"
+                ))?
+                .query_row([id], execution_from_row)
+                .optional()?)
+        })
+        .await
+    }
+}
+
+/// Drops the oldest events of a stream beyond its bounds, keeping the newest.
+fn prune_stream(
+    tx: &rusqlite::Transaction<'_>,
+    session: &str,
+    stream: &str,
+    newest: i64,
+    b: LogBounds,
+) -> StoreResult<()> {
+    tx.execute(
+        "DELETE FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq <= ?3",
+        params![session, stream, newest - b.max_events as i64],
+    )?;
+    // Byte bound: walk newest → oldest and cut where the running total passes.
+    let mut stmt = tx.prepare_cached(
+        "SELECT seq, length(data) FROM events WHERE session_id = ?1 AND stream_id = ?2 ORDER BY seq DESC",
+    )?;
+    let sizes = stmt
+        .query_map(params![session, stream], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut total: u64 = 0;
+    for (i, (seq, len)) in sizes.iter().enumerate() {
+        total += *len as u64;
+        if i > 0 && total > b.max_bytes {
+            tx.execute(
+                "DELETE FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq <= ?3",
+                params![session, stream, seq],
+            )?;
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_store() -> (SqliteStore, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "executor-store-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let store = SqliteStore::open(&dir.join("executor.db")).expect("open");
+        (store, dir)
+    }
+
+    fn event(stream: &str, seq: i64, data: &str) -> EventRecord {
+        EventRecord {
+            session_id: "s".into(),
+            stream_id: stream.into(),
+            seq,
+            data: data.into(),
+            undelivered: true,
+            created_at_ms: seq,
+        }
+    }
+
+    #[tokio::test]
+    async fn accounts_are_idempotent_and_personal_org_defaults_to_email() {
+        let (s, dir) = temp_store();
+        let a = s.ensure_account("A@example.com", None).await.unwrap();
+        let b = s.ensure_account("a@example.com", None).await.unwrap();
+        assert_eq!(a, b);
+        let c = s
+            .ensure_account("a@example.com", Some("acme"))
+            .await
+            .unwrap();
+        assert_eq!(c.account_id, a.account_id);
+        assert_ne!(c.org_id, a.org_id);
+        assert!(s.ensure_account("nope", None).await.is_err());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn event_log_keeps_the_newest_within_bounds() {
+        let (s, dir) = temp_store();
+        let bounds = LogBounds {
+            max_events: 3,
+            max_bytes: 1024,
+        };
+        for seq in 1..=5 {
+            s.append_event(event("x", seq, "{}"), bounds).await.unwrap();
+        }
+        let kept: Vec<i64> = s
+            .events_after("s", "x", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(kept, vec![3, 4, 5]);
+        // A single event larger than the byte bound is still kept (never evict the newest).
+        let big = "x".repeat(2000);
+        s.append_event(event("x", 6, &big), bounds).await.unwrap();
+        let kept: Vec<i64> = s
+            .events_after("s", "x", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(kept, vec![6]);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn undelivered_events_are_taken_once() {
+        let (s, dir) = temp_store();
+        s.append_event(event("a", 1, "1"), LogBounds::default())
+            .await
+            .unwrap();
+        s.append_event(event("b", 1, "2"), LogBounds::default())
+            .await
+            .unwrap();
+        s.mark_delivered("s", "a", 1).await.unwrap();
+        let taken = s.take_undelivered("s").await.unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].data, "2");
+        assert!(s.take_undelivered("s").await.unwrap().is_empty());
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

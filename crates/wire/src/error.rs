@@ -1,0 +1,103 @@
+//! Every way a `/mcp` request can fail, and how each one looks on the wire.
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use executor_mcp::RpcError;
+use executor_sessions::AcquireError;
+use executor_store::tokens::TokenRejection;
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("Method not allowed")]
+    MethodNotAllowed,
+    #[error("Forbidden: {0}")]
+    HostNotAllowed(&'static str),
+    #[error("Unauthorized")]
+    Unauthorized {
+        resource_metadata: String,
+        rejection: Option<TokenRejection>,
+    },
+    #[error(transparent)]
+    Session(#[from] AcquireError),
+    #[error("Not Acceptable: {0}")]
+    NotAcceptable(&'static str),
+    #[error("Unsupported Media Type: Content-Type must be application/json")]
+    UnsupportedMediaType,
+    #[error("Payload Too Large: the request body is over {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("{}", .0.message)]
+    Rpc(RpcError),
+    #[error("Bad Request: {0}")]
+    BadRequest(String),
+    #[error("Internal error")]
+    Internal,
+}
+
+impl WireError {
+    fn status(&self) -> StatusCode {
+        match self {
+            WireError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            WireError::HostNotAllowed(_) => StatusCode::FORBIDDEN,
+            WireError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            WireError::Session(AcquireError::NotFound | AcquireError::Terminated) => {
+                StatusCode::NOT_FOUND
+            }
+            WireError::Session(AcquireError::Forbidden) => StatusCode::FORBIDDEN,
+            WireError::Session(AcquireError::Unavailable) => StatusCode::SERVICE_UNAVAILABLE,
+            WireError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            WireError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            WireError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            WireError::Rpc(_) | WireError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            WireError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> i64 {
+        match self {
+            WireError::MethodNotAllowed | WireError::Unauthorized { .. } => -32001,
+            WireError::Session(AcquireError::NotFound | AcquireError::Terminated) => -32001,
+            WireError::Session(AcquireError::Forbidden) => -32003,
+            WireError::Rpc(e) => e.code,
+            WireError::Internal => RpcError::INTERNAL_ERROR,
+            _ => -32000,
+        }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        match self {
+            WireError::Unauthorized {
+                resource_metadata,
+                rejection,
+            } => {
+                let mut challenge = format!("Bearer resource_metadata=\"{resource_metadata}\"");
+                if let Some(r) = rejection {
+                    challenge.push_str(&format!(
+                        ", error=\"invalid_token\", error_description=\"{}\"",
+                        r.description()
+                    ));
+                }
+                if let Ok(v) = HeaderValue::from_str(&challenge) {
+                    h.insert(header::WWW_AUTHENTICATE, v);
+                }
+            }
+            WireError::Session(AcquireError::Unavailable) => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        h
+    }
+}
+
+impl IntoResponse for WireError {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "jsonrpc": "2.0",
+            "error": { "code": self.code(), "message": self.to_string() },
+            "id": null,
+        });
+        (self.status(), self.headers(), axum::Json(body)).into_response()
+    }
+}

@@ -1,0 +1,595 @@
+//! The HTTP surface: `/mcp`, `/healthz`, protected-resource metadata,
+//! `/metrics`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use executor_engine::CallContext;
+use executor_mcp::{Incoming, McpServer, Message, Request, RequestScope, RpcError, versions};
+use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
+use executor_store::{Principal, Store, tokens::random_id};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::WireError;
+use crate::auth::authenticate;
+use crate::guard::HostPolicy;
+use crate::sse::{self, Source};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_HEADER: &str = "last-event-id";
+
+#[derive(Debug, Clone)]
+pub struct WireConfig {
+    pub hosts: HostPolicy,
+    /// `access-control-allow-origin`; `*` suits a bearer-only API.
+    pub cors_origin: String,
+    pub max_body_bytes: usize,
+}
+
+impl Default for WireConfig {
+    fn default() -> Self {
+        WireConfig {
+            hosts: HostPolicy::loopback(),
+            cors_origin: "*".into(),
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Shared state of the HTTP server.
+#[derive(Clone)]
+pub struct App {
+    pub sessions: Sessions,
+    pub config: Arc<WireConfig>,
+}
+
+impl App {
+    fn store(&self) -> &Arc<dyn Store> {
+        self.sessions.store()
+    }
+    fn server(&self) -> &Arc<McpServer> {
+        self.sessions.server()
+    }
+}
+
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/mcp", any(mcp_endpoint))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route("/metrics", get(metrics))
+        .with_state(app)
+}
+
+/// Serves until `shutdown` resolves; accepted sockets get TCP_NODELAY
+/// (SSE answers are several small writes).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: App,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(
+        listener,
+        router(app).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct McpQuery {
+    elicitation_mode: Option<String>,
+}
+
+async fn mcp_endpoint(
+    State(app): State<App>,
+    method: Method,
+    Query(query): Query<McpQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let response = match route(&app, method, query, &headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    with_cors(&app.config, response)
+}
+
+/// The checks of SPEC §2, in order.
+async fn route(
+    app: &App,
+    method: Method,
+    query: McpQuery,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, WireError> {
+    if method == Method::OPTIONS {
+        return Ok(preflight());
+    }
+    if !matches!(method, Method::GET | Method::POST | Method::DELETE) {
+        return Err(WireError::MethodNotAllowed);
+    }
+    app.config.hosts.check(headers)?;
+    let principal = authenticate(
+        app.store().as_ref(),
+        headers,
+        resource_metadata_url(headers),
+    )
+    .await?;
+    let session_id = header_str(headers, SESSION_HEADER).map(str::to_string);
+    match method {
+        Method::POST => post(app, principal, session_id, query, headers, body).await,
+        Method::GET => listen(app, principal, session_id, headers).await,
+        _ => delete(app, principal, session_id).await,
+    }
+}
+
+async fn post(
+    app: &App,
+    principal: Principal,
+    session_id: Option<String>,
+    query: McpQuery,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, WireError> {
+    let lease = match &session_id {
+        Some(id) => Some(app.sessions.acquire(id, &principal).await?),
+        None => None,
+    };
+    let accepts = Accepts::of(headers);
+    if !accepts.json && !accepts.sse {
+        return Err(WireError::NotAcceptable(
+            "the client must accept application/json or text/event-stream",
+        ));
+    }
+    check_content_type(headers)?;
+    let incoming = read_body(app, headers, body).await?;
+    let version_header = header_str(headers, VERSION_HEADER);
+    if let Some(v) = version_header
+        && !versions::is_supported(v)
+    {
+        return Err(WireError::BadRequest(format!(
+            "Unsupported protocol version: {v}"
+        )));
+    }
+    let is_initialize = incoming
+        .messages()
+        .iter()
+        .any(|m| m.as_request().is_some_and(|r| r.method == "initialize"));
+    match lease {
+        Some(lease) => {
+            if is_initialize {
+                return Err(WireError::Rpc(RpcError::invalid_request(
+                    "initialize must not carry an Mcp-Session-Id",
+                )));
+            }
+            post_in_session(app, lease, incoming, accepts).await
+        }
+        None => match incoming {
+            Incoming::Single(Message::Request(req)) if req.method == "initialize" => {
+                initialize(app, principal, req, query).await
+            }
+            Incoming::Batch(_) if is_initialize => Err(WireError::Rpc(RpcError::invalid_request(
+                "initialize must not be part of a batch",
+            ))),
+            incoming if is_sessionless(version_header, &incoming) => {
+                post_sessionless(app, principal, incoming).await
+            }
+            _ => Err(WireError::BadRequest(
+                "Mcp-Session-Id header is required".into(),
+            )),
+        },
+    }
+}
+
+/// A request of the sessionless revision: by header, by `_meta`, or by its
+/// method (`server/discover` exists only there).
+fn is_sessionless(version_header: Option<&str>, incoming: &Incoming) -> bool {
+    if version_header == Some(versions::SESSIONLESS) {
+        return true;
+    }
+    let Incoming::Single(Message::Request(req)) = incoming else {
+        return false;
+    };
+    req.method == "server/discover"
+        || req
+            .params
+            .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+            .and_then(Value::as_str)
+            == Some(versions::SESSIONLESS)
+}
+
+async fn initialize(
+    app: &App,
+    principal: Principal,
+    req: Request,
+    query: McpQuery,
+) -> Result<Response, WireError> {
+    let requested = req.params.get("protocolVersion").and_then(Value::as_str);
+    let version = versions::negotiate(requested);
+    let client_info = req.params.get("clientInfo").cloned().unwrap_or(Value::Null);
+    let capabilities = req.params.get("capabilities").cloned().unwrap_or(json!({}));
+    let native = query.elicitation_mode.as_deref() == Some("native");
+    let lease = app
+        .sessions
+        .create(
+            principal,
+            version,
+            client_info,
+            capabilities,
+            if native { "native" } else { "model" },
+        )
+        .await?;
+    let body = executor_mcp::result_response(&req.id, McpServer::initialize_result(version));
+    let mut res = json_response(body);
+    set_session_header(&mut res, lease.id());
+    Ok(res)
+}
+
+async fn post_in_session(
+    app: &App,
+    lease: Lease,
+    incoming: Incoming,
+    accepts: Accepts,
+) -> Result<Response, WireError> {
+    let batch = matches!(incoming, Incoming::Batch(_));
+    if batch && lease.protocol_version() != versions::BATCHING {
+        return Err(WireError::Rpc(RpcError::invalid_request(
+            "batches are not supported on this protocol version",
+        )));
+    }
+    let requests: Vec<Request> = incoming
+        .messages()
+        .iter()
+        .filter_map(|m| m.as_request().cloned())
+        .collect();
+    if requests.is_empty() {
+        // Notifications and responses only: accepted, nothing to answer.
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    let session_id = lease.id().to_string();
+    let mut res = match requests.as_slice() {
+        [req] if !batch && accepts.sse && (req.method == "tools/call" || !accepts.json) => {
+            stream_one(app, lease, req.clone())
+        }
+        [req] if !batch => {
+            let scope = scope_of(&lease);
+            json_response(app.server().handle(&scope, req).await)
+        }
+        _ => {
+            let scope = scope_of(&lease);
+            let mut answers = Vec::with_capacity(requests.len());
+            for req in &requests {
+                answers.push(app.server().handle(&scope, req).await);
+            }
+            json_response(Value::Array(answers))
+        }
+    };
+    set_session_header(&mut res, &session_id);
+    Ok(res)
+}
+
+fn scope_of(lease: &Lease) -> RequestScope<'_> {
+    RequestScope {
+        ctx: &lease.ctx,
+        protocol_version: lease.protocol_version(),
+        tools: &lease.tools,
+    }
+}
+
+/// Answers one request on its own SSE stream: the priming event at once,
+/// then the response once it is logged. The work runs in its own task so a
+/// client that drops the socket never cancels it; its answer then waits in
+/// the log for the session's next GET.
+fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
+    let store = app.store().clone();
+    let server = app.server().clone();
+    let mut out = OutboundStream::new(store.clone(), lease.id(), random_id(9), 0);
+    let preamble = vec![out.priming().frame()];
+    let (tx, rx) = mpsc::channel(4);
+    let stream_lease = lease.clone();
+    tokio::spawn(async move {
+        let response = server.handle(&scope_of(&lease), &req).await;
+        let event = match out.log(&response).await {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::error!(error = %e, "could not log response; sending it unlogged");
+                executor_sessions::SseEvent {
+                    stream_id: out.stream_id().to_string(),
+                    seq: 1,
+                    data: response.to_string(),
+                }
+            }
+        };
+        if let Err(mpsc::error::SendError(event)) = tx.send(event).await {
+            let stream_id = event.stream_id.clone();
+            lease.deliver_to_listener(&stream_id, event);
+        }
+    });
+    sse::response(stream_lease, store, preamble, Source::Post(rx), false)
+}
+
+async fn post_sessionless(
+    app: &App,
+    principal: Principal,
+    incoming: Incoming,
+) -> Result<Response, WireError> {
+    let Incoming::Single(message) = incoming else {
+        return Err(WireError::Rpc(RpcError::invalid_request(
+            "batches are not supported on this protocol version",
+        )));
+    };
+    let Message::Request(req) = message else {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    };
+    let ctx = CallContext {
+        principal,
+        session_id: None,
+    };
+    let tools = app
+        .server()
+        .build_tool_list(&ctx.principal.org_id, false)
+        .await;
+    let scope = RequestScope {
+        ctx: &ctx,
+        protocol_version: versions::SESSIONLESS,
+        tools: &tools,
+    };
+    Ok(json_response(app.server().handle(&scope, &req).await))
+}
+
+async fn listen(
+    app: &App,
+    principal: Principal,
+    session_id: Option<String>,
+    headers: &HeaderMap,
+) -> Result<Response, WireError> {
+    let session_id = session_id
+        .ok_or_else(|| WireError::BadRequest("Mcp-Session-Id header is required".into()))?;
+    let lease = app.sessions.acquire(&session_id, &principal).await?;
+    if !Accepts::of(headers).sse {
+        return Err(WireError::NotAcceptable(
+            "the client must accept text/event-stream",
+        ));
+    }
+    if let Some(v) = header_str(headers, VERSION_HEADER)
+        && !versions::is_supported(v)
+    {
+        return Err(WireError::BadRequest(format!(
+            "Unsupported protocol version: {v}"
+        )));
+    }
+    let last_event = header_str(headers, LAST_EVENT_HEADER).and_then(parse_event_id);
+    let replayed = replay(app.store(), &session_id, last_event)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "could not read the event log");
+            WireError::Internal
+        })?;
+    let stream_id = last_event
+        .map(|(s, _)| s.to_string())
+        .unwrap_or_else(|| random_id(9));
+    let listener = lease.add_listener(stream_id.clone());
+    let mut preamble = Vec::with_capacity(replayed.len() + 1);
+    match last_event {
+        // A resumed stream keeps its ids; a comment flushes the headers.
+        Some(_) => preamble.push(": resumed\n\n".to_string()),
+        None => preamble.push(
+            OutboundStream::new(app.store().clone(), &session_id, stream_id, 0)
+                .priming()
+                .frame(),
+        ),
+    }
+    preamble.extend(replayed.iter().map(|e| e.frame()));
+    let mut res = sse::response(
+        lease,
+        app.store().clone(),
+        preamble,
+        Source::Listen(listener),
+        true,
+    );
+    set_session_header(&mut res, &session_id);
+    Ok(res)
+}
+
+async fn delete(
+    app: &App,
+    principal: Principal,
+    session_id: Option<String>,
+) -> Result<Response, WireError> {
+    let session_id = session_id
+        .ok_or_else(|| WireError::BadRequest("Mcp-Session-Id header is required".into()))?;
+    app.sessions.terminate(&session_id, &principal).await?;
+    Ok(StatusCode::OK.into_response())
+}
+
+// --- transport helpers ------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+struct Accepts {
+    json: bool,
+    sse: bool,
+}
+
+impl Accepts {
+    fn of(headers: &HeaderMap) -> Self {
+        let accept = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(",")
+            .to_ascii_lowercase();
+        let has = |t: &str| {
+            accept
+                .split(',')
+                .any(|part| part.split(';').next().is_some_and(|m| m.trim() == t))
+        };
+        let any = has("*/*");
+        Accepts {
+            json: any || has("application/json") || has("application/*"),
+            sse: any || has("text/event-stream") || has("text/*"),
+        }
+    }
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), WireError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" {
+        Ok(())
+    } else {
+        Err(WireError::UnsupportedMediaType)
+    }
+}
+
+async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Incoming, WireError> {
+    let limit = app.config.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(WireError::PayloadTooLarge(limit));
+    }
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| WireError::PayloadTooLarge(limit))?;
+    executor_mcp::parse(&bytes).map_err(WireError::Rpc)
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+fn json_response(body: Value) -> Response {
+    let mut res = axum::Json(body).into_response();
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+fn set_session_header(res: &mut Response, session_id: &str) {
+    if let Ok(v) = HeaderValue::from_str(session_id) {
+        res.headers_mut().insert(SESSION_HEADER, v);
+    }
+}
+
+fn preflight() -> Response {
+    let mut res = StatusCode::NO_CONTENT.into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id, accept",
+        ),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    res
+}
+
+fn with_cors(config: &WireConfig, mut res: Response) -> Response {
+    let h = res.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&config.cors_origin) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("mcp-session-id, www-authenticate"),
+    );
+    res
+}
+
+/// `<origin>` of this server as the client addressed it.
+fn origin_of(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost");
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .filter(|p| *p == "https")
+        .unwrap_or("http");
+    format!("{scheme}://{host}")
+}
+
+fn resource_metadata_url(headers: &HeaderMap) -> String {
+    format!(
+        "{}/.well-known/oauth-protected-resource/mcp",
+        origin_of(headers)
+    )
+}
+
+async fn protected_resource(State(app): State<App>, headers: HeaderMap) -> Response {
+    let origin = origin_of(&headers);
+    let body = json!({
+        "resource": format!("{origin}/mcp"),
+        "authorization_servers": [],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "Executor",
+    });
+    with_cors(&app.config, json_response(body))
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    let m = app.sessions.metrics();
+    let restored = m.restored.load(Ordering::Relaxed);
+    let text = format!(
+        "# TYPE executor_sessions_live gauge\nexecutor_sessions_live {}\n\
+         # TYPE executor_sessions_created_total counter\nexecutor_sessions_created_total {}\n\
+         # TYPE executor_sessions_restored_total counter\nexecutor_sessions_restored_total {}\n\
+         # TYPE executor_sessions_disposed_total counter\nexecutor_sessions_disposed_total {}\n\
+         # TYPE executor_session_restore_seconds_sum counter\nexecutor_session_restore_seconds_sum {}\n\
+         # TYPE executor_session_restore_seconds_count counter\nexecutor_session_restore_seconds_count {}\n",
+        app.sessions.live_count(),
+        m.created.load(Ordering::Relaxed),
+        restored,
+        m.disposed.load(Ordering::Relaxed),
+        m.restore_micros_total.load(Ordering::Relaxed) as f64 / 1e6,
+        restored,
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}

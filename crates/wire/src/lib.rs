@@ -1,0 +1,18 @@
+//! The wire: MCP over Streamable HTTP (SPEC §2) and over stdio.
+//!
+//! `/mcp` runs the checks of SPEC §2 in their stated order — CORS
+//! preflight, method allow-list, Host/Origin guard, authentication, session
+//! lookup and ownership, transport checks — then hands the message to
+//! [`executor_mcp::McpServer`]. Every failure is a [`WireError`], rendered to
+//! the wire in one place.
+
+mod auth;
+mod error;
+mod guard;
+mod http;
+mod sse;
+pub mod stdio;
+
+pub use error::WireError;
+pub use guard::HostPolicy;
+pub use http::{App, WireConfig, router, serve};

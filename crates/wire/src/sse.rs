@@ -1,0 +1,129 @@
+//! Server-sent-event response bodies: framing, keepalives, rotation.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use executor_sessions::{Lease, Listener, SseEvent, mark_delivered};
+use executor_store::Store;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, Interval};
+
+/// Comment sent on every open stream this often (SPEC §2).
+const KEEPALIVE: Duration = Duration::from_secs(25);
+/// The standalone GET stream is closed after this, so proxies never hold
+/// it forever; the client reconnects.
+const GET_ROTATION: Duration = Duration::from_secs(30 * 60);
+
+/// Where a stream's live events come from.
+pub enum Source {
+    /// A POST's own stream: ends when the request's task drops the sender.
+    Post(mpsc::Receiver<SseEvent>),
+    /// A standalone GET stream of the session.
+    Listen(Listener),
+}
+
+impl Source {
+    async fn next(&mut self) -> Option<SseEvent> {
+        match self {
+            Source::Post(rx) => rx.recv().await,
+            Source::Listen(l) => l.events.recv().await,
+        }
+    }
+}
+
+struct StreamState {
+    preamble: VecDeque<Bytes>,
+    source: Source,
+    keepalive: Interval,
+    rotate_at: Option<Instant>,
+    disposed: watch::Receiver<bool>,
+    store: Arc<dyn Store>,
+    session_id: String,
+    /// Keeps the runtime counted as busy while the stream is open.
+    _lease: Lease,
+    finished: bool,
+}
+
+/// Builds the 200 `text/event-stream` response. `preamble` goes first
+/// (priming event, replayed events); the headers are sent at once.
+pub fn response(
+    lease: Lease,
+    store: Arc<dyn Store>,
+    preamble: Vec<String>,
+    source: Source,
+    rotate: bool,
+) -> Response {
+    let state = StreamState {
+        preamble: preamble.into_iter().map(Bytes::from).collect(),
+        keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
+        rotate_at: rotate.then(|| Instant::now() + GET_ROTATION),
+        disposed: lease.disposed(),
+        session_id: lease.id().to_string(),
+        store,
+        source,
+        _lease: lease,
+        finished: false,
+    };
+    let stream = futures::stream::unfold(state, next_chunk);
+    let mut res = Response::new(Body::from_stream(stream));
+    *res.status_mut() = StatusCode::OK;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    res
+}
+
+async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, StreamState)> {
+    if st.finished {
+        return None;
+    }
+    if let Some(chunk) = st.preamble.pop_front() {
+        return Some((Ok(chunk), st));
+    }
+    let rotate_at = st.rotate_at;
+    let step = tokio::select! {
+        event = st.source.next() => match event {
+            Some(event) => Step::Event(event),
+            None => Step::End,
+        },
+        _ = st.keepalive.tick() => Step::Keepalive,
+        _ = async { tokio::time::sleep_until(rotate_at.unwrap_or_else(Instant::now)).await }, if rotate_at.is_some() => Step::Rotate,
+        _ = st.disposed.wait_for(|d| *d) => Step::End,
+    };
+    let chunk = match step {
+        Step::Event(event) => {
+            mark_delivered(&st.store, &st.session_id, &event);
+            if let Source::Listen(l) = &st.source {
+                l.flushed(&event);
+            }
+            Bytes::from(event.frame())
+        }
+        Step::Keepalive => Bytes::from_static(b": keepalive\n\n"),
+        Step::Rotate => {
+            st.finished = true;
+            Bytes::from_static(b": reconnect\n\n")
+        }
+        Step::End => return None,
+    };
+    Some((Ok(chunk), st))
+}
+
+enum Step {
+    Event(SseEvent),
+    Keepalive,
+    Rotate,
+    End,
+}

@@ -1,0 +1,69 @@
+//! MCP over stdio: one JSON-RPC message (or batch) per line, for clients
+//! that spawn `executor mcp`. The process is the session; it acts for one
+//! principal, resolved by the caller.
+
+use std::sync::Arc;
+
+use executor_engine::CallContext;
+use executor_mcp::{
+    Incoming, McpServer, Message, RequestScope, error_response, result_response, versions,
+};
+use executor_store::Principal;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::io::Result<()> {
+    let ctx = CallContext {
+        principal,
+        session_id: None,
+    };
+    let mut version: &'static str = versions::SESSION_BASED[0];
+    let mut tools = server.build_tool_list(&ctx.principal.org_id, false).await;
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdout = tokio::io::stdout();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answers: Vec<Value> = match executor_mcp::parse(line.as_bytes()) {
+            Err(e) => vec![error_response(&Value::Null, &e)],
+            Ok(incoming) => {
+                let mut out = Vec::new();
+                for message in incoming.messages() {
+                    let Message::Request(req) = message else {
+                        continue;
+                    };
+                    if req.method == "initialize" {
+                        version = versions::negotiate(
+                            req.params.get("protocolVersion").and_then(Value::as_str),
+                        );
+                        tools = server.build_tool_list(&ctx.principal.org_id, false).await;
+                        out.push(result_response(
+                            &req.id,
+                            McpServer::initialize_result(version),
+                        ));
+                        continue;
+                    }
+                    let scope = RequestScope {
+                        ctx: &ctx,
+                        protocol_version: version,
+                        tools: &tools,
+                    };
+                    out.push(server.handle(&scope, req).await);
+                }
+                if matches!(incoming, Incoming::Batch(_)) && !out.is_empty() {
+                    vec![Value::Array(out)]
+                } else {
+                    out
+                }
+            }
+        };
+        for answer in answers {
+            let mut text = answer.to_string();
+            text.push('\n');
+            stdout.write_all(text.as_bytes()).await?;
+        }
+        stdout.flush().await?;
+    }
+    Ok(())
+}
