@@ -1,0 +1,98 @@
+// The project's benchmark: figures of the release binary on this machine.
+// Prints one line per figure. Usage (from the project root, after
+// `cargo build --release`):  bench/run     (DURATION=5 CONNS=16 SESSIONS=2000)
+import autocannon from "autocannon";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import net from "node:net";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const BIN = process.env.EXECUTOR_BIN ?? join(ROOT, "target/release/executor");
+const DURATION = Number(process.env.DURATION ?? 5);
+const CONNS = Number(process.env.CONNS ?? 16);
+const SESSIONS = Number(process.env.SESSIONS ?? 2000);
+const IDLE_MS = 1500;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const freePort = () => new Promise((resolve) => {
+  const s = net.createServer().listen(0, "127.0.0.1", () => { const { port } = s.address(); s.close(() => resolve(port)); });
+});
+const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/)[1]);
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+
+const dataDir = mkdtempSync(join(tmpdir(), "executor-bench-"));
+const port = await freePort();
+const url = `http://127.0.0.1:${port}/mcp`;
+const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--session-idle-timeout", String(IDLE_MS)], {
+  stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, RUST_LOG: "warn" },
+});
+for (let i = 0; i < 100; i++) { try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch {} await sleep(50); }
+const bearer = execFileSync(BIN, ["token", "create", "--email", "bench@example.com", "--data-dir", dataDir], { encoding: "utf8" }).trim();
+
+const headers = (sid) => ({
+  authorization: `Bearer ${bearer}`, "content-type": "application/json",
+  accept: "application/json, text/event-stream", ...(sid ? { "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" } : {}),
+});
+const post = async (sid, body) => {
+  const r = await fetch(url, { method: "POST", headers: headers(sid), body: JSON.stringify(body) });
+  await r.text();
+  return r;
+};
+const init = async () => {
+  const r = await post(null, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "1" } } });
+  return r.headers.get("mcp-session-id");
+};
+const load = (sid, body) => new Promise((resolve, reject) =>
+  autocannon({ url, method: "POST", connections: CONNS, duration: DURATION, headers: headers(sid), body: JSON.stringify(body) },
+    (err, res) => (err ? reject(err) : resolve(res))));
+const line = (label, value, unit) => console.log(`${label.padEnd(44)} ${String(value).padStart(10)} ${unit}`);
+
+try {
+  const sid = await init();
+  const tl = await load(sid, { jsonrpc: "2.0", id: 2, method: "tools/list" });
+  line(`tools/list req/s (${CONNS} conns)`, tl.requests.average.toFixed(0), `req/s  p50 ${tl.latency.p50} ms p99 ${tl.latency.p99} ms errors ${tl.errors + tl.non2xx}`);
+  const ex = await load(sid, { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "execute", arguments: { code: "return 1;" } } });
+  line(`execute "return 1;" req/s (${CONNS} conns)`, ex.requests.average.toFixed(0), `req/s  p50 ${ex.latency.p50} ms p99 ${ex.latency.p99} ms errors ${ex.errors + ex.non2xx}`);
+
+  const n = 300, t0 = performance.now();
+  for (let i = 0; i < n; i++) await init();
+  line("initialize, sequential", ((performance.now() - t0) / n).toFixed(3), "ms each");
+
+  // Memory: N new sessions, then after they are all disposed.
+  await sleep(IDLE_MS * 2); // let the sessions above be disposed
+  const base = rssKb(child.pid);
+  const sids = [];
+  for (let i = 0; i < SESSIONS; i += 50) sids.push(...await Promise.all(Array.from({ length: 50 }, init)));
+  const live = rssKb(child.pid);
+  line(`RSS per live session (${SESSIONS})`, ((live - base) / SESSIONS).toFixed(2), "KB");
+  await sleep(IDLE_MS * 2.5);
+  const disposed = rssKb(child.pid);
+  line(`RSS per disposed session (${SESSIONS})`, (Math.max(0, disposed - base) / SESSIONS).toFixed(2), "KB");
+
+  // Restore: the first request on each disposed session rebuilds its runtime.
+  const restore = [];
+  for (const s of sids.slice(0, 500)) {
+    const t = performance.now();
+    const r = await post(s, { jsonrpc: "2.0", id: 4, method: "ping" });
+    if (r.status !== 200) throw new Error(`restore answered ${r.status}`);
+    restore.push(performance.now() - t);
+  }
+  const warm = [];
+  for (const s of sids.slice(0, 500)) {
+    const t = performance.now();
+    await post(s, { jsonrpc: "2.0", id: 5, method: "ping" });
+    warm.push(performance.now() - t);
+  }
+  line("first request after idle (restore), client", pct(restore, 50).toFixed(3), `ms p50  p99 ${pct(restore, 99).toFixed(3)} ms`);
+  line("same request on a live session, client", pct(warm, 50).toFixed(3), `ms p50  p99 ${pct(warm, 99).toFixed(3)} ms`);
+  const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const get = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1]);
+  const mean = get("executor_session_restore_seconds_sum") / get("executor_session_restore_seconds_count");
+  line("restore, server side (mean)", (mean * 1000).toFixed(3), "ms");
+} finally {
+  child.kill("SIGTERM");
+  await sleep(200);
+  rmSync(dataDir, { recursive: true, force: true });
+}
