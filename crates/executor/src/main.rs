@@ -174,9 +174,30 @@ async fn serve(store: Arc<dyn Store>, opts: ServeOpts) -> AnyResult<()> {
         }),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
-    executor_wire::serve(listener, app, shutdown_signal()).await?;
+    // On SIGTERM: stop accepting, end open streams (their sessions stay
+    // durable), let in-flight requests finish, and give up after a deadline.
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let graceful = {
+        let (stopping, sessions) = (stopping.clone(), app.sessions.clone());
+        async move {
+            shutdown_signal().await;
+            stopping.notify_one();
+            sessions.dispose_all().await;
+        }
+    };
+    let deadline = async {
+        stopping.notified().await;
+        tokio::time::sleep(SHUTDOWN_DEADLINE).await;
+    };
+    tokio::select! {
+        served = executor_wire::serve(listener, app, graceful) => served?,
+        _ = deadline => tracing::warn!("in-flight requests outlived the shutdown deadline"),
+    }
     Ok(())
 }
+
+/// How long in-flight requests may run on after SIGTERM.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

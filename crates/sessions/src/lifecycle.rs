@@ -220,6 +220,7 @@ impl Sessions {
             let mut slots = this.slots();
             match result {
                 Ok(runtime) => {
+                    tracing::debug!(session = %session_id, micros = started.elapsed().as_micros() as u64, "restored session runtime");
                     slots.insert(session_id, Slot::Live(Arc::new(runtime)));
                     let m = &this.inner.metrics;
                     m.restored.fetch_add(1, Ordering::Relaxed);
@@ -322,6 +323,7 @@ impl Sessions {
             });
         }
         for rt in &disposed {
+            tracing::debug!(session = rt.id(), "disposed idle session runtime");
             rt.dispose();
         }
         self.inner
@@ -341,6 +343,25 @@ impl Sessions {
             });
         }
         disposed.len()
+    }
+
+    /// Disposes every runtime (shutdown): open streams end, records stay.
+    pub async fn dispose_all(&self) {
+        let live: Vec<Arc<Runtime>> = self
+            .slots()
+            .drain()
+            .filter_map(|(_, s)| match s {
+                Slot::Live(rt) => Some(rt),
+                Slot::Building(_) => None,
+            })
+            .collect();
+        for rt in &live {
+            rt.dispose();
+        }
+        let touches = live.iter().map(|rt| (rt.id().to_string(), rt.last_activity_ms())).collect();
+        if let Err(e) = self.inner.store.touch_sessions(touches).await {
+            tracing::warn!(error = %e, "could not record session activity");
+        }
     }
 
     /// Writes the activity of live runtimes to their records (so retention

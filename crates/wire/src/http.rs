@@ -18,6 +18,7 @@ use executor_store::{Principal, Store, tokens::random_id};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::WireError;
 use crate::auth::authenticate;
@@ -109,11 +110,21 @@ async fn mcp_endpoint(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let response = match route(&app, method, query, &headers, body).await {
+    // A request id ties the server log lines of one request together.
+    let request_id = random_id(8);
+    let span = tracing::debug_span!("mcp", %request_id, %method);
+    let response = match route(&app, method, query, &headers, body).instrument(span).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            tracing::debug!(%request_id, error = %e, "request refused");
+            e.into_response()
+        }
     };
-    with_cors(&app.config, response)
+    let mut response = with_cors(&app.config, response);
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
 }
 
 /// The checks of SPEC §2, in order.
