@@ -124,7 +124,7 @@ test("idle restore with a GET and ten POSTs at once (single-flight build)", { ti
     assert.equal(p.status, "fulfilled", `POST ${i} failed: ${p.reason?.message}`);
     checkToolsList(p.value, 500 + i, `POST ${i}`);
   });
-  await followUps(s, "after ten", 7);
   const mAfter = await scrapeMetrics(srv);
   assert.equal(metricMatching(mAfter, RESTORED_RE) - metricMatching(mBefore, RESTORED_RE), 1, "exactly one restore for the GET and ten POSTs");
+  await followUps(s, "after ten", 7);
 });

@@ -143,6 +143,8 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
 
 // ---------------------------------------------------------------- raw HTTP
 
+const guarded = new WeakSet();
+
 /**
  * One HTTP request with node:http. Resolves { status, headers, body, json }
  * once the whole body is read. `body` may be a string, a Buffer or an object
@@ -185,7 +187,12 @@ export const request = (url, { method = "POST", headers = {}, body, timeoutMs = 
     });
     // A server that answers early (413) may close while we still write: the
     // socket error is reported through req's error, never as an uncaught one.
-    req.on("socket", (sock) => sock.on("error", () => {}));
+    req.on("socket", (sock) => {
+      if (!guarded.has(sock)) {
+        guarded.add(sock);
+        sock.on("error", () => {});
+      }
+    });
     if (payload !== undefined) req.write(payload);
     req.end();
   });

@@ -50,6 +50,8 @@ impl Incoming {
 pub struct RpcError {
     pub code: i64,
     pub message: String,
+    /// What exactly was wrong, for the client's developer (`error.data`).
+    pub detail: Option<String>,
 }
 
 impl RpcError {
@@ -63,13 +65,17 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
+            detail: None,
         }
     }
     pub fn parse_error() -> Self {
         Self::new(Self::PARSE_ERROR, "Parse error")
     }
     pub fn invalid_request(detail: &str) -> Self {
-        Self::new(Self::INVALID_REQUEST, format!("Invalid Request: {detail}"))
+        RpcError {
+            detail: Some(detail.to_string()),
+            ..Self::new(Self::INVALID_REQUEST, "Invalid Request")
+        }
     }
     pub fn invalid_params(detail: impl Into<String>) -> Self {
         Self::new(Self::INVALID_PARAMS, detail)
@@ -84,7 +90,18 @@ pub fn result_response(id: &Value, result: Value) -> Value {
 }
 
 pub fn error_response(id: &Value, error: &RpcError) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": error.code, "message": error.message } })
+    json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
+}
+
+impl RpcError {
+    /// The JSON-RPC `error` object.
+    pub fn to_json(&self) -> Value {
+        let mut e = json!({ "code": self.code, "message": self.message });
+        if let Some(d) = &self.detail {
+            e["data"] = json!(d);
+        }
+        e
+    }
 }
 
 /// Parses a POST body into messages. Invalid JSON is a parse error; JSON

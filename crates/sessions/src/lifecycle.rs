@@ -358,7 +358,10 @@ impl Sessions {
         for rt in &live {
             rt.dispose();
         }
-        let touches = live.iter().map(|rt| (rt.id().to_string(), rt.last_activity_ms())).collect();
+        let touches = live
+            .iter()
+            .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
+            .collect();
         if let Err(e) = self.inner.store.touch_sessions(touches).await {
             tracing::warn!(error = %e, "could not record session activity");
         }

@@ -14,6 +14,9 @@ use tokio::sync::mpsc;
 /// Unflushed bytes a GET stream may queue before it is cut off (SPEC §2).
 const SLOW_READER_CAP_BYTES: usize = 8 * 1024 * 1024;
 
+/// Reconnection delay suggested to clients in priming events.
+const RECONNECT_HINT_MS: u32 = 1000;
+
 /// One SSE event carrying a JSON-RPC message (or the empty priming event).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SseEvent {
@@ -31,7 +34,8 @@ impl SseEvent {
     pub fn frame(&self) -> String {
         if self.data.is_empty() {
             // Priming: an id the client can resume from, nothing to parse.
-            return format!("id: {}\ndata: \n\n", self.id());
+            // `retry` tells the client how soon to reconnect if it loses us.
+            return format!("id: {}\nretry: {RECONNECT_HINT_MS}\ndata: \n\n", self.id());
         }
         format!("id: {}\nevent: message\ndata: {}\n\n", self.id(), self.data)
     }

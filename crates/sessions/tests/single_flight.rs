@@ -26,8 +26,12 @@ impl Drop for Fixture {
 
 async fn fixture() -> Fixture {
     let dir = std::env::temp_dir().join(format!("executor-sessions-{}", uuid_like()));
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
-    let owner = store.ensure_account("owner@example.com", None).await.expect("account");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+    let owner = store
+        .ensure_account("owner@example.com", None)
+        .await
+        .expect("account");
     let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
     let server = Arc::new(McpServer::new(engine));
     let config = SessionsConfig {
@@ -46,14 +50,23 @@ fn uuid_like() -> String {
     format!(
         "{}-{}",
         std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
     )
 }
 
 async fn new_session(f: &Fixture) -> String {
     let lease = f
         .sessions
-        .create(f.owner.clone(), "2025-06-18", json!({"name": "t"}), json!({}), "model")
+        .create(
+            f.owner.clone(),
+            "2025-06-18",
+            json!({"name": "t"}),
+            json!({}),
+            "model",
+        )
         .await
         .expect("create");
     lease.id().to_string()
@@ -66,7 +79,11 @@ async fn concurrent_requests_after_idle_build_exactly_one_runtime() {
     const ROUNDS: usize = 150;
     const CONCURRENT: usize = 12;
     for round in 0..ROUNDS {
-        assert_eq!(f.sessions.dispose_idle(), ids.len(), "round {round}: all runtimes disposed");
+        assert_eq!(
+            f.sessions.dispose_idle(),
+            ids.len(),
+            "round {round}: all runtimes disposed"
+        );
         assert_eq!(f.sessions.live_count(), 0);
         let builds_before = f.sessions.metrics().builds.load(Ordering::SeqCst);
         let mut tasks = Vec::new();
@@ -85,12 +102,23 @@ async fn concurrent_requests_after_idle_build_exactly_one_runtime() {
             runtimes.insert(t.await.expect("task").expect("acquire succeeds"));
         }
         let builds = f.sessions.metrics().builds.load(Ordering::SeqCst) - builds_before;
-        assert_eq!(builds as usize, ids.len(), "round {round}: one build per session");
-        assert_eq!(runtimes.len(), ids.len(), "round {round}: every request shares its session's runtime");
+        assert_eq!(
+            builds as usize,
+            ids.len(),
+            "round {round}: one build per session"
+        );
+        assert_eq!(
+            runtimes.len(),
+            ids.len(),
+            "round {round}: every request shares its session's runtime"
+        );
         // The follow-ups: sequential requests after the burst work too.
         for id in &ids {
             for _ in 0..2 {
-                f.sessions.acquire(id, &f.owner).await.expect("follow-up succeeds");
+                f.sessions
+                    .acquire(id, &f.owner)
+                    .await
+                    .expect("follow-up succeeds");
             }
         }
     }
@@ -120,13 +148,27 @@ async fn unknown_sessions_fail_cleanly_and_leave_nothing_behind() {
 async fn a_foreign_caller_is_refused_and_the_session_still_works() {
     let f = fixture().await;
     let id = new_session(&f).await;
-    let stranger = f.sessions.store().ensure_account("stranger@example.com", None).await.unwrap();
+    let stranger = f
+        .sessions
+        .store()
+        .ensure_account("stranger@example.com", None)
+        .await
+        .unwrap();
     f.sessions.dispose_idle();
     // Refused whether the runtime is dormant or live.
-    assert_eq!(f.sessions.acquire(&id, &stranger).await.err(), Some(AcquireError::Forbidden));
-    assert_eq!(f.sessions.acquire(&id, &stranger).await.err(), Some(AcquireError::Forbidden));
+    assert_eq!(
+        f.sessions.acquire(&id, &stranger).await.err(),
+        Some(AcquireError::Forbidden)
+    );
+    assert_eq!(
+        f.sessions.acquire(&id, &stranger).await.err(),
+        Some(AcquireError::Forbidden)
+    );
     assert!(f.sessions.acquire(&id, &f.owner).await.is_ok());
-    assert_eq!(f.sessions.terminate(&id, &stranger).await.err(), Some(AcquireError::Forbidden));
+    assert_eq!(
+        f.sessions.terminate(&id, &stranger).await.err(),
+        Some(AcquireError::Forbidden)
+    );
     assert!(f.sessions.acquire(&id, &f.owner).await.is_ok());
 }
 
@@ -134,10 +176,19 @@ async fn a_foreign_caller_is_refused_and_the_session_still_works() {
 async fn terminated_sessions_answer_terminated_even_after_disposal() {
     let f = fixture().await;
     let id = new_session(&f).await;
-    f.sessions.terminate(&id, &f.owner).await.expect("terminate");
-    assert_eq!(f.sessions.acquire(&id, &f.owner).await.err(), Some(AcquireError::Terminated));
+    f.sessions
+        .terminate(&id, &f.owner)
+        .await
+        .expect("terminate");
+    assert_eq!(
+        f.sessions.acquire(&id, &f.owner).await.err(),
+        Some(AcquireError::Terminated)
+    );
     f.sessions.dispose_idle();
-    assert_eq!(f.sessions.acquire(&id, &f.owner).await.err(), Some(AcquireError::Terminated));
+    assert_eq!(
+        f.sessions.acquire(&id, &f.owner).await.err(),
+        Some(AcquireError::Terminated)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,13 +199,23 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
     // server: it has nothing in memory and restores from the record.
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&f.dir.join("executor.db")).unwrap());
     let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
-    let restarted = Sessions::new(store, Arc::new(McpServer::new(engine)), SessionsConfig::default());
-    let lease = restarted.acquire(&id, &f.owner).await.expect("restored after restart");
+    let restarted = Sessions::new(
+        store,
+        Arc::new(McpServer::new(engine)),
+        SessionsConfig::default(),
+    );
+    let lease = restarted
+        .acquire(&id, &f.owner)
+        .await
+        .expect("restored after restart");
     assert_eq!(lease.protocol_version(), "2025-06-18");
     assert_eq!(lease.record.client_info, json!({"name": "t"}));
 }
 
-async fn futures_join<T, Fut: std::future::Future<Output = T>>(n: usize, f: impl Fn(usize) -> Fut) -> Vec<T> {
+async fn futures_join<T, Fut: std::future::Future<Output = T>>(
+    n: usize,
+    f: impl Fn(usize) -> Fut,
+) -> Vec<T> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         out.push(f(i).await);

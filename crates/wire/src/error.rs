@@ -93,11 +93,11 @@ impl WireError {
 
 impl IntoResponse for WireError {
     fn into_response(self) -> Response {
-        let body = json!({
-            "jsonrpc": "2.0",
-            "error": { "code": self.code(), "message": self.to_string() },
-            "id": null,
-        });
+        let error = match &self {
+            WireError::Rpc(e) => e.to_json(),
+            other => json!({ "code": other.code(), "message": other.to_string() }),
+        };
+        let body = json!({ "jsonrpc": "2.0", "error": error, "id": null });
         (self.status(), self.headers(), axum::Json(body)).into_response()
     }
 }

@@ -15,6 +15,7 @@ use executor_engine::CallContext;
 use executor_mcp::{Incoming, McpServer, Message, Request, RequestScope, RpcError, versions};
 use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
 use executor_store::{Principal, Store, tokens::random_id};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -113,7 +114,10 @@ async fn mcp_endpoint(
     // A request id ties the server log lines of one request together.
     let request_id = random_id(8);
     let span = tracing::debug_span!("mcp", %request_id, %method);
-    let response = match route(&app, method, query, &headers, body).instrument(span).await {
+    let response = match route(&app, method, query, &headers, body)
+        .instrument(span)
+        .await
+    {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%request_id, error = %e, "request refused");
@@ -490,12 +494,39 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Incomin
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
+        drain(body).await;
         return Err(WireError::PayloadTooLarge(limit));
     }
-    let bytes = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| WireError::PayloadTooLarge(limit))?;
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|_| WireError::BadRequest("the request body could not be read".into()))?;
+        if bytes.len() + chunk.len() > limit {
+            drain(Body::from_stream(stream)).await;
+            return Err(WireError::PayloadTooLarge(limit));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
     executor_mcp::parse(&bytes).map_err(WireError::Rpc)
+}
+
+/// Reads and discards the rest of an oversized body (bounded in bytes and
+/// time) so the client, still uploading, receives the 413 instead of a
+/// reset connection.
+async fn drain(body: Body) {
+    const MAX_DRAIN_BYTES: usize = 64 * 1024 * 1024;
+    let mut stream = body.into_data_stream();
+    let mut seen = 0usize;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen += chunk.len();
+            if seen > MAX_DRAIN_BYTES {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
