@@ -1,7 +1,8 @@
 //! Answers MCP requests. One instance serves every session; per-session
 //! state comes in through [`RequestScope`].
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use executor_engine::{CallContext, Engine, ToolCallError};
 use serde_json::{Value, json};
@@ -30,11 +31,20 @@ pub struct RequestScope<'a> {
 
 pub struct McpServer {
     engine: Arc<Engine>,
+    /// Tool lists by (inventory, native elicitation): sessions with the same
+    /// integrations share one snapshot instead of a copy each.
+    tool_lists: Mutex<HashMap<(Vec<String>, bool), Arc<Vec<Value>>>>,
 }
+
+/// Distinct tool lists kept; past this the cache starts over.
+const TOOL_LIST_CACHE: usize = 256;
 
 impl McpServer {
     pub fn new(engine: Arc<Engine>) -> Self {
-        McpServer { engine }
+        McpServer {
+            engine,
+            tool_lists: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -62,9 +72,19 @@ impl McpServer {
     /// The tool list for a caller, built from the engine and the caller's
     /// integration inventory (used when a runtime is built, and per request
     /// on the sessionless path).
-    pub async fn build_tool_list(&self, org_id: &str, native_elicitation: bool) -> Vec<Value> {
+    pub async fn build_tool_list(&self, org_id: &str, native_elicitation: bool) -> Arc<Vec<Value>> {
         let inventory = self.engine.integration_inventory(org_id).await;
-        self.engine.tool_definitions(&inventory, native_elicitation)
+        let key = (inventory, native_elicitation);
+        let mut cache = self.tool_lists.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(list) = cache.get(&key) {
+            return list.clone();
+        }
+        if cache.len() >= TOOL_LIST_CACHE {
+            cache.clear();
+        }
+        let list = Arc::new(self.engine.tool_definitions(&key.0, native_elicitation));
+        cache.insert(key, list.clone());
+        list
     }
 
     /// Answers one request with a full JSON-RPC response.

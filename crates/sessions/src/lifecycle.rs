@@ -321,20 +321,27 @@ impl Sessions {
                     true
                 }
             });
+            // A burst of sessions should not pin its peak map size forever.
+            if slots.capacity() > 64 && slots.len() < slots.capacity() / 4 {
+                slots.shrink_to_fit();
+            }
         }
+        let touches: Vec<(String, i64)> = disposed
+            .iter()
+            .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
+            .collect();
         for rt in &disposed {
             tracing::debug!(session = rt.id(), "disposed idle session runtime");
             rt.dispose();
         }
+        let count = disposed.len();
+        drop(disposed);
         self.inner
             .metrics
             .disposed
-            .fetch_add(disposed.len() as u64, Ordering::Relaxed);
-        if !disposed.is_empty() {
-            let touches = disposed
-                .iter()
-                .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
-                .collect();
+            .fetch_add(count as u64, Ordering::Relaxed);
+        if count > 0 {
+            release_freed_memory();
             let store = self.inner.store.clone();
             tokio::spawn(async move {
                 if let Err(e) = store.touch_sessions(touches).await {
@@ -342,7 +349,7 @@ impl Sessions {
                 }
             });
         }
-        disposed.len()
+        count
     }
 
     /// Disposes every runtime (shutdown): open streams end, records stay.
@@ -409,5 +416,16 @@ impl Sessions {
                 }
             }
         }
+    }
+}
+
+/// Hands memory freed by disposed runtimes back to the OS: glibc keeps
+/// freed small allocations in its arenas otherwise, and a disposed session
+/// should cost nothing.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and trims the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

@@ -17,7 +17,7 @@ pub struct Runtime {
     pub ctx: CallContext,
     /// The `tools/list` snapshot, with the `execute` description built from
     /// the integration inventory at build time.
-    pub tools: Vec<Value>,
+    pub tools: Arc<Vec<Value>>,
     last_activity_ms: AtomicI64,
     in_flight: AtomicUsize,
     paused: AtomicUsize,
@@ -27,7 +27,7 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub(crate) fn new(record: SessionRecord, tools: Vec<Value>) -> Self {
+    pub(crate) fn new(record: SessionRecord, tools: Arc<Vec<Value>>) -> Self {
         let ctx = CallContext {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
