@@ -1,11 +1,15 @@
-//! Dedicated sandbox threads that grow on demand.
+//! Dedicated sandbox threads: a base of one per core, grown on demand.
 //!
-//! Each thread owns one QuickJS runtime. A job goes to an idle thread; when
-//! none is idle and the pool is below its ceiling, a new thread is started,
-//! so a CPU-bound script occupies its own thread and never delays a fast one.
+//! Each thread owns one QuickJS runtime. Short executions share the base
+//! threads (more threads than cores would only add context switches and
+//! tail latency). When a job has waited [`SLOW_LANE_DELAY`] without a thread
+//! picking it up — every thread is busy with a long script — another thread
+//! is started, up to the ceiling, so a CPU-bound script never holds up a
+//! fast one for long.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::oneshot;
@@ -17,16 +21,20 @@ use crate::{Limits, RunOutcome, SandboxError};
 /// its own limit (a catchable "stack overflow") long before the OS guard page.
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 
+/// How long a queued job waits before the pool grows for it.
+const SLOW_LANE_DELAY: Duration = Duration::from_millis(5);
+
 struct Job {
     code: String,
+    started: Arc<AtomicBool>,
     reply: oneshot::Sender<Result<RunOutcome, SandboxError>>,
 }
 
 struct Shared {
     limits: Limits,
     jobs: Receiver<Job>,
-    idle: AtomicUsize,
     threads: AtomicUsize,
+    base_threads: usize,
     max_threads: usize,
 }
 
@@ -41,13 +49,17 @@ impl Pool {
     /// `max_threads` bounds concurrent executions; jobs beyond it queue.
     pub fn new(limits: Limits, max_threads: usize) -> Self {
         let (submit, jobs) = crossbeam_channel::unbounded();
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        let max_threads = max_threads.max(1);
         Pool {
             shared: Arc::new(Shared {
                 limits,
                 jobs,
-                idle: AtomicUsize::new(0),
                 threads: AtomicUsize::new(0),
-                max_threads: max_threads.max(1),
+                base_threads: cores.clamp(1, max_threads),
+                max_threads,
             }),
             submit,
         }
@@ -59,61 +71,70 @@ impl Pool {
 
     /// Runs `code` (an async function body) on a sandbox thread.
     pub async fn run(&self, code: String) -> Result<RunOutcome, SandboxError> {
-        let (reply, answer) = oneshot::channel();
-        self.ensure_worker();
+        let (reply, mut answer) = oneshot::channel();
+        let started = Arc::new(AtomicBool::new(false));
+        if self.shared.threads.load(Ordering::Acquire) < self.shared.base_threads {
+            self.grow();
+        }
         self.submit
-            .send(Job { code, reply })
+            .send(Job {
+                code,
+                started: started.clone(),
+                reply,
+            })
             .map_err(|_| SandboxError::WorkerLost)?;
         // The host backstop (SPEC §6): a run that outlives its deadline by
         // 30 s is abandoned; its thread is left to finish on its own.
-        let backstop = self.shared.limits.timeout + std::time::Duration::from_secs(30);
-        match tokio::time::timeout(backstop, answer).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(SandboxError::WorkerLost),
-            Err(_) => Ok(RunOutcome::Failed {
-                message: format!(
-                    "execution timed out after {} ms",
-                    self.shared.limits.timeout.as_millis()
-                ),
-                logs: Vec::new(),
-            }),
+        let backstop = tokio::time::sleep(self.shared.limits.timeout + Duration::from_secs(30));
+        tokio::pin!(backstop);
+        let mut slow_lane = Box::pin(tokio::time::sleep(SLOW_LANE_DELAY));
+        loop {
+            tokio::select! {
+                result = &mut answer => return result.unwrap_or(Err(SandboxError::WorkerLost)),
+                _ = &mut slow_lane, if !started.load(Ordering::Acquire) => {
+                    if !started.load(Ordering::Acquire) {
+                        self.grow();
+                    }
+                    // Check again later: growth may have hit the ceiling.
+                    slow_lane = Box::pin(tokio::time::sleep(SLOW_LANE_DELAY * 4));
+                }
+                _ = &mut backstop => {
+                    return Ok(RunOutcome::Failed {
+                        message: format!("execution timed out after {} ms", self.shared.limits.timeout.as_millis()),
+                        logs: Vec::new(),
+                    });
+                }
+            }
         }
     }
 
-    fn ensure_worker(&self) {
+    /// Starts one more thread unless the pool is at its ceiling.
+    fn grow(&self) {
         let s = &self.shared;
-        // Claim an idle worker if one exists; otherwise start one.
-        let claimed = s
-            .idle
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok();
-        if claimed {
-            return;
-        }
-        let started = s
+        let reserved = s
             .threads
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < s.max_threads).then_some(n + 1)
             })
             .is_ok();
-        if started {
-            let shared = self.shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name("executor-sandbox".into())
-                .stack_size(THREAD_STACK_BYTES)
-                .spawn(move || worker(shared));
-            if spawned.is_err() {
-                self.shared.threads.fetch_sub(1, Ordering::AcqRel);
-            }
+        if !reserved {
+            return;
+        }
+        let shared = self.shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("executor-sandbox".into())
+            .stack_size(THREAD_STACK_BYTES)
+            .spawn(move || worker(shared));
+        if spawned.is_err() {
+            self.shared.threads.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
 fn worker(shared: Arc<Shared>) {
     let engine = Engine::new(shared.limits.clone());
-    // The job that caused this thread to start is taken without an idle
-    // claim; after each job the thread announces itself idle again.
     while let Ok(job) = shared.jobs.recv() {
+        job.started.store(true, Ordering::Release);
         let result = match &engine {
             // A panic inside the engine must cost one execution, not the thread.
             Ok(engine) => {
@@ -125,7 +146,6 @@ fn worker(shared: Arc<Shared>) {
             Err(e) => Err(SandboxError::Runtime(e.to_string())),
         };
         let _ = job.reply.send(result);
-        shared.idle.fetch_add(1, Ordering::AcqRel);
     }
     shared.threads.fetch_sub(1, Ordering::AcqRel);
 }

@@ -9,6 +9,7 @@
 mod records;
 mod sqlite;
 pub mod tokens;
+mod writer;
 
 pub use records::*;
 pub use sqlite::SqliteStore;

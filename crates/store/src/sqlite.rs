@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::writer::Writer;
 use crate::*;
 
 const MIGRATIONS: &[&str] = &[r#"
@@ -83,7 +84,11 @@ const IDLE_CONNECTIONS: usize = 8;
 
 pub struct SqliteStore {
     path: Arc<std::path::PathBuf>,
+    /// Read connections. WAL readers never wait for writers, and a point
+    /// lookup with a warm cache takes microseconds, so reads run inline on
+    /// the calling thread instead of paying a thread hand-off.
     pool: Arc<Mutex<Vec<Connection>>>,
+    writer: Writer,
 }
 
 impl SqliteStore {
@@ -99,6 +104,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: Arc::new(path.to_path_buf()),
             pool: Arc::new(Mutex::new(vec![conn])),
+            writer: Writer::start(path, open_connection)?,
         })
     }
 
@@ -110,7 +116,23 @@ impl SqliteStore {
         Self::open(Path::new(path))
     }
 
-    /// Runs `f` with a pooled connection on the blocking pool.
+    /// Runs a read with a pooled connection on the calling thread.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let taken = self.pool.lock().map_err(|_| poisoned())?.pop();
+        let conn = match taken {
+            Some(c) => c,
+            None => open_connection(&self.path)?,
+        };
+        let out = f(&conn);
+        let mut idle = self.pool.lock().map_err(|_| poisoned())?;
+        if idle.len() < IDLE_CONNECTIONS {
+            idle.push(conn);
+        }
+        out
+    }
+
+    /// Runs `f` with a pooled connection on the blocking pool (for rare,
+    /// multi-statement operations with their own transaction).
     async fn with<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -154,7 +176,10 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
 fn migrate(conn: &Connection) -> StoreResult<()> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.unchecked_transaction()?;
+        // IMMEDIATE: two processes starting at once serialise here instead
+        // of failing to upgrade a read transaction.
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
         // Another process may have migrated between our read and now.
         let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if v > i as i64 {
@@ -283,7 +308,7 @@ impl Store for SqliteStore {
     }
 
     async fn insert_token(&self, t: TokenRecord) -> StoreResult<()> {
-        self.with(move |conn| {
+        self.writer.write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO tokens (id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
@@ -303,7 +328,7 @@ impl Store for SqliteStore {
 
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>> {
         let id = id.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             Ok(conn
                 .prepare_cached(
                     "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at FROM tokens WHERE id = ?1",
@@ -323,23 +348,23 @@ impl Store for SqliteStore {
                 })
                 .optional()?)
         })
-        .await
     }
 
     async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool> {
         let id = id.to_string();
-        self.with(move |conn| {
-            let n = conn.execute(
-                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
-                params![id, at_ms],
-            )?;
-            Ok(n > 0)
-        })
-        .await
+        self.writer
+            .write(move |conn| {
+                let n = conn.execute(
+                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1",
+                    params![id, at_ms],
+                )?;
+                Ok(n > 0)
+            })
+            .await
     }
 
     async fn insert_session(&self, s: SessionRecord) -> StoreResult<()> {
-        self.with(move |conn| {
+        self.writer.write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO sessions (id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
@@ -362,7 +387,7 @@ impl Store for SqliteStore {
 
     async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
         let id = id.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             Ok(conn
                 .prepare_cached(
                     "SELECT id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at FROM sessions WHERE id = ?1",
@@ -370,15 +395,14 @@ impl Store for SqliteStore {
                 .query_row([id], session_from_row)
                 .optional()?)
         })
-        .await
     }
 
     async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
         if touches.is_empty() {
             return Ok(());
         }
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
+        self.writer.write(move |conn| {
+            let tx = conn;
             {
                 let mut stmt = tx.prepare_cached(
                     "UPDATE sessions SET last_activity_at = MAX(last_activity_at, ?2) WHERE id = ?1",
@@ -387,44 +411,42 @@ impl Store for SqliteStore {
                     stmt.execute(params![id, at])?;
                 }
             }
-            tx.commit()?;
-            Ok(())
+                        Ok(())
         })
         .await
     }
 
     async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()> {
         let id = id.to_string();
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            tx.execute(
-                "UPDATE sessions SET terminated_at = COALESCE(terminated_at, ?2) WHERE id = ?1",
-                params![id, at_ms],
-            )?;
-            tx.execute("DELETE FROM events WHERE session_id = ?1", [&id])?;
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        self.writer
+            .write(move |conn| {
+                let tx = conn;
+                tx.execute(
+                    "UPDATE sessions SET terminated_at = COALESCE(terminated_at, ?2) WHERE id = ?1",
+                    params![id, at_ms],
+                )?;
+                tx.execute("DELETE FROM events WHERE session_id = ?1", [&id])?;
+                Ok(())
+            })
+            .await
     }
 
     async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
+        self.writer.write(move |conn| {
+            let tx = conn;
             tx.execute(
                 "DELETE FROM events WHERE session_id IN (SELECT id FROM sessions WHERE last_activity_at < ?1)",
                 [before_ms],
             )?;
             let n = tx.execute("DELETE FROM sessions WHERE last_activity_at < ?1", [before_ms])?;
-            tx.commit()?;
-            Ok(n as u64)
+                        Ok(n as u64)
         })
         .await
     }
 
     async fn append_event(&self, e: EventRecord, bounds: LogBounds) -> StoreResult<()> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
+        self.writer.write(move |conn| {
+            let tx = conn;
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO events (session_id, stream_id, seq, data, undelivered, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
@@ -434,22 +456,21 @@ impl Store for SqliteStore {
             if e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2 {
                 prune_stream(&tx, &e.session_id, &e.stream_id, e.seq, bounds)?;
             }
-            tx.commit()?;
-            Ok(())
+                        Ok(())
         })
         .await
     }
 
     async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
         let (session_id, stream_id) = (session_id.to_string(), stream_id.to_string());
-        self.with(move |conn| {
+        self.writer.write_later(move |conn| {
             conn.prepare_cached(
                 "UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
             )?
             .execute(params![session_id, stream_id, seq])?;
             Ok(())
-        })
-        .await
+        });
+        Ok(())
     }
 
     async fn events_after(
@@ -459,20 +480,19 @@ impl Store for SqliteStore {
         after_seq: i64,
     ) -> StoreResult<Vec<EventRecord>> {
         let (session_id, stream_id) = (session_id.to_string(), stream_id.to_string());
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq > ?3 ORDER BY seq",
             )?;
             let rows = stmt.query_map(params![session_id, stream_id, after_seq], event_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
-        .await
     }
 
     async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>> {
         let session_id = session_id.to_string();
-        self.with(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.writer.write(move |conn| {
+            let tx = conn;
             let events = {
                 let mut stmt = tx.prepare_cached(
                     "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND undelivered = 1 ORDER BY created_at, stream_id, seq",
@@ -481,14 +501,13 @@ impl Store for SqliteStore {
                 rows.collect::<Result<Vec<_>, _>>()?
             };
             tx.execute("UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND undelivered = 1", [&session_id])?;
-            tx.commit()?;
-            Ok(events)
+                        Ok(events)
         })
         .await
     }
 
     async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
-        self.with(move |conn| {
+        self.writer.write(move |conn| {
             let logs = serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into());
             conn.prepare_cached(&format!(
                 "INSERT OR REPLACE INTO executions ({EXECUTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
@@ -518,19 +537,18 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<ExecutionRecord>> {
         let org_id = org_id.map(str::to_string);
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR org_id = ?1) ORDER BY started_at DESC LIMIT ?2"
             ))?;
             let rows = stmt.query_map(params![org_id, limit], execution_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
-        .await
     }
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {
         let id = id.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             Ok(conn
                 .prepare_cached(&format!(
                     "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"
@@ -538,13 +556,12 @@ impl Store for SqliteStore {
                 .query_row([id], execution_from_row)
                 .optional()?)
         })
-        .await
     }
 }
 
 /// Drops the oldest events of a stream beyond its bounds, keeping the newest.
 fn prune_stream(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     session: &str,
     stream: &str,
     newest: i64,
