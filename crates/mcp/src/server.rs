@@ -33,8 +33,11 @@ pub struct McpServer {
     engine: Arc<Engine>,
     /// Tool lists by (inventory, native elicitation): sessions with the same
     /// integrations share one snapshot instead of a copy each.
-    tool_lists: Mutex<HashMap<(Vec<String>, bool), Arc<Vec<Value>>>>,
+    tool_lists: Mutex<HashMap<ToolListKey, Arc<Vec<Value>>>>,
 }
+
+/// (integration inventory, native elicitation).
+type ToolListKey = (Vec<String>, bool);
 
 /// Distinct tool lists kept; past this the cache starts over.
 const TOOL_LIST_CACHE: usize = 256;

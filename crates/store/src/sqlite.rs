@@ -454,7 +454,7 @@ impl Store for SqliteStore {
             // Prune only when the stream can be over its bounds: streams of a
             // single request hold one or two events and skip this entirely.
             if e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2 {
-                prune_stream(&tx, &e.session_id, &e.stream_id, e.seq, bounds)?;
+                prune_stream(tx, &e.session_id, &e.stream_id, e.seq, bounds)?;
             }
                         Ok(())
         })
