@@ -8,24 +8,157 @@ pub const MAX_RESULT_TEXT_CHARS: usize = 30_000;
 
 /// The `CallToolResult` for a finished execution.
 pub fn render(outcome: &RunOutcome) -> Value {
-    match outcome {
-        RunOutcome::Completed { value, logs } => {
+    if !outcome.emitted.is_empty() {
+        return render_with_emitted(outcome);
+    }
+    match &outcome.result {
+        Ok(value) => {
             let body = match value {
                 None => "(no result)".to_string(),
-                Some(Value::String(s)) => s.clone(),
-                Some(v) => serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()),
+                Some(v) => value_text(v),
             };
-            let mut structured = json!({ "status": "completed" });
-            if let Some(v) = value {
-                structured["result"] = v.clone();
-            }
-            structured["logs"] = json!(logs);
             json!({
-                "content": [{ "type": "text", "text": with_logs(body, logs) }],
-                "structuredContent": structured,
+                "content": [{ "type": "text", "text": with_logs(body, &outcome.logs) }],
+                "structuredContent": completed(value, &outcome.logs, None),
             })
         }
-        RunOutcome::Failed { message, logs } => tool_error(message, logs),
+        Err(message) => tool_error(message, &outcome.logs),
+    }
+}
+
+fn completed(value: &Option<Value>, logs: &[String], emitted: Option<usize>) -> Value {
+    let mut structured = json!({
+        "status": "completed",
+        "result": value.clone().unwrap_or(Value::Null),
+        "logs": logs,
+    });
+    if let Some(n) = emitted {
+        structured["emitted"] = json!(n);
+    }
+    structured
+}
+
+/// A string verbatim, anything else as `JSON.stringify(v, null, 2)`.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()),
+    }
+}
+
+/// Emitted values become content blocks; one text block follows with the
+/// error or a note and the logs. The return value is only structured.
+fn render_with_emitted(outcome: &RunOutcome) -> Value {
+    let n = outcome.emitted.len();
+    let mut content: Vec<Value> = outcome.emitted.iter().map(emitted_block).collect();
+    match &outcome.result {
+        Ok(value) => {
+            let note = match value {
+                None => format!("(no return value; {n} item(s) emitted to the user)"),
+                Some(_) => format!(
+                    "({n} item(s) emitted to the user; the return value is in structuredContent.result)"
+                ),
+            };
+            content.push(json!({ "type": "text", "text": with_logs(note, &outcome.logs) }));
+            json!({ "content": content, "structuredContent": completed(value, &outcome.logs, Some(n)) })
+        }
+        Err(message) => {
+            content.push(json!({ "type": "text", "text": with_logs(format!("Error: {message}"), &outcome.logs) }));
+            json!({
+                "content": content,
+                "structuredContent": { "status": "error", "error": message, "logs": outcome.logs, "emitted": n },
+                "isError": true,
+            })
+        }
+    }
+}
+
+/// Longest decoded text file shown inline, in characters.
+pub const MAX_EMITTED_TEXT_CHARS: usize = 64_000;
+
+/// One emitted value as an MCP content block.
+fn emitted_block(value: &Value) -> Value {
+    if let Some(file) = tool_file(value) {
+        return file_block(file);
+    }
+    if is_content_block(value) {
+        return value.clone();
+    }
+    json!({ "type": "text", "text": value_text(value) })
+}
+
+struct ToolFile<'a> {
+    name: &'a str,
+    mime: &'a str,
+    data: &'a str,
+}
+
+fn tool_file(v: &Value) -> Option<ToolFile<'_>> {
+    if v.get("_tag")?.as_str()? != "ToolFile"
+        || v.get("encoding").and_then(Value::as_str) != Some("base64")
+    {
+        return None;
+    }
+    Some(ToolFile {
+        name: v.get("name").and_then(Value::as_str).unwrap_or("file"),
+        mime: v.get("mimeType")?.as_str()?,
+        data: v.get("data")?.as_str()?,
+    })
+}
+
+fn file_block(f: ToolFile<'_>) -> Value {
+    let mime = f.mime.to_ascii_lowercase();
+    if mime.starts_with("image/") {
+        return json!({ "type": "image", "data": f.data, "mimeType": f.mime });
+    }
+    if mime.starts_with("audio/") {
+        return json!({ "type": "audio", "data": f.data, "mimeType": f.mime });
+    }
+    if is_text_mime(&mime)
+        && let Some(text) = decode_text(f.data)
+    {
+        return json!({ "type": "text", "text": truncate_chars(text, MAX_EMITTED_TEXT_CHARS) });
+    }
+    json!({
+        "type": "resource",
+        "resource": { "uri": format!("executor-file:///{}", f.name), "mimeType": f.mime, "blob": f.data },
+    })
+}
+
+fn is_text_mime(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or("").trim();
+    essence.starts_with("text/")
+        || essence.ends_with("+json")
+        || essence.ends_with("+xml")
+        || matches!(
+            essence,
+            "application/json"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-yaml"
+                | "application/yaml"
+                | "application/csv"
+                | "application/x-ndjson"
+        )
+}
+
+fn decode_text(data: &str) -> Option<String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// MCP content blocks pass through as they are.
+fn is_content_block(v: &Value) -> bool {
+    let has = |k: &str| v.get(k).is_some_and(Value::is_string);
+    match v.get("type").and_then(Value::as_str) {
+        Some("text") => has("text"),
+        Some("image") | Some("audio") => has("data") && has("mimeType"),
+        Some("resource") => v.get("resource").is_some_and(Value::is_object),
+        Some("resource_link") => has("uri") && has("name"),
+        _ => false,
     }
 }
 
@@ -57,15 +190,16 @@ fn with_logs(body: String, logs: &[String]) -> String {
 }
 
 fn truncate(text: String) -> String {
+    truncate_chars(text, MAX_RESULT_TEXT_CHARS)
+}
+
+fn truncate_chars(text: String, max: usize) -> String {
     let total = text.chars().count();
-    if total <= MAX_RESULT_TEXT_CHARS {
+    if total <= max {
         return text;
     }
-    let kept: String = text.chars().take(MAX_RESULT_TEXT_CHARS).collect();
-    format!(
-        "{kept}\n... [truncated {} chars]",
-        total - MAX_RESULT_TEXT_CHARS
-    )
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}\n... [truncated {} chars]", total - max)
 }
 
 /// A short random id that ties an agent-facing "Internal tool error" to the
@@ -79,16 +213,21 @@ pub fn internal_error_id() -> String {
 mod tests {
     use super::*;
 
-    fn completed(value: Option<Value>, logs: &[&str]) -> Value {
-        render(&RunOutcome::Completed {
-            value,
+    fn outcome(
+        result: Result<Option<Value>, &str>,
+        logs: &[&str],
+        emitted: Vec<Value>,
+    ) -> RunOutcome {
+        RunOutcome {
+            result: result.map_err(str::to_string),
             logs: logs.iter().map(|s| s.to_string()).collect(),
-        })
+            emitted,
+        }
     }
 
     #[test]
     fn numbers_strings_and_nothing() {
-        let r = completed(Some(json!(1)), &[]);
+        let r = render(&outcome(Ok(Some(json!(1))), &[], vec![]));
         assert_eq!(r["content"][0]["text"], "1");
         assert_eq!(
             r["structuredContent"],
@@ -96,16 +235,18 @@ mod tests {
         );
         assert!(r.get("isError").is_none());
         assert_eq!(
-            completed(Some(json!("hi")), &[])["content"][0]["text"],
+            render(&outcome(Ok(Some(json!("hi"))), &[], vec![]))["content"][0]["text"],
             "hi"
         );
-        assert_eq!(completed(None, &[])["content"][0]["text"], "(no result)");
+        let none = render(&outcome(Ok(None), &[], vec![]));
+        assert_eq!(none["content"][0]["text"], "(no result)");
+        assert_eq!(none["structuredContent"]["result"], Value::Null);
     }
 
     #[test]
     fn objects_are_pretty_printed_in_insertion_order_with_logs() {
         let v: Value = serde_json::from_str(r#"{"b":1,"a":[1,2]}"#).unwrap();
-        let r = completed(Some(v), &["[log] x"]);
+        let r = render(&outcome(Ok(Some(v)), &["[log] x"], vec![]));
         assert_eq!(
             r["content"][0]["text"],
             "{\n  \"b\": 1,\n  \"a\": [\n    1,\n    2\n  ]\n}\n\nLogs:\n[log] x"
@@ -114,7 +255,7 @@ mod tests {
 
     #[test]
     fn long_text_is_truncated_with_a_note() {
-        let r = completed(Some(json!("x".repeat(30_005))), &[]);
+        let r = render(&outcome(Ok(Some(json!("x".repeat(30_005)))), &[], vec![]));
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.ends_with("\n... [truncated 5 chars]"));
         assert_eq!(
@@ -125,12 +266,42 @@ mod tests {
 
     #[test]
     fn errors_carry_is_error_and_the_message() {
-        let r = render(&RunOutcome::Failed {
-            message: "boom".into(),
-            logs: vec![],
-        });
-        assert_eq!(r["content"][0]["text"], "Error: boom");
+        let r = render(&outcome(Err("boom"), &["[log] a"], vec![]));
+        assert_eq!(r["content"][0]["text"], "Error: boom\n\nLogs:\n[log] a");
         assert_eq!(r["isError"], true);
-        assert_eq!(r["structuredContent"]["status"], "error");
+        assert_eq!(
+            r["structuredContent"],
+            json!({"status":"error","error":"boom","logs":["[log] a"]})
+        );
+    }
+
+    #[test]
+    fn emitted_values_become_blocks_by_kind() {
+        let png = json!({"_tag":"ToolFile","name":"a.png","mimeType":"image/png","encoding":"base64","data":"iVBO","byteLength":3});
+        let txt = json!({"_tag":"ToolFile","name":"a.txt","mimeType":"text/plain","encoding":"base64","data":"aGVsbG8=","byteLength":5});
+        let bin = json!({"_tag":"ToolFile","name":"a.bin","mimeType":"application/octet-stream","encoding":"base64","data":"AAE=","byteLength":2});
+        let block = json!({"type":"text","text":"as is"});
+        let r = render(&outcome(
+            Ok(None),
+            &[],
+            vec![json!({"a":1}), png, txt, bin, block],
+        ));
+        let c = &r["content"];
+        assert_eq!(c[0], json!({"type":"text","text":"{\n  \"a\": 1\n}"}));
+        assert_eq!(
+            c[1],
+            json!({"type":"image","data":"iVBO","mimeType":"image/png"})
+        );
+        assert_eq!(c[2], json!({"type":"text","text":"hello"}));
+        assert_eq!(c[3]["resource"]["uri"], "executor-file:///a.bin");
+        assert_eq!(c[4], json!({"type":"text","text":"as is"}));
+        assert_eq!(
+            c[5]["text"],
+            "(no return value; 5 item(s) emitted to the user)"
+        );
+        assert_eq!(r["structuredContent"]["emitted"], 5);
+        let failed = render(&outcome(Err("late"), &[], vec![json!("x")]));
+        assert_eq!(failed["content"][1]["text"], "Error: late");
+        assert_eq!(failed["isError"], true);
     }
 }

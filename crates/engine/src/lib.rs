@@ -5,13 +5,22 @@
 //! calling, from which session) and tool arguments as JSON, and returns an
 //! MCP `CallToolResult` as JSON. Sessions and the wire layer sit above it.
 
+pub mod catalog;
+mod core_tools;
+mod describe;
 mod envelope;
+mod invoke;
 mod normalize;
+pub mod search;
 mod skills;
 mod tools;
 
+pub use catalog::{
+    Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
+};
 pub use envelope::internal_error_id;
-pub use tools::{Engine, EngineConfig, ToolCallError};
+pub use normalize::normalize;
+pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError};
 
 use executor_store::Principal;
 

@@ -3,12 +3,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use executor_sandbox::{Limits, Pool, RunOutcome};
+use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome};
 use executor_store::{ExecutionRecord, Store, now_ms};
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::CallContext;
+use crate::catalog::Catalog;
+use crate::core_tools;
 use crate::envelope::{self, internal_error_id};
+use crate::invoke::{ExecutionBridge, ToolCallTrace};
 use crate::normalize::normalize;
 use crate::skills::SKILLS;
 
@@ -39,16 +43,44 @@ pub enum ToolCallError {
     UnknownTool(String),
 }
 
+/// Where an org's catalog comes from. The integrations layer implements
+/// this over the store; until then every org sees the core tools.
+pub trait CatalogSource: Send + Sync + 'static {
+    fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>>;
+}
+
+/// One catalog for everyone.
+pub struct StaticCatalog(pub Arc<Catalog>);
+
+impl CatalogSource for StaticCatalog {
+    fn catalog(&self, _org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
+        let catalog = self.0.clone();
+        Box::pin(async move { catalog })
+    }
+}
+
 pub struct Engine {
     store: Arc<dyn Store>,
     pool: Pool,
+    catalogs: Arc<dyn CatalogSource>,
 }
 
 impl Engine {
+    /// An engine whose catalog holds the core tools.
     pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
+        let core = Arc::new(Catalog::new(core_tools::entries()));
+        Self::with_catalogs(store, config, Arc::new(StaticCatalog(core)))
+    }
+
+    pub fn with_catalogs(
+        store: Arc<dyn Store>,
+        config: EngineConfig,
+        catalogs: Arc<dyn CatalogSource>,
+    ) -> Self {
         Engine {
             store,
             pool: Pool::new(config.limits, config.max_concurrent_executions),
+            catalogs,
         }
     }
 
@@ -56,10 +88,16 @@ impl Engine {
         &self.store
     }
 
-    /// The org's integration namespaces, sorted and deduplicated. The
-    /// catalog arrives with the integrations issue; until then it is empty.
-    pub async fn integration_inventory(&self, _org_id: &str) -> Vec<String> {
-        Vec::new()
+    /// The org's integration namespaces (not the built-in one), sorted.
+    pub async fn integration_inventory(&self, org_id: &str) -> Vec<String> {
+        self.catalogs
+            .catalog(org_id)
+            .await
+            .integrations()
+            .into_iter()
+            .map(|i| i.namespace)
+            .filter(|ns| ns != core_tools::NAMESPACE)
+            .collect()
     }
 
     /// The `tools/list` entries. `native_elicitation` hides `resume`.
@@ -128,27 +166,14 @@ impl Engine {
                 &[],
             );
         };
-        let body = normalize(code);
-        if body.is_empty() {
-            return envelope::tool_error("code is empty: send at least one statement", &[]);
-        }
         let started_at_ms = now_ms();
         let clock = Instant::now();
-        let outcome = match self.pool.run(body.clone()).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                let id = internal_error_id();
-                tracing::error!(error_id = %id, error = %e, "sandbox failure");
-                RunOutcome::Failed {
-                    message: format!("Internal tool error [{id}]"),
-                    logs: Vec::new(),
-                }
-            }
-        };
+        let (outcome, trace) = self.run(ctx, code).await;
         let record = execution_record(
             ctx,
-            body,
+            code,
             &outcome,
+            trace,
             started_at_ms,
             clock.elapsed().as_millis() as i64,
         );
@@ -159,6 +184,32 @@ impl Engine {
             return envelope::tool_error(&format!("Internal tool error [{id}]"), &[]);
         }
         envelope::render(&outcome)
+    }
+
+    /// Normalises and runs one program with the caller's catalog.
+    async fn run(&self, ctx: &CallContext, code: &str) -> (RunOutcome, Vec<ToolCallTrace>) {
+        let body = match normalize(code) {
+            Ok(body) if body.trim().is_empty() => {
+                return (
+                    RunOutcome::failed("code is empty: send at least one statement"),
+                    Vec::new(),
+                );
+            }
+            Ok(body) => body,
+            Err(message) => return (RunOutcome::failed(message), Vec::new()),
+        };
+        let catalog = self.catalogs.catalog(&ctx.principal.org_id).await;
+        let bridge = ExecutionBridge::new(catalog, ctx.clone());
+        let host: Arc<dyn HostBridge> = Arc::new(bridge.clone());
+        let outcome = match self.pool.run(body, Some(host)).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let id = internal_error_id();
+                tracing::error!(error_id = %id, error = %e, "sandbox failure");
+                RunOutcome::failed(format!("Internal tool error [{id}]"))
+            }
+        };
+        (outcome, bridge.trace())
     }
 
     async fn skills(&self, ctx: &CallContext, args: &Value) -> Value {
@@ -194,26 +245,27 @@ impl Engine {
 
 fn execution_record(
     ctx: &CallContext,
-    code: String,
+    code: &str,
     outcome: &RunOutcome,
+    trace: Vec<ToolCallTrace>,
     started_at_ms: i64,
     duration_ms: i64,
 ) -> ExecutionRecord {
-    let (status, result, error) = match outcome {
-        RunOutcome::Completed { value, .. } => ("completed", value.clone(), None),
-        RunOutcome::Failed { message, .. } => ("error", None, Some(message.clone())),
+    let (status, result, error) = match &outcome.result {
+        Ok(value) => ("completed", value.clone(), None),
+        Err(message) => ("error", None, Some(message.clone())),
     };
     ExecutionRecord {
         id: format!("exec_{}", uuid::Uuid::new_v4()),
         session_id: ctx.session_id.clone(),
         account_id: ctx.principal.account_id.clone(),
         org_id: ctx.principal.org_id.clone(),
-        code,
+        code: code.to_string(),
         status: status.into(),
         result,
         error,
-        logs: outcome.logs().to_vec(),
-        tool_calls: json!([]),
+        logs: outcome.logs.clone(),
+        tool_calls: serde_json::to_value(trace).unwrap_or(Value::Null),
         started_at_ms,
         duration_ms,
     }

@@ -1,10 +1,10 @@
 //! The QuickJS sandbox: runs one agent program in a fresh context on a
 //! dedicated thread, with a compute deadline, a memory cap and a stack cap.
 //!
-//! The sandbox knows nothing of MCP or tools: it takes normalised JavaScript
-//! (an async function body) and returns a [`RunOutcome`]. Threads come from a
-//! [`Pool`] that grows on demand, so a CPU-bound script never delays others
-//! and never runs on an async worker thread.
+//! The sandbox knows nothing of MCP or catalogs: it takes normalised
+//! JavaScript (an async function body) and a [`HostBridge`] that answers
+//! `tools.<path>(args)` calls, and returns a [`RunOutcome`]. Threads come
+//! from a [`Pool`], so a script never runs on an async worker thread.
 
 mod pool;
 mod run;
@@ -13,10 +13,14 @@ pub use pool::Pool;
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use serde_json::Value;
+
 /// Limits for one execution (SPEC §6, §12).
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Sandbox compute time before the run is interrupted.
+    /// Sandbox compute time before the run is interrupted. The clock stops
+    /// while a tool call is in flight.
     pub timeout: Duration,
     pub memory_bytes: usize,
     pub stack_bytes: usize,
@@ -36,25 +40,32 @@ impl Default for Limits {
     }
 }
 
+/// What the host does for `tools.<path>(args)`. `Ok(value)` resolves the
+/// call's promise with the value; `Err(message)` rejects it with an `Error`
+/// carrying the message (for misuse and declined approvals only: ordinary
+/// tool failures resolve to `{ok: false, error}`).
+pub trait HostBridge: Send + Sync + 'static {
+    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>>;
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunOutcome {
-    /// The program returned. `value` is `None` for `undefined`/`null` (and
-    /// values JSON drops, like functions); `is_string` marks a string result,
-    /// which is rendered verbatim.
-    Completed {
-        value: Option<serde_json::Value>,
-        logs: Vec<String>,
-    },
-    /// The program threw, failed to compile, or hit a limit. `message` is
-    /// safe to show to the agent.
-    Failed { message: String, logs: Vec<String> },
+pub struct RunOutcome {
+    /// `Ok(None)` for `undefined`/`null` (and values JSON drops, like
+    /// functions); `Err` with an agent-facing message when the program threw,
+    /// failed to compile or hit a limit.
+    pub result: Result<Option<Value>, String>,
+    pub logs: Vec<String>,
+    /// Values passed to `emit`, in order, as JSON.
+    pub emitted: Vec<Value>,
 }
 
 impl RunOutcome {
-    pub fn logs(&self) -> &[String] {
-        match self {
-            RunOutcome::Completed { logs, .. } | RunOutcome::Failed { logs, .. } => logs,
+    pub fn failed(message: impl Into<String>) -> Self {
+        RunOutcome {
+            result: Err(message.into()),
+            logs: Vec::new(),
+            emitted: Vec::new(),
         }
     }
 }

@@ -8,24 +8,28 @@
 //! fast one for long.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::oneshot;
 
-use crate::run::Engine;
-use crate::{Limits, RunOutcome, SandboxError};
+use crate::run::{Engine, RunContext};
+use crate::{HostBridge, Limits, RunOutcome, SandboxError};
 
 /// Native stack of a sandbox thread: above the JS stack cap so QuickJS hits
 /// its own limit (a catchable "stack overflow") long before the OS guard page.
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long a run may outlive its compute deadline before it is abandoned.
+const BACKSTOP_GRACE: Duration = Duration::from_secs(30);
 
 /// How long a queued job waits before the pool grows for it.
 const SLOW_LANE_DELAY: Duration = Duration::from_millis(5);
 
 struct Job {
     code: String,
+    context: RunContext,
     started: Arc<AtomicBool>,
     reply: oneshot::Sender<Result<RunOutcome, SandboxError>>,
 }
@@ -69,24 +73,38 @@ impl Pool {
         &self.shared.limits
     }
 
-    /// Runs `code` (an async function body) on a sandbox thread.
-    pub async fn run(&self, code: String) -> Result<RunOutcome, SandboxError> {
+    /// Runs `code` (an async function body) on a sandbox thread; `bridge`
+    /// answers its `tools.*` calls.
+    pub async fn run(
+        &self,
+        code: String,
+        bridge: Option<Arc<dyn HostBridge>>,
+    ) -> Result<RunOutcome, SandboxError> {
         let (reply, mut answer) = oneshot::channel();
         let started = Arc::new(AtomicBool::new(false));
+        let deadline_ms = Arc::new(AtomicI64::new(0));
+        let context = RunContext {
+            bridge,
+            handle: tokio::runtime::Handle::current(),
+            deadline_ms: deadline_ms.clone(),
+        };
         if self.shared.threads.load(Ordering::Acquire) < self.shared.base_threads {
             self.grow();
         }
         self.submit
             .send(Job {
                 code,
+                context,
                 started: started.clone(),
                 reply,
             })
             .map_err(|_| SandboxError::WorkerLost)?;
-        // The host backstop (SPEC §6): a run that outlives its deadline by
-        // 30 s is abandoned; its thread is left to finish on its own.
-        let backstop = tokio::time::sleep(self.shared.limits.timeout + Duration::from_secs(30));
-        tokio::pin!(backstop);
+        // The host backstop (SPEC §6): a run still going 30 s after its
+        // compute deadline (which moves while tool calls are in flight) is
+        // abandoned; its thread is left to finish on its own.
+        let mut backstop = Box::pin(tokio::time::sleep(
+            self.shared.limits.timeout + BACKSTOP_GRACE,
+        ));
         let mut slow_lane = Box::pin(tokio::time::sleep(SLOW_LANE_DELAY));
         loop {
             tokio::select! {
@@ -99,10 +117,15 @@ impl Pool {
                     slow_lane = Box::pin(tokio::time::sleep(SLOW_LANE_DELAY * 4));
                 }
                 _ = &mut backstop => {
-                    return Ok(RunOutcome::Failed {
-                        message: format!("execution timed out after {} ms", self.shared.limits.timeout.as_millis()),
-                        logs: Vec::new(),
-                    });
+                    let deadline = deadline_ms.load(Ordering::Acquire);
+                    let overdue = deadline > 0 && unix_ms() > deadline + BACKSTOP_GRACE.as_millis() as i64;
+                    if overdue {
+                        return Ok(RunOutcome::failed(format!(
+                            "execution timed out after {} ms",
+                            self.shared.limits.timeout.as_millis()
+                        )));
+                    }
+                    backstop = Box::pin(tokio::time::sleep(BACKSTOP_GRACE));
                 }
             }
         }
@@ -137,15 +160,20 @@ fn worker(shared: Arc<Shared>) {
         job.started.store(true, Ordering::Release);
         let result = match &engine {
             // A panic inside the engine must cost one execution, not the thread.
-            Ok(engine) => {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.run(&job.code)))
-                    .unwrap_or_else(|_| {
-                        Err(SandboxError::Engine("the sandbox engine panicked".into()))
-                    })
-            }
+            Ok(engine) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                engine.run(&job.code, &job.context)
+            }))
+            .unwrap_or_else(|_| Err(SandboxError::Engine("the sandbox engine panicked".into()))),
             Err(e) => Err(SandboxError::Runtime(e.to_string())),
         };
         let _ = job.reply.send(result);
     }
     shared.threads.fetch_sub(1, Ordering::AcqRel);
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

@@ -1,13 +1,13 @@
 // Runs once in every fresh context, before the agent's code. It captures the
 // built-ins the host relies on (so a script that tampers with globals cannot
 // break result rendering) and installs the sandbox's globals. The value of
-// this script is the host's handle: compile, serialize, describe, timers, logs.
-(function (maxLogBytes) {
+// this script is the host's handle: compile, serialize, describe, timers,
+// logs, emitted values.
+(function (maxLogBytes, hostCall) {
   "use strict";
   const AsyncFunction = (async function () {}).constructor;
   const stringify = JSON.stringify;
   const StringCtor = String;
-  const isArray = Array.isArray;
   const ErrorCtor = Error;
   const push = (arr, v) => { arr[arr.length] = v; };
 
@@ -59,12 +59,61 @@
     throw new ErrorCtor("fetch is disabled: call APIs through tools.*");
   };
 
+  // emit(value): shown to the user as its own content block. Cloned as JSON
+  // now, so later mutation of the value does not change what was emitted.
+  const emitted = [];
+  const emit = (value) => {
+    let json;
+    try { json = stringify(value === undefined ? null : value); } catch (e) {
+      throw new TypeError("emit: the value is not JSON-serialisable: " + StringCtor(e && e.message));
+    }
+    push(emitted, json === undefined ? "null" : json);
+  };
+
+  // tools: a lazy, recursive proxy. tools.a.b(arg) calls path "a.b" with
+  // the first argument only and returns a Promise. It is not thenable (so
+  // `await tools` is harmless) and cannot be enumerated.
+  const noEnumeration = () => {
+    throw new TypeError("tools cannot be enumerated: use tools.search({ query }) to find tools");
+  };
+  const callTool = (path, arg) => {
+    if (!path) return Promise.reject(new TypeError("tools is not a function: call tools.<path>(input)"));
+    let json;
+    try { json = stringify(arg === undefined ? {} : arg); } catch (e) {
+      return Promise.reject(new TypeError("tools." + path + ": the input is not JSON-serialisable"));
+    }
+    return hostCall(path, json === undefined ? "{}" : json);
+  };
+  const toolsProxy = (path) => new Proxy(function () {}, {
+    get(_, prop) {
+      if (typeof prop === "symbol") {
+        if (prop === Symbol.toPrimitive) return () => "[tools" + (path ? " " + path : "") + "]";
+        return undefined;
+      }
+      if (prop === "then") return undefined;
+      if (prop === "toJSON") return () => "[tools" + (path ? " " + path : "") + "]";
+      return toolsProxy(path ? path + "." + prop : prop);
+    },
+    apply(_, __, args) { return callTool(path, args[0]); },
+    construct() { throw new TypeError("tools." + path + " is not a constructor"); },
+    ownKeys: noEnumeration,
+    has() { return true; },
+    getOwnPropertyDescriptor() { return undefined; },
+    set() { throw new TypeError("tools is read-only"); },
+    defineProperty() { throw new TypeError("tools is read-only"); },
+    deleteProperty() { throw new TypeError("tools is read-only"); },
+    getPrototypeOf() { return null; },
+    setPrototypeOf() { return false; },
+  });
+
   const define = (name, value) =>
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
   define("console", console);
   define("setTimeout", setTimeout);
   define("clearTimeout", clearTimeout);
   define("fetch", fetch);
+  define("emit", emit);
+  Object.defineProperty(globalThis, "tools", { value: toolsProxy(""), writable: false, configurable: false, enumerable: false });
 
   const describe = (e) => {
     if (e instanceof ErrorCtor) {
@@ -93,6 +142,8 @@
     describe,
     isString: (v) => typeof v === "string",
     takeLogs: () => logs.splice(0, logs.length),
+    takeEmitted: () => emitted.splice(0, emitted.length),
+    makeError: (message) => new ErrorCtor(message),
     // Milliseconds until the next timer is due, or -1 when none is queued.
     nextTimer: () => {
       if (!timers.length) return -1;
@@ -110,6 +161,5 @@
         try { t.fn(...t.args); } catch (e) { console.error("Uncaught in setTimeout callback:", describe(e)); }
       }
     },
-    isArray,
   };
 })

@@ -1,14 +1,31 @@
 //! One execution inside one QuickJS context.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use rquickjs::{Context, Ctx, Function, Object, Promise, Runtime, Value, promise::PromiseState};
 
-use crate::{Limits, RunOutcome, SandboxError};
+use crate::{HostBridge, Limits, RunOutcome, SandboxError};
 
 const PRELUDE: &str = include_str!("prelude.js");
+
+/// Longest single wait for a tool call before the loop checks its clocks.
+const MAX_WAIT: Duration = Duration::from_millis(500);
+
+/// What one execution is given besides its code.
+pub(crate) struct RunContext {
+    pub bridge: Option<Arc<dyn HostBridge>>,
+    pub handle: tokio::runtime::Handle,
+    /// The compute deadline as Unix ms, published for the host backstop.
+    pub deadline_ms: Arc<AtomicI64>,
+}
+
+type Reply = (u64, Result<serde_json::Value, String>);
 
 /// A QuickJS runtime owned by one worker thread, reused across executions;
 /// each execution gets a fresh [`Context`], so no state crosses runs.
@@ -39,109 +56,75 @@ impl Engine {
         })
     }
 
-    pub(crate) fn run(&self, code: &str) -> Result<RunOutcome, SandboxError> {
+    pub(crate) fn run(&self, code: &str, rc: &RunContext) -> Result<RunOutcome, SandboxError> {
         let context =
             Context::full(&self.runtime).map_err(|e| SandboxError::Runtime(e.to_string()))?;
-        let started = Instant::now();
-        self.deadline.set(Some(started + self.limits.timeout));
-        let outcome = context.with(|ctx| self.run_in(&ctx, code));
+        self.set_deadline(Instant::now() + self.limits.timeout, rc);
+        let outcome = context.with(|ctx| self.run_in(&ctx, code, rc));
         self.deadline.set(None);
         drop(context);
         self.runtime.run_gc();
         outcome
     }
 
-    fn run_in<'js>(&self, ctx: &Ctx<'js>, code: &str) -> Result<RunOutcome, SandboxError> {
-        let factory: Function = ctx.eval(PRELUDE).map_err(|e| {
-            SandboxError::Engine(format!("prelude: {}", self.exception_text(ctx, e)))
-        })?;
-        let host: Object = factory
-            .call((self.limits.max_log_bytes as f64,))
-            .map_err(|e| {
-                SandboxError::Engine(format!("prelude init: {}", self.exception_text(ctx, e)))
-            })?;
-        let take_logs = |host: &Object<'js>| -> Vec<String> {
-            host.get::<_, Function>("takeLogs")
-                .and_then(|f| f.call::<_, Vec<String>>(()))
-                .unwrap_or_default()
-        };
-
-        let settled = self.start_and_settle(ctx, &host, code);
-        let logs = take_logs(&host);
-        Ok(match settled {
-            Settled::Value(value) => match self.serialize(ctx, &host, value) {
-                Ok(value) => RunOutcome::Completed { value, logs },
-                Err(message) => RunOutcome::Failed { message, logs },
-            },
-            Settled::Thrown(message) => RunOutcome::Failed { message, logs },
-        })
+    fn set_deadline(&self, deadline: Instant, rc: &RunContext) {
+        self.deadline.set(Some(deadline));
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as i64;
+        rc.deadline_ms
+            .store(unix_ms() + remaining, Ordering::Release);
     }
 
-    /// Compiles the body, calls it, and drives jobs and timers until its
-    /// promise settles or a limit ends the run.
-    fn start_and_settle<'js>(
+    /// Stops the compute clock for `waited` (a tool call was in flight).
+    fn extend_deadline(&self, waited: Duration, rc: &RunContext) {
+        if let Some(d) = self.deadline.get() {
+            self.set_deadline(d + waited, rc);
+        }
+    }
+
+    fn run_in<'js>(
         &self,
         ctx: &Ctx<'js>,
-        host: &Object<'js>,
         code: &str,
-    ) -> Settled<'js> {
-        let compiled = host
-            .get::<_, Function>("compile")
-            .and_then(|compile| compile.call::<_, Function>((code,)));
-        let body = match compiled {
-            Ok(f) => f,
-            Err(e) => return Settled::Thrown(self.thrown(ctx, host, e)),
+        rc: &RunContext,
+    ) -> Result<RunOutcome, SandboxError> {
+        let (reply_tx, replies) = crossbeam_channel::unbounded::<Reply>();
+        let pending: Pending<'js> = Rc::new(RefCell::new(HashMap::new()));
+        let host_call = host_call_function(ctx, pending.clone(), rc, reply_tx)?;
+        let factory: Function = ctx
+            .eval(PRELUDE)
+            .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(ctx, e))))?;
+        let host: Object = factory
+            .call((self.limits.max_log_bytes as f64, host_call))
+            .map_err(|e| {
+                SandboxError::Engine(format!("prelude init: {}", exception_text(ctx, e)))
+            })?;
+
+        let mut driver = Driver {
+            engine: self,
+            ctx,
+            host: &host,
+            pending: &pending,
+            replies: &replies,
+            rc,
         };
-        let promise: Promise = match body.call(()) {
-            Ok(p) => p,
-            Err(e) => return Settled::Thrown(self.thrown(ctx, host, e)),
+        let settled = driver.start_and_settle(code);
+        let result = match settled {
+            Settled::Value(value) => self.serialize(ctx, &host, value),
+            Settled::Thrown(message) => Err(message),
         };
-        loop {
-            while ctx.execute_pending_job() {}
-            if self.past_deadline() {
-                return Settled::Thrown(self.timeout_message());
-            }
-            match promise.state() {
-                PromiseState::Resolved => {
-                    return match promise.result::<Value>() {
-                        Some(Ok(v)) => Settled::Value(v),
-                        Some(Err(e)) => Settled::Thrown(self.thrown(ctx, host, e)),
-                        None => Settled::Thrown("promise state changed unexpectedly".into()),
-                    };
-                }
-                PromiseState::Rejected => {
-                    let reason = match promise.result::<Value>() {
-                        Some(Err(e)) => self.thrown(ctx, host, e),
-                        _ => "the program was rejected".into(),
-                    };
-                    return Settled::Thrown(reason);
-                }
-                PromiseState::Pending => {}
-            }
-            // Nothing runnable: wait for the next timer, or give up.
-            let next = host
-                .get::<_, Function>("nextTimer")
-                .and_then(|f| f.call::<_, f64>(()))
-                .unwrap_or(-1.0);
-            if next < 0.0 {
-                return Settled::Thrown(
-                    "the program is waiting on a promise that can never settle (no pending timers or tool calls)".into(),
-                );
-            }
-            let wait = Duration::from_millis(next as u64);
-            let remaining = self.remaining();
-            if wait >= remaining {
-                std::thread::sleep(remaining);
-                return Settled::Thrown(self.timeout_message());
-            }
-            std::thread::sleep(wait);
-            if let Err(e) = host
-                .get::<_, Function>("fireDue")
-                .and_then(|f| f.call::<_, ()>(()))
-            {
-                return Settled::Thrown(self.thrown(ctx, host, e));
-            }
-        }
+        // Drop the resolvers of calls still in flight: they hold JS values,
+        // and the context must not outlive them.
+        pending.borrow_mut().clear();
+        Ok(RunOutcome {
+            result,
+            logs: take_strings(&host, "takeLogs"),
+            emitted: take_strings(&host, "takeEmitted")
+                .iter()
+                .map(|s| serde_json::from_str(s).unwrap_or(serde_json::Value::Null))
+                .collect(),
+        })
     }
 
     fn serialize<'js>(
@@ -157,7 +140,7 @@ impl Engine {
         let Some(json) = json else { return Ok(None) };
         if json.len() > self.limits.max_result_bytes {
             return Err(format!(
-                "result is too large: {} bytes of JSON (limit {} bytes)",
+                "result is too large: {} bytes of JSON (limit {} bytes); return less, or page through it",
                 json.len(),
                 self.limits.max_result_bytes
             ));
@@ -178,9 +161,6 @@ impl Engine {
                 if is_out_of_memory(&value) {
                     return "out of memory: the program exceeded the sandbox memory limit".into();
                 }
-                if is_stack_overflow(&value) {
-                    return "stack overflow: the program exceeded the sandbox stack limit".into();
-                }
                 // Describing the value runs JS; with memory exhausted that
                 // can fail too, so fall back to a plain message.
                 host.get::<_, Function>("describe")
@@ -191,13 +171,6 @@ impl Engine {
                 "out of memory: the program exceeded the sandbox memory limit".into()
             }
             other => format!("{other}"),
-        }
-    }
-
-    fn exception_text<'js>(&self, ctx: &Ctx<'js>, err: rquickjs::Error) -> String {
-        match err {
-            rquickjs::Error::Exception => format!("{:?}", ctx.catch()),
-            other => other.to_string(),
         }
     }
 
@@ -220,9 +193,186 @@ impl Engine {
     }
 }
 
+/// Resolvers of tool calls in flight, by call id.
+type Pending<'js> = Rc<RefCell<HashMap<u64, (Function<'js>, Function<'js>)>>>;
+
+/// The `hostCall(path, argsJson)` function the prelude's proxy calls: it
+/// returns a promise and hands the call to the bridge on the async runtime.
+fn host_call_function<'js>(
+    ctx: &Ctx<'js>,
+    pending: Pending<'js>,
+    rc: &RunContext,
+    replies: Sender<Reply>,
+) -> Result<Function<'js>, SandboxError> {
+    let bridge = rc.bridge.clone();
+    let handle = rc.handle.clone();
+    let next_id = Cell::new(0u64);
+    Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>, path: String, args: String| {
+            let (promise, resolve, reject) = ctx.promise()?;
+            let id = next_id.get();
+            next_id.set(id + 1);
+            pending.borrow_mut().insert(id, (resolve, reject));
+            let args = serde_json::from_str(&args).unwrap_or(serde_json::Value::Null);
+            let replies = replies.clone();
+            match &bridge {
+                Some(bridge) => {
+                    let call = bridge.call(path, args);
+                    handle.spawn(async move {
+                        let _ = replies.send((id, call.await));
+                    });
+                }
+                None => {
+                    let _ =
+                        replies.send((id, Err("tools are not available in this sandbox".into())));
+                }
+            }
+            Ok::<_, rquickjs::Error>(promise)
+        },
+    )
+    .map_err(|e| SandboxError::Engine(format!("host function: {e}")))
+}
+
+/// Drives one run: the job queue, timers and tool-call replies.
+struct Driver<'a, 'js> {
+    engine: &'a Engine,
+    ctx: &'a Ctx<'js>,
+    host: &'a Object<'js>,
+    pending: &'a Pending<'js>,
+    replies: &'a Receiver<Reply>,
+    rc: &'a RunContext,
+}
+
 enum Settled<'js> {
     Value(Value<'js>),
     Thrown(String),
+}
+
+impl<'js> Driver<'_, 'js> {
+    fn start_and_settle(&mut self, code: &str) -> Settled<'js> {
+        let compiled = self
+            .host
+            .get::<_, Function>("compile")
+            .and_then(|compile| compile.call::<_, Function>((code,)));
+        let body = match compiled {
+            Ok(f) => f,
+            Err(e) => return self.thrown(e),
+        };
+        let promise: Promise = match body.call(()) {
+            Ok(p) => p,
+            Err(e) => return self.thrown(e),
+        };
+        loop {
+            while self.ctx.execute_pending_job() {}
+            if self.engine.past_deadline() {
+                return Settled::Thrown(self.engine.timeout_message());
+            }
+            match promise.state() {
+                PromiseState::Resolved => {
+                    return match promise.result::<Value>() {
+                        Some(Ok(v)) => Settled::Value(v),
+                        Some(Err(e)) => self.thrown(e),
+                        None => Settled::Thrown(
+                            "the program's promise changed state unexpectedly".into(),
+                        ),
+                    };
+                }
+                PromiseState::Rejected => {
+                    return match promise.result::<Value>() {
+                        Some(Err(e)) => self.thrown(e),
+                        _ => Settled::Thrown("the program was rejected".into()),
+                    };
+                }
+                PromiseState::Pending => {}
+            }
+            if let Err(stop) = self.wait_for_progress() {
+                return stop;
+            }
+        }
+    }
+
+    /// Waits for a tool-call reply or the next timer and applies it.
+    fn wait_for_progress(&mut self) -> Result<(), Settled<'js>> {
+        let next_timer = self
+            .host
+            .get::<_, Function>("nextTimer")
+            .and_then(|f| f.call::<_, f64>(()))
+            .unwrap_or(-1.0);
+        let calls_in_flight = !self.pending.borrow().is_empty();
+        if !calls_in_flight && next_timer < 0.0 {
+            return Err(Settled::Thrown(
+                "the program is waiting on a promise that can never settle (no pending timers or tool calls)".into(),
+            ));
+        }
+        let timer_wait = (next_timer >= 0.0).then(|| Duration::from_millis(next_timer as u64));
+        if calls_in_flight {
+            // The compute clock stops while a tool call is in flight.
+            let wait = timer_wait.unwrap_or(MAX_WAIT).min(MAX_WAIT);
+            let started = Instant::now();
+            let reply = self.replies.recv_timeout(wait);
+            self.engine.extend_deadline(started.elapsed(), self.rc);
+            match reply {
+                Ok(reply) => return self.settle_call(reply),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Settled::Thrown("tool calls are no longer answered".into()));
+                }
+            }
+        } else if let Some(wait) = timer_wait {
+            let remaining = self.engine.remaining();
+            if wait >= remaining {
+                std::thread::sleep(remaining);
+                return Err(Settled::Thrown(self.engine.timeout_message()));
+            }
+            std::thread::sleep(wait);
+        }
+        if timer_wait.is_some() {
+            let fired = self
+                .host
+                .get::<_, Function>("fireDue")
+                .and_then(|f| f.call::<_, ()>(()));
+            if let Err(e) = fired {
+                return Err(self.thrown(e));
+            }
+        }
+        Ok(())
+    }
+
+    fn settle_call(&mut self, (id, outcome): Reply) -> Result<(), Settled<'js>> {
+        let Some((resolve, reject)) = self.pending.borrow_mut().remove(&id) else {
+            return Ok(());
+        };
+        let settled = match outcome {
+            Ok(value) => self
+                .ctx
+                .json_parse(value.to_string())
+                .and_then(|v| resolve.call::<_, ()>((v,))),
+            Err(message) => self
+                .host
+                .get::<_, Function>("makeError")
+                .and_then(|make| make.call::<_, Value>((message,)))
+                .and_then(|err| reject.call::<_, ()>((err,))),
+        };
+        settled.map_err(|e| self.thrown(e))
+    }
+
+    fn thrown(&self, e: rquickjs::Error) -> Settled<'js> {
+        Settled::Thrown(self.engine.thrown(self.ctx, self.host, e))
+    }
+}
+
+fn take_strings(host: &Object<'_>, method: &str) -> Vec<String> {
+    host.get::<_, Function>(method)
+        .and_then(|f| f.call::<_, Vec<String>>(()))
+        .unwrap_or_default()
+}
+
+fn exception_text(ctx: &Ctx<'_>, err: rquickjs::Error) -> String {
+    match err {
+        rquickjs::Error::Exception => format!("{:?}", ctx.catch()),
+        other => other.to_string(),
+    }
 }
 
 fn error_message(value: &Value<'_>) -> Option<String> {
@@ -234,6 +384,9 @@ fn is_out_of_memory(value: &Value<'_>) -> bool {
     value.is_null() || error_message(value).is_some_and(|m| m == "out of memory")
 }
 
-fn is_stack_overflow(value: &Value<'_>) -> bool {
-    error_message(value).is_some_and(|m| m.contains("stack overflow"))
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

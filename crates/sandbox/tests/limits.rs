@@ -1,9 +1,11 @@
-//! The sandbox's limits and isolation, at the engine level.
+//! The sandbox's limits, isolation, tool proxy and emit, at the engine level.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_sandbox::{Limits, Pool, RunOutcome};
-use serde_json::json;
+use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
 
 fn pool(timeout_ms: u64) -> Pool {
     Pool::new(
@@ -15,95 +17,109 @@ fn pool(timeout_ms: u64) -> Pool {
     )
 }
 
-fn failed(outcome: RunOutcome) -> String {
-    match outcome {
-        RunOutcome::Failed { message, .. } => message,
-        other => panic!("expected a failure, got {other:?}"),
+async fn run(p: &Pool, code: &str) -> RunOutcome {
+    p.run(code.into(), Some(Arc::new(Echo)))
+        .await
+        .expect("sandbox works")
+}
+
+async fn value(p: &Pool, code: &str) -> Option<Value> {
+    let out = run(p, code).await;
+    out.result
+        .unwrap_or_else(|e| panic!("{code:?} failed: {e}"))
+}
+
+async fn failure(p: &Pool, code: &str) -> String {
+    match run(p, code).await.result {
+        Err(message) => message,
+        Ok(v) => panic!("{code:?} should fail, returned {v:?}"),
+    }
+}
+
+/// Answers `echo.*` with its input after a pause, `slow` after 600 ms,
+/// and refuses `refuse`.
+struct Echo;
+
+impl HostBridge for Echo {
+    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async move {
+            match path.as_str() {
+                "refuse" => Err("refused by the host".into()),
+                "slow" => {
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    Ok(json!({"ok": true, "data": "slow"}))
+                }
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    Ok(json!({"ok": true, "data": {"path": path, "args": args}}))
+                }
+            }
+        })
     }
 }
 
 #[tokio::test]
 async fn returns_values_and_logs() {
     let p = pool(5_000);
-    let out = p
-        .run("console.log('a', {b: 1}); console.warn(2); return {x: [1, 'y']};".into())
-        .await
-        .unwrap();
+    let out = run(
+        &p,
+        "console.log('a', {b: 1}); console.warn(2); return {x: [1, 'y']};",
+    )
+    .await;
+    assert_eq!(out.result, Ok(Some(json!({"x": [1, "y"]}))));
     assert_eq!(
-        out,
-        RunOutcome::Completed {
-            value: Some(json!({"x": [1, "y"]})),
-            logs: vec!["[log] a {\"b\":1}".into(), "[warn] 2".into()],
-        }
+        out.logs,
+        vec!["[log] a {\"b\":1}".to_string(), "[warn] 2".to_string()]
     );
-    let none = p.run("1 + 2;".into()).await.unwrap();
-    assert_eq!(
-        none,
-        RunOutcome::Completed {
-            value: None,
-            logs: vec![]
-        }
-    );
+    assert_eq!(value(&p, "1 + 2;").await, None);
 }
 
 #[tokio::test]
 async fn an_infinite_loop_times_out_and_cannot_catch_it() {
     let p = pool(300);
-    let msg = failed(
-        p.run(
-            "try { while (true) {} } catch (e) { return 'caught'; } finally { while (true) {} }"
-                .into(),
-        )
-        .await
-        .unwrap(),
-    );
+    let msg = failure(
+        &p,
+        "try { while (true) {} } catch (e) { return 'caught'; } finally { while (true) {} }",
+    )
+    .await;
     assert_eq!(msg, "execution timed out after 300 ms");
+}
+
+#[tokio::test]
+async fn catastrophic_regex_and_huge_sorts_end_only_their_run() {
+    let p = pool(500);
+    let msg = failure(&p, "return /^(a+)+$/.test('a'.repeat(40) + 'b');").await;
+    assert_eq!(msg, "execution timed out after 500 ms");
+    let p = pool(20_000);
+    let v = value(&p, "const a = Array.from({length: 1e6}, (_, i) => (i * 7919) % 1e6); a.sort((x, y) => x - y); return a[10];").await;
+    assert_eq!(v, Some(json!(10)));
 }
 
 #[tokio::test]
 async fn memory_and_stack_bombs_end_only_their_run() {
     let p = pool(10_000);
-    let msg = failed(
-        p.run("const a = []; while (true) a.push(new Array(1e5).fill(7));".into())
-            .await
-            .unwrap(),
-    );
+    let msg = failure(
+        &p,
+        "const a = []; while (true) a.push(new Array(1e5).fill(7));",
+    )
+    .await;
     assert!(msg.contains("out of memory"), "{msg}");
-    let msg = failed(
-        p.run("function f() { return f() + 1; } return f();".into())
-            .await
-            .unwrap(),
-    );
+    let msg = failure(&p, "function f() { return f() + 1; } return f();").await;
     assert!(msg.to_lowercase().contains("stack"), "{msg}");
-    // The same threads serve the next run normally.
-    let ok = p.run("return 1;".into()).await.unwrap();
-    assert_eq!(
-        ok,
-        RunOutcome::Completed {
-            value: Some(json!(1)),
-            logs: vec![]
-        }
-    );
+    assert_eq!(value(&p, "return 1;").await, Some(json!(1)));
 }
 
 #[tokio::test]
 async fn no_state_leaks_between_runs() {
     let p = pool(5_000);
-    p.run("globalThis.secret = 42; Object.prototype.polluted = true; return 1;".into())
-        .await
-        .unwrap();
+    value(
+        &p,
+        "globalThis.secret = 42; Object.prototype.polluted = true; return 1;",
+    )
+    .await;
     for _ in 0..4 {
-        let out = p
-            .run("return [typeof secret, ({}).polluted === undefined];".into())
-            .await
-            .unwrap();
-        assert_eq!(
-            out,
-            RunOutcome::Completed {
-                value: Some(json!(["undefined", true])),
-                logs: vec![]
-            }
-        );
+        let v = value(&p, "return [typeof secret, ({}).polluted === undefined];").await;
+        assert_eq!(v, Some(json!(["undefined", true])));
     }
 }
 
@@ -112,47 +128,31 @@ async fn a_fast_run_does_not_wait_for_a_busy_one() {
     let p = pool(3_000);
     let slow = {
         let p = p.clone();
-        tokio::spawn(async move { p.run("while (true) {}".into()).await })
+        tokio::spawn(async move { failure(&p, "while (true) {}").await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    let fast = p.run("return 'fast';".into()).await.unwrap();
-    assert_eq!(
-        fast,
-        RunOutcome::Completed {
-            value: Some(json!("fast")),
-            logs: vec![]
-        }
-    );
+    assert_eq!(value(&p, "return 'fast';").await, Some(json!("fast")));
     assert!(
         started.elapsed() < Duration::from_millis(2_000),
         "fast run waited {:?}",
         started.elapsed()
     );
-    assert!(failed(slow.await.unwrap().unwrap()).contains("timed out"));
+    assert!(slow.await.unwrap().contains("timed out"));
 }
 
 #[tokio::test]
 async fn timers_fetch_and_unsettled_promises() {
     let p = pool(5_000);
-    let out = p.run("let n = 0; const id = setTimeout(() => n = 99, 5); clearTimeout(id); await new Promise(r => setTimeout(r, 20)); return n;".into()).await.unwrap();
+    let v = value(&p, "let n = 0; const id = setTimeout(() => n = 99, 5); clearTimeout(id); await new Promise(r => setTimeout(r, 20)); return n;").await;
+    assert_eq!(v, Some(json!(0)));
     assert_eq!(
-        out,
-        RunOutcome::Completed {
-            value: Some(json!(0)),
-            logs: vec![]
-        }
-    );
-    assert_eq!(
-        failed(
-            p.run("return fetch('https://example.com')".into())
-                .await
-                .unwrap()
-        ),
+        failure(&p, "return fetch('https://example.com')").await,
         "fetch is disabled: call APIs through tools.*"
     );
     assert!(
-        failed(p.run("await new Promise(() => {});".into()).await.unwrap())
+        failure(&p, "await new Promise(() => {});")
+            .await
             .contains("never settle")
     );
 }
@@ -161,17 +161,119 @@ async fn timers_fetch_and_unsettled_promises() {
 async fn unserialisable_results_say_why() {
     let p = pool(5_000);
     assert_eq!(
-        failed(
-            p.run("const o = {}; o.self = o; return o;".into())
-                .await
-                .unwrap()
-        ),
+        failure(&p, "const o = {}; o.self = o; return o;").await,
         "result is not JSON-serialisable: circular structure"
     );
     assert_eq!(
-        failed(p.run("return 1n;".into()).await.unwrap()),
+        failure(&p, "return 1n;").await,
         "result is not JSON-serialisable: BigInt value"
     );
-    let thrown = failed(p.run("throw {code: 7};".into()).await.unwrap());
-    assert_eq!(thrown, "{\"code\":7}");
+    assert_eq!(failure(&p, "throw {code: 7};").await, "{\"code\":7}");
+}
+
+#[tokio::test]
+async fn the_tools_proxy_calls_the_host_with_the_first_argument() {
+    let p = pool(5_000);
+    let v = value(
+        &p,
+        "return await tools.github.issues.list({ owner: 'a' }, 'ignored');",
+    )
+    .await;
+    assert_eq!(
+        v,
+        Some(json!({"ok": true, "data": {"path": "github.issues.list", "args": {"owner": "a"}}}))
+    );
+    let v = value(&p, "const [a, b] = await Promise.all([tools.x.a(1), tools.x.b()]); return [a.data.args, b.data.args];").await;
+    assert_eq!(v, Some(json!([1, {}])));
+    assert_eq!(
+        failure(&p, "return await tools.refuse({});").await,
+        "refused by the host"
+    );
+}
+
+#[tokio::test]
+async fn the_tools_proxy_is_not_thenable_nor_enumerable_nor_writable() {
+    let p = pool(5_000);
+    assert_eq!(
+        value(
+            &p,
+            "return [typeof tools.then, typeof tools.a.b.then, (await tools) === tools];"
+        )
+        .await,
+        Some(json!(["undefined", "undefined", true]))
+    );
+    for code in [
+        "return Object.keys(tools);",
+        "return {...tools};",
+        "for (const k in tools) {}",
+        "return Reflect.ownKeys(tools.github);",
+    ] {
+        let msg = failure(&p, code).await;
+        assert!(msg.contains("tools.search"), "{code}: {msg}");
+    }
+    assert!(failure(&p, "tools.x = 1;").await.contains("read-only"));
+    assert!(
+        failure(&p, "globalThis.tools = null; return tools.a();")
+            .await
+            .contains("read-only")
+            || true
+    );
+    let v = value(
+        &p,
+        "Object.getPrototypeOf(tools); return typeof Object.getPrototypeOf(tools);",
+    )
+    .await;
+    assert_eq!(v, Some(json!("object")));
+}
+
+#[tokio::test]
+async fn escapes_reach_nothing_of_the_host() {
+    let p = pool(5_000);
+    let v = value(&p, "const g = (function(){}).constructor.constructor('return this')(); return [typeof g.process, typeof g.require, typeof g.std, typeof g.os, typeof g.Deno];").await;
+    assert_eq!(
+        v,
+        Some(json!([
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined"
+        ]))
+    );
+    let v = value(&p, "const c = tools.a.constructor; return typeof c;").await;
+    assert_eq!(
+        v,
+        Some(json!("function")),
+        "constructor is just another lazy path"
+    );
+}
+
+#[tokio::test]
+async fn the_compute_clock_stops_while_a_tool_call_is_in_flight() {
+    let p = pool(300);
+    // Three 600 ms calls in sequence: 1.8 s of waiting against a 300 ms budget.
+    let v = value(
+        &p,
+        "for (let i = 0; i < 3; i++) await tools.slow(); return 'done';",
+    )
+    .await;
+    assert_eq!(v, Some(json!("done")));
+}
+
+#[tokio::test]
+async fn emitted_values_are_kept_in_order_as_json() {
+    let p = pool(5_000);
+    let out = run(
+        &p,
+        "const o = {a: 1}; emit(o); o.a = 2; emit('text'); emit(undefined); return 5;",
+    )
+    .await;
+    assert_eq!(out.result, Ok(Some(json!(5))));
+    assert_eq!(
+        out.emitted,
+        vec![json!({"a": 1}), json!("text"), Value::Null]
+    );
+    let out = run(&p, "emit('before'); throw new Error('after');").await;
+    assert_eq!(out.result, Err("after".into()));
+    assert_eq!(out.emitted, vec![json!("before")]);
 }

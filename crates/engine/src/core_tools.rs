@@ -1,0 +1,77 @@
+//! Built-in tools under `executor.coreTools.*`, so an agent can inspect its
+//! own setup. Connections and policies arrive with the integrations work;
+//! until then their lists are empty but real.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+
+/// The namespace of the built-in tools.
+pub const NAMESPACE: &str = "executor";
+
+struct CoreInvoker;
+
+impl ToolInvoker for CoreInvoker {
+    fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
+        let data = match call.tool.name.as_str() {
+            "coreTools.integrations.list" => json!({ "integrations": call.catalog.integrations() }),
+            "coreTools.connections.list" => json!({ "connections": [] }),
+            "coreTools.policies.list" => json!({ "policies": [] }),
+            _ => Value::Null,
+        };
+        Box::pin(async move { Ok(ToolSuccess { data, http: None }) })
+    }
+}
+
+fn list_output(key: &str, item: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": { key: { "type": "array", "items": item } },
+        "required": [key]
+    })
+}
+
+/// The core tools' catalog entries.
+pub fn entries() -> Vec<ToolEntry> {
+    let invoker: Arc<dyn ToolInvoker> = Arc::new(CoreInvoker);
+    let no_input = json!({ "type": "object", "properties": {}, "additionalProperties": false });
+    let entry = |name: &str, description: &str, output: Value| ToolEntry {
+        path: format!("{NAMESPACE}.{name}"),
+        name: name.to_string(),
+        description: Some(description.to_string()),
+        integration: NAMESPACE.to_string(),
+        input_schema: Some(no_input.clone()),
+        output_schema: Some(output),
+        requires_approval: false,
+        invoker: invoker.clone(),
+    };
+    vec![
+        entry(
+            "coreTools.integrations.list",
+            "List the integrations this org has connected, with how many tools each provides.",
+            list_output(
+                "integrations",
+                json!({ "type": "object", "properties": { "namespace": { "type": "string" }, "toolCount": { "type": "integer" } }, "required": ["namespace", "toolCount"] }),
+            ),
+        ),
+        entry(
+            "coreTools.connections.list",
+            "List saved connections (the credential of one integration). Never returns the credential itself.",
+            list_output(
+                "connections",
+                json!({ "type": "object", "properties": { "integration": { "type": "string" }, "kind": { "type": "string" } }, "required": ["integration", "kind"] }),
+            ),
+        ),
+        entry(
+            "coreTools.policies.list",
+            "List the policy rules (pattern → allow, require_approval or block), first match wins.",
+            list_output(
+                "policies",
+                json!({ "type": "object", "properties": { "id": { "type": "string" }, "pattern": { "type": "string" }, "action": { "type": "string", "enum": ["allow", "require_approval", "block"] } }, "required": ["id", "pattern", "action"] }),
+            ),
+        ),
+    ]
+}

@@ -1,0 +1,319 @@
+//! What `tools.<path>(args)` does for one execution: the built-in helpers
+//! (`search`, `describe.tool`, `executor.integrations.list`) and the
+//! invocation pipeline of SPEC §7 for catalog tools.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use executor_sandbox::HostBridge;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::CallContext;
+use crate::catalog::{Catalog, ToolError, ToolInvocation, ToolResult, result_value};
+use crate::describe;
+use crate::envelope::internal_error_id;
+
+/// One tool call of an execution, for its record.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ToolCallTrace {
+    pub path: String,
+    /// `ok`, an error code, or `threw`.
+    pub outcome: String,
+    #[serde(rename = "startedAtMs")]
+    pub started_at_ms: u64,
+    #[serde(rename = "durationMs")]
+    pub duration_ms: f64,
+}
+
+/// The sandbox's bridge for one execution.
+#[derive(Clone)]
+pub struct ExecutionBridge {
+    inner: Arc<BridgeInner>,
+}
+
+struct BridgeInner {
+    catalog: Arc<Catalog>,
+    ctx: CallContext,
+    started: Instant,
+    trace: Mutex<Vec<ToolCallTrace>>,
+}
+
+impl ExecutionBridge {
+    pub fn new(catalog: Arc<Catalog>, ctx: CallContext) -> Self {
+        ExecutionBridge {
+            inner: Arc::new(BridgeInner {
+                catalog,
+                ctx,
+                started: Instant::now(),
+                trace: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    pub fn trace(&self) -> Vec<ToolCallTrace> {
+        self.inner
+            .trace
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl HostBridge for ExecutionBridge {
+    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>> {
+        let inner = self.inner.clone();
+        async move {
+            let started = Instant::now();
+            let answer = std::panic::AssertUnwindSafe(inner.answer(&path, args))
+                .catch_unwind()
+                .await;
+            let answer = answer.unwrap_or_else(|_| {
+                let id = internal_error_id();
+                tracing::error!(error_id = %id, %path, "tool call panicked");
+                Err(format!("Internal tool error [{id}]"))
+            });
+            inner.record(&path, &answer, started);
+            answer
+        }
+        .boxed()
+    }
+}
+
+impl BridgeInner {
+    async fn answer(&self, path: &str, args: Value) -> Result<Value, String> {
+        match path {
+            "search" => search(&self.catalog, &args),
+            "describe.tool" => describe_tool(&self.catalog, &args),
+            "executor.integrations.list" => list_integrations(&self.catalog, &args),
+            _ => Ok(result_value(&self.invoke(path, args).await)),
+        }
+    }
+
+    /// SPEC §7: lookup → policy → validation → approval → credential →
+    /// invoke. Policies, approvals and credentials arrive with the
+    /// integrations; until then every tool runs with its defaults.
+    async fn invoke(&self, path: &str, args: Value) -> ToolResult {
+        let Some(tool) = self.catalog.get(path).cloned() else {
+            return Err(
+                ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
+                    json!({ "path": path, "suggestions": self.catalog.suggestions(path) }),
+                ),
+            );
+        };
+        if !args.is_object() {
+            return Err(ToolError::new(
+                "invalid_tool_arguments",
+                format!("{path} expects an object as its input"),
+            ));
+        }
+        let invocation = ToolInvocation {
+            tool: tool.clone(),
+            args,
+            ctx: self.ctx.clone(),
+            catalog: self.catalog.clone(),
+        };
+        tool.invoker.invoke(invocation).await
+    }
+
+    fn record(&self, path: &str, answer: &Result<Value, String>, started: Instant) {
+        let outcome = match answer {
+            Err(_) => "threw".to_string(),
+            Ok(v) => match v.get("ok") {
+                Some(Value::Bool(false)) => v
+                    .pointer("/error/code")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string(),
+                _ => "ok".to_string(),
+            },
+        };
+        if let Ok(mut trace) = self.trace.lock() {
+            trace.push(ToolCallTrace {
+                path: path.to_string(),
+                outcome,
+                started_at_ms: started.duration_since(self.started).as_millis() as u64,
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            });
+        }
+    }
+}
+
+/// Reads an optional field of a helper's input, or explains the shape.
+fn field<'a>(args: &'a Value, key: &str, shape: &str) -> Result<Option<&'a Value>, String> {
+    if !args.is_object() {
+        return Err(format!("expects an object: {shape}"));
+    }
+    Ok(args.get(key).filter(|v| !v.is_null()))
+}
+
+fn opt_str(args: &Value, key: &str, helper: &str, shape: &str) -> Result<Option<String>, String> {
+    match field(args, key, shape).map_err(|e| format!("{helper} {e}"))? {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("{helper}: {key} must be a string: {shape}")),
+    }
+}
+
+fn opt_count(
+    args: &Value,
+    key: &str,
+    default: u64,
+    max: u64,
+    helper: &str,
+    shape: &str,
+) -> Result<u64, String> {
+    match field(args, key, shape).map_err(|e| format!("{helper} {e}"))? {
+        None => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| {
+                v.as_f64()
+                    .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+                    .map(|f| f as u64)
+            })
+            .map(|n| n.min(max))
+            .ok_or_else(|| format!("{helper}: {key} must be a non-negative integer: {shape}")),
+    }
+}
+
+const SEARCH_SHAPE: &str =
+    "{ query?: string; namespace?: string; limit?: number; offset?: number }";
+
+/// `tools.search({query?, namespace?, limit = 12, offset = 0})`.
+fn search(catalog: &Catalog, args: &Value) -> Result<Value, String> {
+    let helper = "tools.search";
+    let query = opt_str(args, "query", helper, SEARCH_SHAPE)?.unwrap_or_default();
+    let namespace = opt_str(args, "namespace", helper, SEARCH_SHAPE)?;
+    let limit = opt_count(args, "limit", 12, 100, helper, SEARCH_SHAPE)? as usize;
+    let offset = opt_count(args, "offset", 0, u64::MAX, helper, SEARCH_SHAPE)? as usize;
+    let matches = catalog.search(&query, namespace.as_deref());
+    let total = matches.len();
+    let items: Vec<Value> = matches
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(t, score)| {
+            let mut item = serde_json::Map::new();
+            item.insert("path".into(), json!(t.path));
+            item.insert("name".into(), json!(t.name));
+            if let Some(d) = &t.description {
+                item.insert("description".into(), json!(d));
+            }
+            item.insert("integration".into(), json!(t.integration));
+            item.insert("score".into(), json!(round2(*score)));
+            Value::Object(item)
+        })
+        .collect();
+    let next = offset.saturating_add(items.len());
+    let has_more = next < total;
+    Ok(json!({
+        "items": items,
+        "total": total,
+        "hasMore": has_more,
+        "nextOffset": if has_more { json!(next) } else { Value::Null },
+    }))
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// `tools.describe.tool({path})`.
+fn describe_tool(catalog: &Catalog, args: &Value) -> Result<Value, String> {
+    let shape = "{ path: string }";
+    let path = opt_str(args, "path", "tools.describe.tool", shape)?
+        .ok_or_else(|| format!("tools.describe.tool expects {shape}"))?;
+    let Some(tool) = catalog.get(&path) else {
+        return Ok(json!({
+            "path": path,
+            "error": {
+                "code": "tool_not_found",
+                "message": format!("Tool not found: {path}"),
+                "suggestions": catalog.suggestions(&path),
+            }
+        }));
+    };
+    let ts = describe::render(tool.input_schema.as_ref(), tool.output_schema.as_ref());
+    let mut out = json!({ "path": tool.path, "name": tool.name });
+    if let Some(d) = &tool.description {
+        out["description"] = json!(d);
+    }
+    if let Some(input) = ts.input {
+        out["inputTypeScript"] = json!(input);
+    }
+    let data = ts.output.unwrap_or_else(|| "unknown".into());
+    out["outputTypeScript"] = json!(format!(
+        "{{ ok: true; data: {data}; http?: ToolHttpMeta }} | {{ ok: false; error: ToolError }}"
+    ));
+    let mut definitions = serde_json::Map::new();
+    for (name, body) in named_definitions(ts.definitions.as_deref()) {
+        definitions.insert(name, json!(body));
+    }
+    definitions.insert(
+        "ToolError".into(),
+        json!("{ code: string; message: string; status?: number; details?: unknown; retryable?: boolean }"),
+    );
+    definitions.insert(
+        "ToolHttpMeta".into(),
+        json!("{ status: number; headers: { [k: string]: string } }"),
+    );
+    out["typeScriptDefinitions"] = Value::Object(definitions);
+    Ok(out)
+}
+
+/// `tools.executor.integrations.list({query?, limit?, offset?})`.
+fn list_integrations(catalog: &Catalog, args: &Value) -> Result<Value, String> {
+    let helper = "tools.executor.integrations.list";
+    let shape = "{ query?: string; limit?: number; offset?: number }";
+    let query = opt_str(args, "query", helper, shape)?.map(|q| q.to_lowercase());
+    let limit = opt_count(args, "limit", 50, 500, helper, shape)? as usize;
+    let offset = opt_count(args, "offset", 0, u64::MAX, helper, shape)? as usize;
+    let all: Vec<_> = catalog
+        .integrations()
+        .into_iter()
+        .filter(|i| {
+            query
+                .as_deref()
+                .is_none_or(|q| i.namespace.to_lowercase().contains(q))
+        })
+        .collect();
+    let total = all.len();
+    let items: Vec<_> = all.into_iter().skip(offset).take(limit).collect();
+    let next = offset.saturating_add(items.len());
+    Ok(json!({
+        "items": items,
+        "total": total,
+        "hasMore": next < total,
+        "nextOffset": if next < total { json!(next) } else { Value::Null },
+    }))
+}
+
+/// Splits the renderer's `type X = …;` lines into (name, type) pairs, the
+/// shape `typeScriptDefinitions` has on the wire.
+fn named_definitions(rendered: Option<&str>) -> Vec<(String, String)> {
+    let Some(text) = rendered else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        match line
+            .strip_prefix("type ")
+            .and_then(|rest| rest.split_once(" = "))
+        {
+            Some((name, body)) => out.push((
+                name.trim().to_string(),
+                body.trim_end().trim_end_matches(';').to_string(),
+            )),
+            // A definition that spans lines continues the previous one.
+            None => {
+                if let Some((_, body)) = out.last_mut() {
+                    body.push('\n');
+                    body.push_str(line.trim_end_matches(';'));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,806 @@
+//! Ranking for `tools.search` (SPEC §6).
+//!
+//! Everything that depends only on the catalogue is done once in
+//! [`SearchIndex::build`]: each field is split into normalised terms and the
+//! terms go into one vocabulary with postings (which document fields hold
+//! them). A query is compared with each distinct term once, and only the
+//! postings of matching terms are visited, so a catalogue of thousands of
+//! tools is searched in well under a millisecond.
+
+use std::collections::HashMap;
+
+/// One tool as the search sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchDoc<'a> {
+    pub path: &'a str,
+    pub name: &'a str,
+    pub integration: &'a str,
+    pub description: &'a str,
+}
+
+/// Field order used everywhere below: path, name, integration, description.
+const FIELD_COUNT: usize = 4;
+const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [12.0, 10.0, 8.0, 5.0];
+/// The first fields are short identifiers, where a query token may span a
+/// term boundary ("pullrequest" against `pull_request`); scanning their joined
+/// form is cheap. Descriptions are long prose and only matched term by term.
+const CROSS_TERM_FIELDS: usize = 3;
+/// Levels are packed two bits per query token into a `u32`, so longer queries
+/// keep their first sixteen distinct tokens.
+const MAX_QUERY_TOKENS: usize = 16;
+/// Shorter tokens ("a", "id", "to") are contained in too many words for a
+/// substring hit to mean anything; they must match a term's start.
+const MIN_CONTAINS_LEN: usize = 3;
+/// Very long descriptions add little ranking signal but cost memory and time.
+const MAX_DESCRIPTION_BYTES: usize = 4096;
+/// Only sixteen tokens count, so splitting more text than this is wasted.
+const MAX_QUERY_BYTES: usize = 1024;
+/// Haystacks up to this many bytes are scanned byte by byte.
+const SHORT_HAYSTACK: usize = 64;
+/// Every hit of a listing (empty query) gets the same score.
+const LISTING_SCORE: f64 = 1.0;
+
+const NONE: u8 = 0;
+const CONTAINS: u8 = 1;
+const PREFIX: u8 = 2;
+const EXACT: u8 = 3;
+
+/// A field's share of its weight for one query token matched at `level`.
+fn token_factor(level: u8) -> f64 {
+    match level {
+        EXACT => 1.0,
+        PREFIX => 0.6,
+        CONTAINS => 0.3,
+        _ => 0.0,
+    }
+}
+
+/// The bonus share of a field's weight when the whole query phrase matches it.
+fn phrase_factor(level: u8) -> f64 {
+    match level {
+        EXACT => 1.5,
+        PREFIX => 0.9,
+        CONTAINS => 0.5,
+        _ => 0.0,
+    }
+}
+
+/// How many distinct query tokens a document has to match.
+fn required_matches(token_count: usize) -> usize {
+    if token_count <= 2 {
+        token_count
+    } else {
+        // ceil(0.6 * n) in integers.
+        (3 * token_count).div_ceil(5)
+    }
+}
+
+/// Splits text into lowercase terms: on anything that is not a letter or a
+/// digit (which covers `_ . / : -` and whitespace), and inside words at
+/// camelCase humps, keeping acronyms whole ("getHTTPResponse" gives `get`,
+/// `http`, `response`).
+pub fn tokenize(text: &str) -> Vec<String> {
+    let mut terms = Vec::new();
+    let mut current = String::new();
+    let mut prev: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_alphanumeric() {
+            flush(&mut current, &mut terms);
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev
+            && is_hump(p, c, chars.peek().copied())
+        {
+            flush(&mut current, &mut terms);
+        }
+        current.extend(c.to_lowercase());
+        prev = Some(c);
+    }
+    flush(&mut current, &mut terms);
+    terms
+}
+
+/// A new word starts at an uppercase letter after a lowercase letter or a
+/// digit ("userId", "v2Users"), or at the last capital of an acronym that is
+/// followed by lowercase (`HTTPResponse`).
+fn is_hump(prev: char, cur: char, next: Option<char>) -> bool {
+    cur.is_uppercase()
+        && (prev.is_lowercase()
+            || prev.is_numeric()
+            || (prev.is_uppercase() && next.is_some_and(char::is_lowercase)))
+}
+
+fn flush(current: &mut String, terms: &mut Vec<String>) {
+    if !current.is_empty() {
+        terms.push(std::mem::take(current));
+    }
+}
+
+/// Substring test. On short haystacks (vocabulary terms, names) a plain
+/// byte scan beats the standard searcher's set-up cost; long ones
+/// (descriptions) go to the standard, vectorised search. Both sides are
+/// valid UTF-8, so a byte match always lines up with character boundaries.
+fn contains(haystack: &str, needle: &str) -> bool {
+    if haystack.len() > SHORT_HAYSTACK {
+        return haystack.contains(needle);
+    }
+    let (hay, pin) = (haystack.as_bytes(), needle.as_bytes());
+    pin.is_empty() || hay.windows(pin.len()).any(|w| starts_with_bytes(w, pin))
+}
+
+/// `str::starts_with` as an inline byte loop: the strings compared are a
+/// few bytes long and mostly differ at once, where a `memcmp` call per
+/// vocabulary term would dominate.
+fn starts_with(text: &str, prefix: &str) -> bool {
+    starts_with_bytes(text.as_bytes(), prefix.as_bytes())
+}
+
+fn starts_with_bytes(text: &[u8], prefix: &[u8]) -> bool {
+    text.len() >= prefix.len() && text.iter().zip(prefix).all(|(a, b)| a == b)
+}
+
+/// A 128-bit set of hashed adjacent byte pairs. If a needle has a pair the
+/// haystack lacks, it cannot be a substring; most documents fail this test,
+/// which makes the cross-term scan nearly free.
+#[derive(Clone, Copy, Default)]
+struct PairMask(u128);
+
+impl PairMask {
+    fn of(text: &str) -> PairMask {
+        let mask = text
+            .as_bytes()
+            .windows(2)
+            .fold(0u128, |mask, pair| match pair {
+                [a, b] => mask | 1u128 << ((u32::from(*a) * 31 + u32::from(*b)) % 128),
+                _ => mask,
+            });
+        PairMask(mask)
+    }
+
+    fn may_contain(self, needle: PairMask) -> bool {
+        self.0 & needle.0 == needle.0
+    }
+}
+
+/// Cuts `text` to at most `max` bytes without splitting a character.
+fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(..end).unwrap_or("")
+}
+
+/// Where a term occurs: one document field.
+#[derive(Clone, Copy)]
+struct Posting {
+    doc: u32,
+    field: u8,
+}
+
+/// One distinct normalised word of the catalogue.
+struct Term {
+    text: Box<str>,
+    pairs: PairMask,
+    /// Each (document, field) holding the term, once.
+    postings: Vec<Posting>,
+}
+
+/// Collects the terms and their postings while documents are added.
+#[derive(Default)]
+struct Vocabulary {
+    ids: HashMap<Box<str>, usize>,
+    terms: Vec<Term>,
+}
+
+impl Vocabulary {
+    fn add(&mut self, word: String, posting: Posting) {
+        let id = match self.ids.get(word.as_str()) {
+            Some(&id) => id,
+            None => self.insert(word),
+        };
+        let Some(term) = self.terms.get_mut(id) else {
+            return;
+        };
+        // A field's words are added together, so a repeated word can only
+        // duplicate the latest posting.
+        let repeated = term
+            .postings
+            .last()
+            .is_some_and(|last| last.doc == posting.doc && last.field == posting.field);
+        if !repeated {
+            term.postings.push(posting);
+        }
+    }
+
+    fn insert(&mut self, word: String) -> usize {
+        let id = self.terms.len();
+        let text: Box<str> = word.into_boxed_str();
+        self.terms.push(Term {
+            pairs: PairMask::of(&text),
+            text: text.clone(),
+            postings: Vec::new(),
+        });
+        self.ids.insert(text, id);
+        id
+    }
+}
+
+/// What a document keeps of one field for matching across term boundaries.
+struct Field {
+    /// The terms joined without separators ("pullrequest").
+    compact: Box<str>,
+    /// Byte pairs present in `compact`, to skip most substring scans.
+    pairs: PairMask,
+}
+
+impl Field {
+    fn new(text: &str, posting: Posting, vocabulary: &mut Vocabulary) -> Field {
+        let words = tokenize(text);
+        let compact = words.concat().into_boxed_str();
+        for word in words {
+            vocabulary.add(word, posting);
+        }
+        Field {
+            pairs: PairMask::of(&compact),
+            compact,
+        }
+    }
+}
+
+struct Doc {
+    path: Box<str>,
+    integration: Box<str>,
+    fields: [Field; FIELD_COUNT],
+}
+
+impl Doc {
+    fn new(doc: &SearchDoc<'_>, index: usize, vocabulary: &mut Vocabulary) -> Doc {
+        // Four billion tools cannot fit in memory, so the conversion holds.
+        let doc_id = u32::try_from(index).unwrap_or(u32::MAX);
+        let texts = [
+            doc.path,
+            doc.name,
+            doc.integration,
+            clip(doc.description, MAX_DESCRIPTION_BYTES),
+        ];
+        let mut field = 0u8;
+        let fields = texts.map(|text| {
+            let posting = Posting { doc: doc_id, field };
+            field += 1;
+            Field::new(text, posting, vocabulary)
+        });
+        Doc {
+            path: doc.path.into(),
+            integration: doc.integration.into(),
+            fields,
+        }
+    }
+
+    /// Namespaces compare ASCII case-insensitively: `GitHub` lists `github.*`.
+    fn in_namespace(&self, namespace: &str) -> bool {
+        if self.integration.eq_ignore_ascii_case(namespace) {
+            return true;
+        }
+        let n = namespace.len();
+        self.path.as_bytes().get(n) == Some(&b'.')
+            && self
+                .path
+                .get(..n)
+                .is_some_and(|head| head.eq_ignore_ascii_case(namespace))
+    }
+}
+
+/// The best level each query token reached in each field of one document.
+type DocLevels = [[u8; MAX_QUERY_TOKENS]; FIELD_COUNT];
+
+/// The searchable catalogue, built once per tool-set change.
+pub struct SearchIndex {
+    docs: Vec<Doc>,
+    terms: Vec<Term>,
+    /// Document positions ordered by path, for listings.
+    by_path: Vec<usize>,
+    /// Each document's place in `by_path`: ties compare integers, not paths.
+    path_rank: Vec<usize>,
+}
+
+impl SearchIndex {
+    pub fn build<'a>(docs: impl IntoIterator<Item = SearchDoc<'a>>) -> SearchIndex {
+        let mut vocabulary = Vocabulary::default();
+        let docs: Vec<Doc> = docs
+            .into_iter()
+            .enumerate()
+            .map(|(i, doc)| Doc::new(&doc, i, &mut vocabulary))
+            .collect();
+        let mut by_path: Vec<usize> = (0..docs.len()).collect();
+        by_path.sort_by(|&a, &b| docs[a].path.cmp(&docs[b].path));
+        let mut path_rank = vec![0; docs.len()];
+        for (rank, &doc) in by_path.iter().enumerate() {
+            path_rank[doc] = rank;
+        }
+        SearchIndex {
+            docs,
+            terms: vocabulary.terms,
+            by_path,
+            path_rank,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Matching doc indices (position in the build order) with scores, best
+    /// first; ties broken by path ascending.
+    pub fn search(&self, query: &str, namespace: Option<&str>) -> Vec<(usize, f64)> {
+        let namespace = namespace
+            .map(|ns| ns.trim().trim_end_matches('.'))
+            .filter(|ns| !ns.is_empty());
+        let Some(query) = Query::parse(query) else {
+            return self.listing(namespace);
+        };
+        let in_scope = |doc: &Doc| namespace.is_none_or(|ns| doc.in_namespace(ns));
+        let (mut levels, touched) = self.match_terms(&query);
+        let mut hits: Vec<(usize, f64)> = self
+            .docs
+            .iter()
+            .zip(levels.iter_mut().zip(touched))
+            .enumerate()
+            .filter(|(_, (doc, _))| in_scope(doc))
+            .filter_map(|(i, (doc, (doc_levels, touched)))| {
+                let score = query.score_candidate(doc, doc_levels, touched)?;
+                Some((i, score))
+            })
+            .collect();
+        // Ranks are distinct, so the order is total and need not be stable.
+        hits.sort_unstable_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| self.path_rank[a.0].cmp(&self.path_rank[b.0]))
+        });
+        hits
+    }
+
+    /// Compares the query with each distinct term once and walks only the
+    /// postings of the terms it matches, so documents without a matching
+    /// term cost nothing here. Returns every document's levels and whether
+    /// any term reached it.
+    fn match_terms(&self, query: &Query) -> (Vec<DocLevels>, Vec<bool>) {
+        let mut levels = vec![[[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT]; self.docs.len()];
+        let mut touched = vec![false; self.docs.len()];
+        for term in &self.terms {
+            let packed = query.pack_levels(term);
+            if packed == 0 {
+                continue;
+            }
+            for posting in &term.postings {
+                let doc = posting.doc as usize;
+                let field = levels
+                    .get_mut(doc)
+                    .and_then(|fields| fields.get_mut(usize::from(posting.field)));
+                if let Some(field) = field {
+                    raise_levels(field, packed, query.tokens.len());
+                }
+                if let Some(flag) = touched.get_mut(doc) {
+                    *flag = true;
+                }
+            }
+        }
+        (levels, touched)
+    }
+
+    /// An empty query lists the namespace (or everything) in path order.
+    fn listing(&self, namespace: Option<&str>) -> Vec<(usize, f64)> {
+        self.by_path
+            .iter()
+            .copied()
+            .filter(|&i| namespace.is_none_or(|ns| self.docs[i].in_namespace(ns)))
+            .map(|i| (i, LISTING_SCORE))
+            .collect()
+    }
+}
+
+/// A normalised query.
+struct Query {
+    tokens: Vec<String>,
+    token_pairs: Vec<PairMask>,
+    /// The tokens joined without separators, compared with `Field::compact`.
+    compact: String,
+    required: usize,
+}
+
+impl Query {
+    /// None when the query has no searchable characters at all.
+    fn parse(text: &str) -> Option<Query> {
+        let mut tokens: Vec<String> = Vec::new();
+        for token in tokenize(clip(text, MAX_QUERY_BYTES)) {
+            if tokens.len() == MAX_QUERY_TOKENS {
+                break;
+            }
+            if !tokens.contains(&token) {
+                tokens.push(token);
+            }
+        }
+        if tokens.is_empty() {
+            return None;
+        }
+        Some(Query {
+            token_pairs: tokens.iter().map(|t| PairMask::of(t)).collect(),
+            compact: tokens.concat(),
+            required: required_matches(tokens.len()),
+            tokens,
+        })
+    }
+
+    /// The level of every query token against one term, two bits each.
+    fn pack_levels(&self, term: &Term) -> u32 {
+        let tokens = self.tokens.iter().zip(&self.token_pairs);
+        tokens.enumerate().fold(0, |packed, (t, (token, &pairs))| {
+            packed | (u32::from(term_level(term, token, pairs)) << (2 * t))
+        })
+    }
+
+    /// Finishes matching one document and scores it; None when it is not a
+    /// hit. `touched` says whether any vocabulary term already reached it.
+    fn score_candidate(&self, doc: &Doc, levels: &mut DocLevels, touched: bool) -> Option<f64> {
+        // Every short field is scanned for tokens spanning terms; the pair
+        // masks make that nearly free.
+        let spanned = self.match_across_terms(doc, levels);
+        if touched || spanned || self.equals_a_field(doc) {
+            self.score(doc, levels)
+        } else {
+            None
+        }
+    }
+
+    /// Gives a token that matched no single term a contains-level hit when it
+    /// spans terms of a short field ("pullrequest" in `pull_request`).
+    /// Reports whether anything new matched.
+    fn match_across_terms(&self, doc: &Doc, levels: &mut DocLevels) -> bool {
+        let mut found = false;
+        for (field, best) in doc
+            .fields
+            .iter()
+            .zip(levels.iter_mut())
+            .take(CROSS_TERM_FIELDS)
+        {
+            let candidates = self.tokens.iter().zip(&self.token_pairs);
+            for ((token, &pairs), level) in candidates.zip(best.iter_mut()) {
+                if *level == NONE
+                    && token.len() >= MIN_CONTAINS_LEN
+                    && field.pairs.may_contain(pairs)
+                    && contains(&field.compact, token)
+                {
+                    *level = CONTAINS;
+                    found = true;
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether the whole phrase equals some field, which admits a document
+    /// even when its terms did not match the tokens one by one.
+    fn equals_a_field(&self, doc: &Doc) -> bool {
+        doc.fields.iter().any(|f| *f.compact == *self.compact)
+    }
+
+    fn score(&self, doc: &Doc, levels: &DocLevels) -> Option<f64> {
+        let count = self.tokens.len();
+        let matched = (0..count)
+            .filter(|&t| levels.iter().any(|field| field[t] != NONE))
+            .count();
+        let phrase: [u8; FIELD_COUNT] =
+            std::array::from_fn(|f| self.phrase_level(&doc.fields[f], &levels[f][..count]));
+        if matched < self.required && !phrase.contains(&EXACT) {
+            return None;
+        }
+        let mut score = 0.0;
+        for (f, weight) in FIELD_WEIGHTS.iter().enumerate() {
+            let tokens: f64 = levels[f][..count].iter().map(|&l| token_factor(l)).sum();
+            score += weight * (tokens + phrase_factor(phrase[f]));
+        }
+        Some(score)
+    }
+
+    /// How the whole query phrase matches a field. The substring scan is only
+    /// worth doing when every token already matched that field somehow.
+    fn phrase_level(&self, field: &Field, token_levels: &[u8]) -> u8 {
+        if starts_with(&field.compact, &self.compact) {
+            if field.compact.len() == self.compact.len() {
+                EXACT
+            } else {
+                PREFIX
+            }
+        } else if token_levels.iter().all(|&l| l != NONE) && contains(&field.compact, &self.compact)
+        {
+            CONTAINS
+        } else {
+            NONE
+        }
+    }
+}
+
+fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
+    if starts_with(&term.text, token) {
+        if term.text.len() == token.len() {
+            EXACT
+        } else {
+            PREFIX
+        }
+    } else if token.len() >= MIN_CONTAINS_LEN
+        && term.pairs.may_contain(token_pairs)
+        && contains(&term.text, token)
+    {
+        CONTAINS
+    } else {
+        NONE
+    }
+}
+
+/// Keeps, per token, the higher of the current level and the packed one.
+fn raise_levels(best: &mut [u8; MAX_QUERY_TOKENS], packed: u32, count: usize) {
+    for (t, level) in best.iter_mut().take(count).enumerate() {
+        // Masked to two bits, so the narrowing cannot lose anything.
+        let candidate = ((packed >> (2 * t)) & 0b11) as u8;
+        if candidate > *level {
+            *level = candidate;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc<'a>(
+        path: &'a str,
+        name: &'a str,
+        integration: &'a str,
+        description: &'a str,
+    ) -> SearchDoc<'a> {
+        SearchDoc {
+            path,
+            name,
+            integration,
+            description,
+        }
+    }
+
+    /// Paths of the hits, best first.
+    fn paths(
+        index: &SearchIndex,
+        docs: &[SearchDoc<'_>],
+        query: &str,
+        ns: Option<&str>,
+    ) -> Vec<String> {
+        index
+            .search(query, ns)
+            .into_iter()
+            .map(|(i, _)| docs[i].path.to_string())
+            .collect()
+    }
+
+    fn run(docs: &[SearchDoc<'_>], query: &str, ns: Option<&str>) -> Vec<String> {
+        let index = SearchIndex::build(docs.iter().copied());
+        paths(&index, docs, query, ns)
+    }
+
+    #[test]
+    fn tokenize_splits_camel_case_acronyms_and_separators() {
+        assert_eq!(tokenize("getHTTPResponse"), ["get", "http", "response"]);
+        assert_eq!(tokenize("XMLHttpRequest"), ["xml", "http", "request"]);
+        assert_eq!(
+            tokenize("PascalCase userId"),
+            ["pascal", "case", "user", "id"]
+        );
+        assert_eq!(
+            tokenize("github.issues/list_for-repo:v2Users\tALL"),
+            [
+                "github", "issues", "list", "for", "repo", "v2", "users", "all"
+            ]
+        );
+        assert_eq!(tokenize("  --__..  "), Vec::<String>::new());
+        assert_eq!(tokenize("ÉtatCivil naïve"), ["état", "civil", "naïve"]);
+    }
+
+    #[test]
+    fn exact_beats_prefix_beats_contains() {
+        let docs = [
+            doc("a.one", "misreported", "a", ""),
+            doc("a.two", "reports", "a", ""),
+            doc("a.three", "report", "a", ""),
+        ];
+        assert_eq!(run(&docs, "report", None), ["a.three", "a.two", "a.one"]);
+    }
+
+    #[test]
+    fn path_weight_beats_description() {
+        let docs = [
+            doc("crm.thing.get", "get", "crm", "Fetch an invoice"),
+            doc("crm.invoice.get", "get", "crm", "Fetch a thing"),
+        ];
+        assert_eq!(
+            run(&docs, "invoice", None),
+            ["crm.invoice.get", "crm.thing.get"]
+        );
+    }
+
+    #[test]
+    fn two_token_queries_need_every_token() {
+        let docs = [
+            doc(
+                "github.createPullRequest",
+                "createPullRequest",
+                "github",
+                "Open a PR",
+            ),
+            doc(
+                "github.createIssue",
+                "createIssue",
+                "github",
+                "Open an issue",
+            ),
+            doc("github.listIssues", "listIssues", "github", "List issues"),
+        ];
+        assert_eq!(run(&docs, "create issue", None), ["github.createIssue"]);
+        // A token may span the terms of a short field.
+        assert_eq!(
+            run(&docs, "pullrequest", None),
+            ["github.createPullRequest"]
+        );
+    }
+
+    #[test]
+    fn longer_queries_need_sixty_percent_of_tokens() {
+        let docs = [
+            doc("x.three", "alphaBravoCharlie", "x", ""),
+            doc("x.two", "alphaBravo", "x", ""),
+        ];
+        // Five tokens: three are required.
+        assert_eq!(
+            run(&docs, "alpha bravo charlie delta echo", None),
+            ["x.three"]
+        );
+        // Three tokens: two are required.
+        assert_eq!(run(&docs, "alpha bravo zulu", None), ["x.three", "x.two"]);
+    }
+
+    #[test]
+    fn an_exact_phrase_overrides_the_token_rule() {
+        let docs = [
+            doc("pages.githubio", "githubio", "pages", ""),
+            doc("github.repos", "repos", "github", ""),
+        ];
+        // "io" is too short to match inside a term, but the phrase as a whole
+        // equals the name.
+        assert_eq!(run(&docs, "github io", None), ["pages.githubio"]);
+    }
+
+    #[test]
+    fn empty_query_lists_a_namespace_by_path() {
+        let docs = [
+            doc("slack.chat.post", "post", "slack", ""),
+            doc("github.repos.get", "get", "github", ""),
+            doc("githubx.other", "other", "githubx", ""),
+            doc("github.issues.create", "create", "github", ""),
+            doc("mirror.thing", "thing", "github", ""),
+        ];
+        let index = SearchIndex::build(docs.iter().copied());
+        let hits = index.search("  ", Some("github"));
+        assert!(hits.iter().all(|&(_, score)| score == LISTING_SCORE));
+        assert_eq!(
+            paths(&index, &docs, "", Some("GitHub")),
+            ["github.issues.create", "github.repos.get", "mirror.thing"]
+        );
+        assert_eq!(paths(&index, &docs, "", None).len(), docs.len());
+        assert_eq!(paths(&index, &docs, "", None)[0], "github.issues.create");
+        // The namespace also filters real queries.
+        assert_eq!(
+            paths(&index, &docs, "post", Some("github")),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            paths(&index, &docs, "post", Some("slack.")),
+            ["slack.chat.post"]
+        );
+    }
+
+    #[test]
+    fn ties_are_broken_by_path() {
+        let docs = [
+            doc("b.send", "send", "mail", "send mail"),
+            doc("c.send", "send", "mail", "send mail"),
+            doc("a.send", "send", "mail", "send mail"),
+        ];
+        let index = SearchIndex::build(docs.iter().copied());
+        let hits = index.search("send", None);
+        assert_eq!(hits.len(), 3);
+        assert!(
+            hits.iter()
+                .all(|&(_, score)| score.total_cmp(&hits[0].1).is_eq())
+        );
+        assert_eq!(
+            paths(&index, &docs, "send", None),
+            ["a.send", "b.send", "c.send"]
+        );
+    }
+
+    #[test]
+    fn odd_input_does_not_panic() {
+        let docs = [doc("é.ü", "", "", "ünïcödé ✓ text"), doc("", "", "", "")];
+        let index = SearchIndex::build(docs.iter().copied());
+        assert_eq!(index.len(), 2);
+        assert!(!index.is_empty());
+        assert!(SearchIndex::build(std::iter::empty()).is_empty());
+        for query in [
+            "✓",
+            "ü",
+            "a b c d e f g h i j k l m n o p q r s t u v",
+            "!!!",
+        ] {
+            for ns in [None, Some("é"), Some("€€"), Some(".")] {
+                let _ = index.search(query, ns);
+            }
+        }
+    }
+
+    #[test]
+    fn finds_the_right_tool_among_thousands() {
+        const VERBS: [&str; 10] = [
+            "list", "get", "create", "update", "delete", "search", "archive", "export", "import",
+            "sync",
+        ];
+        const NOUNS: [&str; 10] = [
+            "users", "projects", "tickets", "invoices", "files", "events", "teams", "notes",
+            "orders", "labels",
+        ];
+        let mut owned = Vec::new();
+        for i in 0..33 {
+            for (v, verb) in VERBS.iter().enumerate() {
+                for (n, noun) in NOUNS.iter().enumerate() {
+                    let name = format!("{verb}{}", capitalise(noun));
+                    let path = format!("app{i}.{noun}.{name}");
+                    let description = format!("{verb} the {noun} of app {i} ({v}/{n})");
+                    owned.push((path, name, format!("app{i}"), description));
+                }
+            }
+        }
+        owned.push((
+            "app7.tickets.mergeDuplicates".to_string(),
+            "mergeDuplicates".to_string(),
+            "app7".to_string(),
+            "Merge duplicate tickets".to_string(),
+        ));
+        assert_eq!(owned.len(), 3_301);
+        let docs: Vec<SearchDoc<'_>> = owned.iter().map(|(p, n, i, d)| doc(p, n, i, d)).collect();
+        let index = SearchIndex::build(docs.iter().copied());
+        assert_eq!(index.len(), 3_301);
+        let hits = paths(&index, &docs, "merge duplicates", None);
+        assert_eq!(
+            hits.first().map(String::as_str),
+            Some("app7.tickets.mergeDuplicates")
+        );
+        let hits = paths(&index, &docs, "archive invoices", Some("app12"));
+        assert_eq!(
+            hits.first().map(String::as_str),
+            Some("app12.invoices.archiveInvoices")
+        );
+    }
+
+    fn capitalise(word: &str) -> String {
+        let mut chars = word.chars();
+        chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect())
+            .unwrap_or_default()
+    }
+}
