@@ -508,11 +508,8 @@ impl<'a> Renderer<'a> {
             let Some(&index) = self.by_name.get(&name) else {
                 return Some(self.add_definition(name, schema, root));
             };
-            if self
-                .definitions
-                .get(index)
-                .is_some_and(|d| d.schema == schema)
-            {
+            let same = |d: &Definition<'_>| std::ptr::eq(d.schema, schema) || d.schema == schema;
+            if self.definitions.get(index).is_some_and(same) {
                 return Some(index);
             }
         }
