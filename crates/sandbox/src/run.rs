@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use rquickjs::{Context, Ctx, Function, Object, Promise, Runtime, Value, promise::PromiseState};
+use rquickjs::module::WriteOptions;
+use rquickjs::{
+    Context, Ctx, Function, Module, Object, Promise, Runtime, Value, promise::PromiseState,
+};
 
 use crate::{HostBridge, Limits, RunOutcome, SandboxError};
 
@@ -33,6 +36,9 @@ pub(crate) struct Engine {
     runtime: Runtime,
     deadline: Rc<Cell<Option<Instant>>>,
     limits: Limits,
+    /// The prelude, compiled once per runtime: loading bytecode into a
+    /// fresh context is several times cheaper than parsing the source.
+    prelude: Vec<u8>,
 }
 
 impl Engine {
@@ -49,10 +55,12 @@ impl Engine {
         runtime.set_interrupt_handler(Some(Box::new(move || {
             probe.get().is_some_and(|d| Instant::now() >= d)
         })));
+        let prelude = compile_prelude(&runtime)?;
         Ok(Engine {
             runtime,
             deadline,
             limits,
+            prelude,
         })
     }
 
@@ -92,8 +100,8 @@ impl Engine {
         let (reply_tx, replies) = crossbeam_channel::unbounded::<Reply>();
         let pending: Pending<'js> = Rc::new(RefCell::new(HashMap::new()));
         let host_call = host_call_function(ctx, pending.clone(), rc, reply_tx)?;
-        let factory: Function = ctx
-            .eval(PRELUDE)
+        let factory = self
+            .load_prelude(ctx)
             .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(ctx, e))))?;
         let host: Object = factory
             .call((self.limits.max_log_bytes as f64, host_call))
@@ -125,6 +133,14 @@ impl Engine {
                 .map(|s| serde_json::from_str(s).unwrap_or(serde_json::Value::Null))
                 .collect(),
         })
+    }
+
+    fn load_prelude<'js>(&self, ctx: &Ctx<'js>) -> rquickjs::Result<Function<'js>> {
+        // SAFETY: the bytes are what `compile_prelude` wrote with this very
+        // runtime, from our own source; they are never read from outside.
+        let module = unsafe { Module::load(ctx.clone(), &self.prelude) }?;
+        let (module, _) = module.eval()?;
+        module.namespace()?.get("default")
     }
 
     fn serialize<'js>(
@@ -191,6 +207,18 @@ impl Engine {
             self.limits.timeout.as_millis()
         )
     }
+}
+
+/// Compiles the prelude (an expression) as a module whose default export
+/// is the prelude's factory function.
+fn compile_prelude(runtime: &Runtime) -> Result<Vec<u8>, SandboxError> {
+    let source = format!("export default {};\n", PRELUDE.trim_end());
+    let context = Context::full(runtime).map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    context.with(|ctx| {
+        Module::declare(ctx.clone(), "prelude.js", source.as_str())
+            .and_then(|m| m.write(WriteOptions::default()))
+            .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(&ctx, e))))
+    })
 }
 
 /// Resolvers of tool calls in flight, by call id.
