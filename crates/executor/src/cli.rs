@@ -76,9 +76,8 @@ pub struct ServeOpts {
         default_value_t = 540_000
     )]
     pub paused_session_idle_timeout: u64,
-    /// Sandbox compute time per execution, in ms.
-    #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]
-    pub execution_timeout: u64,
+    #[command(flatten)]
+    pub sandbox: SandboxOpts,
     /// Garbage-collect session records untouched for this many days.
     #[arg(long, env = "EXECUTOR_SESSION_RETENTION_DAYS", default_value_t = 30)]
     pub session_retention_days: u64,
@@ -101,8 +100,32 @@ pub struct StdioOpts {
     pub email: String,
     #[arg(long, env = "EXECUTOR_ORG")]
     pub org: Option<String>,
+    #[command(flatten)]
+    pub sandbox: SandboxOpts,
+}
+
+/// Sandbox limits (SPEC §6, §12).
+#[derive(Debug, Args)]
+pub struct SandboxOpts {
+    /// Sandbox compute time per execution, in ms (the clock stops while a
+    /// tool call is in flight).
     #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]
     pub execution_timeout: u64,
+    /// Sandbox memory per execution, in MiB.
+    #[arg(long, env = "EXECUTOR_SANDBOX_MEMORY_MB", default_value_t = 64)]
+    pub sandbox_memory_mb: usize,
+    /// Sandbox stack per execution, in KiB.
+    #[arg(long, env = "EXECUTOR_SANDBOX_STACK_KB", default_value_t = 1024)]
+    pub sandbox_stack_kb: usize,
+    /// Most bytes of console output kept per execution.
+    #[arg(long, env = "EXECUTOR_MAX_LOG_BYTES", default_value_t = 1024 * 1024)]
+    pub max_log_bytes: usize,
+    /// Largest result (as JSON) an execution may return, in bytes.
+    #[arg(long, env = "EXECUTOR_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_result_bytes: usize,
+    /// Most executions running at once; more wait for a sandbox thread.
+    #[arg(long, env = "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", default_value_t = 64)]
+    pub max_concurrent_executions: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,7 +14,7 @@ use executor_sessions::{Sessions, SessionsConfig};
 use executor_store::{SqliteStore, Store, now_ms, tokens};
 use executor_wire::{App, HostPolicy, WireConfig};
 
-use cli::{Cli, Command, ExecutionsCommand, GlobalOpts, ServeOpts, TokenCommand};
+use cli::{Cli, Command, ExecutionsCommand, GlobalOpts, SandboxOpts, ServeOpts, TokenCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -57,7 +57,7 @@ async fn run(cli: Cli) -> AnyResult<()> {
             let principal = store
                 .ensure_account(&opts.email, opts.org.as_deref())
                 .await?;
-            let server = Arc::new(McpServer::new(engine(store, opts.execution_timeout)));
+            let server = Arc::new(McpServer::new(engine(store, &opts.sandbox)));
             executor_wire::stdio::serve_stdio(server, principal).await?;
             Ok(())
         }
@@ -119,25 +119,25 @@ fn open_store(global: &GlobalOpts) -> AnyResult<Arc<dyn Store>> {
     Ok(Arc::new(SqliteStore::open_url(&url)?))
 }
 
-fn engine(store: Arc<dyn Store>, execution_timeout_ms: u64) -> Arc<Engine> {
+fn engine(store: Arc<dyn Store>, opts: &SandboxOpts) -> Arc<Engine> {
     let limits = Limits {
-        timeout: Duration::from_millis(execution_timeout_ms),
-        ..Limits::default()
+        timeout: Duration::from_millis(opts.execution_timeout),
+        memory_bytes: opts.sandbox_memory_mb.max(1) * 1024 * 1024,
+        stack_bytes: opts.sandbox_stack_kb.max(64) * 1024,
+        max_log_bytes: opts.max_log_bytes,
+        max_result_bytes: opts.max_result_bytes,
     };
     Arc::new(Engine::new(
         store,
         EngineConfig {
             limits,
-            ..EngineConfig::default()
+            max_concurrent_executions: opts.max_concurrent_executions.max(1),
         },
     ))
 }
 
 async fn serve(store: Arc<dyn Store>, opts: ServeOpts) -> AnyResult<()> {
-    let server = Arc::new(McpServer::new(engine(
-        store.clone(),
-        opts.execution_timeout,
-    )));
+    let server = Arc::new(McpServer::new(engine(store.clone(), &opts.sandbox)));
     let sessions = Sessions::new(
         store,
         server,
