@@ -15,7 +15,9 @@ use executor_engine::CallContext;
 use executor_mcp::{Incoming, McpServer, Message, Request, RequestScope, RpcError, versions};
 use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
 use executor_store::{Principal, Store, tokens::random_id};
-use futures::StreamExt;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -114,10 +116,16 @@ async fn mcp_endpoint(
     // A request id ties the server log lines of one request together.
     let request_id = random_id(8);
     let span = tracing::debug_span!("mcp", %request_id, %method);
-    let response = match route(&app, method, query, &headers, body)
-        .instrument(span)
+    // A panic anywhere below costs this request a 500, nothing more: no
+    // state is held across it that a later request could trip on.
+    let routed = AssertUnwindSafe(route(&app, method, query, &headers, body).instrument(span))
+        .catch_unwind()
         .await
-    {
+        .unwrap_or_else(|_| {
+            tracing::error!(%request_id, "request handler panicked");
+            Err(WireError::Internal)
+        });
+    let response = match routed {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%request_id, error = %e, "request refused");
@@ -325,7 +333,13 @@ fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
     let (tx, rx) = mpsc::channel(4);
     let stream_lease = lease.clone();
     tokio::spawn(async move {
-        let response = server.handle(&scope_of(&lease), &req).await;
+        let response = AssertUnwindSafe(server.handle(&scope_of(&lease), &req))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!(method = %req.method, "request handler panicked");
+                executor_mcp::error_response(&req.id, &RpcError::internal())
+            });
         let event = match out.log(&response).await {
             Ok(event) => event,
             Err(e) => {
