@@ -2,6 +2,7 @@
 //! `/metrics`.
 
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -15,8 +16,6 @@ use executor_engine::CallContext;
 use executor_mcp::{Incoming, McpServer, Message, Request, RequestScope, RpcError, versions};
 use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
 use executor_store::{Principal, Store, tokens::random_id};
-use std::panic::AssertUnwindSafe;
-
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
