@@ -10,6 +10,7 @@ mod core_tools;
 mod describe;
 mod envelope;
 mod invoke;
+mod metrics;
 mod normalize;
 pub mod search;
 mod skills;
@@ -19,6 +20,7 @@ pub use catalog::{
     Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
 pub use envelope::internal_error_id;
+pub use metrics::EngineMetrics;
 pub use normalize::normalize;
 pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError};
 

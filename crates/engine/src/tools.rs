@@ -13,6 +13,7 @@ use crate::catalog::Catalog;
 use crate::core_tools;
 use crate::envelope::{self, internal_error_id};
 use crate::invoke::{ExecutionBridge, ToolCallTrace};
+use crate::metrics::EngineMetrics;
 use crate::normalize::normalize;
 use crate::skills::SKILLS;
 
@@ -63,6 +64,7 @@ pub struct Engine {
     store: Arc<dyn Store>,
     pool: Pool,
     catalogs: Arc<dyn CatalogSource>,
+    metrics: EngineMetrics,
 }
 
 impl Engine {
@@ -81,7 +83,12 @@ impl Engine {
             store,
             pool: Pool::new(config.limits, config.max_concurrent_executions),
             catalogs,
+            metrics: EngineMetrics::default(),
         }
+    }
+
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.metrics
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -169,6 +176,8 @@ impl Engine {
         let started_at_ms = now_ms();
         let clock = Instant::now();
         let (outcome, trace) = self.run(ctx, code).await;
+        self.metrics
+            .record(&outcome, &trace, clock.elapsed().as_micros() as u64);
         let record = execution_record(
             ctx,
             code,

@@ -645,6 +645,6 @@ async fn metrics(State(app): State<App>) -> Response {
         m.disposed.load(Ordering::Relaxed),
         m.restore_micros_total.load(Ordering::Relaxed) as f64 / 1e6,
         restored,
-    );
+    ) + &app.server().engine().metrics().render();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
