@@ -12,6 +12,8 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use executor_store::PolicyRecord;
+
 use crate::CallContext;
 use crate::search::{SearchDoc, SearchIndex};
 
@@ -37,6 +39,8 @@ pub struct ToolInvocation {
     pub args: Value,
     pub ctx: CallContext,
     pub catalog: Arc<Catalog>,
+    /// The org's policy rules as stored (for `executor.coreTools.policies.list`).
+    pub policies: Arc<Vec<PolicyRecord>>,
 }
 
 /// What a tool returns: `{ok: true, data, http?}` …

@@ -19,7 +19,7 @@ impl ToolInvoker for CoreInvoker {
         let data = match call.tool.name.as_str() {
             "coreTools.integrations.list" => json!({ "integrations": call.catalog.integrations() }),
             "coreTools.connections.list" => json!({ "connections": [] }),
-            "coreTools.policies.list" => json!({ "policies": [] }),
+            "coreTools.policies.list" => json!({ "policies": *call.policies }),
             _ => Value::Null,
         };
         Box::pin(async move { Ok(ToolSuccess { data, http: None }) })
@@ -70,7 +70,7 @@ pub fn entries() -> Vec<ToolEntry> {
             "List the policy rules (pattern → allow, require_approval or block), first match wins.",
             list_output(
                 "policies",
-                json!({ "type": "object", "properties": { "id": { "type": "string" }, "pattern": { "type": "string" }, "action": { "type": "string", "enum": ["allow", "require_approval", "block"] } }, "required": ["id", "pattern", "action"] }),
+                json!({ "type": "object", "properties": { "id": { "type": "string" }, "pattern": { "type": "string" }, "action": { "type": "string", "enum": ["allow", "require_approval", "block"] }, "position": { "type": "integer" } }, "required": ["id", "pattern", "action", "position"] }),
             ),
         ),
     ]

@@ -107,6 +107,17 @@ fn tool_file(v: &Value) -> Option<ToolFile<'_>> {
 }
 
 fn file_block(f: ToolFile<'_>) -> Value {
+    use base64::Engine as _;
+    // A block with broken base64 would make clients reject the whole result.
+    if base64::engine::general_purpose::STANDARD
+        .decode(f.data.trim())
+        .is_err()
+    {
+        return json!({
+            "type": "text",
+            "text": format!("[emitted file {:?} was dropped: its data is not valid base64]", f.name),
+        });
+    }
     let mime = f.mime.to_ascii_lowercase();
     if mime.starts_with("image/") {
         return json!({ "type": "image", "data": f.data, "mimeType": f.mime });

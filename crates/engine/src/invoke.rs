@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use executor_sandbox::HostBridge;
+use executor_store::PolicyRecord;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -14,6 +15,7 @@ use crate::CallContext;
 use crate::catalog::{Catalog, ToolError, ToolInvocation, ToolResult, result_value};
 use crate::describe;
 use crate::envelope::internal_error_id;
+use crate::policy::{PolicyAction, PolicySet, Rule};
 
 /// One tool call of an execution, for its record.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -36,16 +38,20 @@ pub struct ExecutionBridge {
 struct BridgeInner {
     catalog: Arc<Catalog>,
     ctx: CallContext,
+    policies: PolicySet,
+    policy_records: Arc<Vec<PolicyRecord>>,
     started: Instant,
     trace: Mutex<Vec<ToolCallTrace>>,
 }
 
 impl ExecutionBridge {
-    pub fn new(catalog: Arc<Catalog>, ctx: CallContext) -> Self {
+    pub fn new(catalog: Arc<Catalog>, ctx: CallContext, policy_records: Vec<PolicyRecord>) -> Self {
         ExecutionBridge {
             inner: Arc::new(BridgeInner {
                 catalog,
                 ctx,
+                policies: policy_set(&policy_records),
+                policy_records: Arc::new(policy_records),
                 started: Instant::now(),
                 trace: Mutex::new(Vec::new()),
             }),
@@ -84,24 +90,38 @@ impl HostBridge for ExecutionBridge {
 impl BridgeInner {
     async fn answer(&self, path: &str, args: Value) -> Result<Value, String> {
         match path {
-            "search" => search(&self.catalog, &args),
-            "describe.tool" => describe_tool(&self.catalog, &args),
+            "search" => search(&self.catalog, &self.policies, &args),
+            "describe.tool" => describe_tool(&self.catalog, &self.policies, &args),
             "executor.integrations.list" => list_integrations(&self.catalog, &args),
             _ => Ok(result_value(&self.invoke(path, args).await)),
         }
     }
 
     /// SPEC §7: lookup → policy → validation → approval → credential →
-    /// invoke. Policies, approvals and credentials arrive with the
-    /// integrations; until then every tool runs with its defaults.
+    /// invoke. Approvals and credentials arrive with the integrations.
     async fn invoke(&self, path: &str, args: Value) -> ToolResult {
         let Some(tool) = self.catalog.get(path).cloned() else {
-            return Err(
-                ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
-                    json!({ "path": path, "suggestions": self.catalog.suggestions(path) }),
-                ),
-            );
+            return Err(ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
+                json!({ "path": path, "suggestions": suggestions(&self.catalog, &self.policies, path) }),
+            ));
         };
+        match self.policies.resolve(path, tool.requires_approval) {
+            PolicyAction::Block => {
+                return Err(ToolError::new(
+                    "tool_blocked",
+                    format!("Tool {path} is blocked by policy"),
+                ));
+            }
+            PolicyAction::RequireApproval => {
+                return Err(ToolError::new(
+                    "approval_required",
+                    format!(
+                        "Tool {path} requires approval, and approvals are not available on this server yet"
+                    ),
+                ));
+            }
+            PolicyAction::Allow => {}
+        }
         if !args.is_object() {
             return Err(ToolError::new(
                 "invalid_tool_arguments",
@@ -113,6 +133,7 @@ impl BridgeInner {
             args,
             ctx: self.ctx.clone(),
             catalog: self.catalog.clone(),
+            policies: self.policy_records.clone(),
         };
         tool.invoker.invoke(invocation).await
     }
@@ -182,13 +203,15 @@ const SEARCH_SHAPE: &str =
     "{ query?: string; namespace?: string; limit?: number; offset?: number }";
 
 /// `tools.search({query?, namespace?, limit = 12, offset = 0})`.
-fn search(catalog: &Catalog, args: &Value) -> Result<Value, String> {
+fn search(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Result<Value, String> {
     let helper = "tools.search";
     let query = opt_str(args, "query", helper, SEARCH_SHAPE)?.unwrap_or_default();
     let namespace = opt_str(args, "namespace", helper, SEARCH_SHAPE)?;
     let limit = opt_count(args, "limit", 12, 100, helper, SEARCH_SHAPE)? as usize;
     let offset = opt_count(args, "offset", 0, u64::MAX, helper, SEARCH_SHAPE)? as usize;
-    let matches = catalog.search(&query, namespace.as_deref());
+    // Blocked tools never appear (SPEC §6).
+    let mut matches = catalog.search(&query, namespace.as_deref());
+    matches.retain(|(t, _)| !policies.is_blocked(&t.path));
     let total = matches.len();
     let items: Vec<Value> = matches
         .iter()
@@ -221,17 +244,17 @@ fn round2(x: f64) -> f64 {
 }
 
 /// `tools.describe.tool({path})`.
-fn describe_tool(catalog: &Catalog, args: &Value) -> Result<Value, String> {
+fn describe_tool(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Result<Value, String> {
     let shape = "{ path: string }";
     let path = opt_str(args, "path", "tools.describe.tool", shape)?
         .ok_or_else(|| format!("tools.describe.tool expects {shape}"))?;
-    let Some(tool) = catalog.get(&path) else {
+    let Some(tool) = catalog.get(&path).filter(|t| !policies.is_blocked(&t.path)) else {
         return Ok(json!({
             "path": path,
             "error": {
                 "code": "tool_not_found",
                 "message": format!("Tool not found: {path}"),
-                "suggestions": catalog.suggestions(&path),
+                "suggestions": suggestions(catalog, policies, &path),
             }
         }));
     };
@@ -316,4 +339,33 @@ fn named_definitions(rendered: Option<&str>) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// Up to five unblocked paths near a missing one.
+fn suggestions(catalog: &Catalog, policies: &PolicySet, path: &str) -> Vec<String> {
+    catalog
+        .suggestions(path)
+        .into_iter()
+        .filter(|p| !policies.is_blocked(p))
+        .collect()
+}
+
+/// Stored rules as a policy set; a rule that no longer parses is skipped
+/// (and logged) rather than failing every call.
+fn policy_set(records: &[PolicyRecord]) -> PolicySet {
+    let rules = records
+        .iter()
+        .filter_map(|r| match (r.pattern.parse(), r.action.parse()) {
+            (Ok(pattern), Ok(action)) => Some(Rule {
+                id: r.id.clone(),
+                pattern,
+                action,
+            }),
+            _ => {
+                tracing::warn!(policy = %r.id, "skipping a stored policy that does not parse");
+                None
+            }
+        })
+        .collect();
+    PolicySet::new(rules)
 }

@@ -12,6 +12,7 @@ mod envelope;
 mod invoke;
 mod metrics;
 mod normalize;
+pub mod policy;
 pub mod search;
 mod skills;
 mod tools;

@@ -34,6 +34,7 @@ pub fn normalize(code: &str) -> Result<String, String> {
     let allocator = Allocator::default();
     let program = parse(&allocator, source)?;
     refuse_unsupported(&program, source)?;
+    check_early_errors(&program, source)?;
     match rewrite_entry_point(&program, source) {
         // The edit changed the text: strip types from the edited program.
         Some(edited) => {
@@ -80,10 +81,29 @@ fn parse<'a>(allocator: &'a Allocator, source: &'a str) -> Result<Program<'a>, S
     Ok(ret.program)
 }
 
+/// Strict-mode early errors (redeclarations, `delete x`, legacy octals …),
+/// reported by oxc with a position instead of by QuickJS without one.
+fn check_early_errors(program: &Program<'_>, source: &str) -> Result<(), String> {
+    let ret = SemanticBuilder::new()
+        .with_check_syntax_error(true)
+        .build(program);
+    match ret.diagnostics.first() {
+        Some(first) => Err(syntax_error(first, source)),
+        None => Ok(()),
+    }
+}
+
 /// `SyntaxError: <what> (line L, column C)`.
 fn syntax_error(diagnostic: &OxcDiagnostic, source: &str) -> String {
     let mut message = format!("SyntaxError: {}", diagnostic.message);
-    if let Some(label) = diagnostic.labels.first() {
+    // The primary label marks the offending place (a redeclaration, not the
+    // first declaration); without one, the last label is the latest place.
+    let label = diagnostic
+        .labels
+        .iter()
+        .find(|l| l.primary())
+        .or(diagnostic.labels.last());
+    if let Some(label) = label {
         let (line, column) = line_column(source, label.offset() as usize);
         message.push_str(&format!(" (line {line}, column {column})"));
     }

@@ -208,7 +208,18 @@ impl Engine {
             Err(message) => return (RunOutcome::failed(message), Vec::new()),
         };
         let catalog = self.catalogs.catalog(&ctx.principal.org_id).await;
-        let bridge = ExecutionBridge::new(catalog, ctx.clone());
+        let policies = match self.store.list_policies(&ctx.principal.org_id).await {
+            Ok(p) => p,
+            Err(e) => {
+                let id = internal_error_id();
+                tracing::error!(error_id = %id, error = %e, "could not read policies");
+                return (
+                    RunOutcome::failed(format!("Internal tool error [{id}]")),
+                    Vec::new(),
+                );
+            }
+        };
+        let bridge = ExecutionBridge::new(catalog, ctx.clone(), policies);
         let host: Arc<dyn HostBridge> = Arc::new(bridge.clone());
         let outcome = match self.pool.run(body, Some(host)).await {
             Ok(outcome) => outcome,

@@ -60,6 +60,36 @@ pub enum Command {
     /// Inspect past executions.
     #[command(subcommand)]
     Executions(ExecutionsCommand),
+    /// Manage policy rules (allow, require_approval, block).
+    #[command(subcommand)]
+    Policies(PoliciesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PoliciesCommand {
+    /// Add a rule. PATTERN: `*`, `ns.*` (a subtree), `ns.*.tool` (`*` = one
+    /// segment) or a full address; ACTION: allow, require_approval, block.
+    Add {
+        pattern: String,
+        action: String,
+        /// 0-based position; first match wins (default: last).
+        #[arg(long)]
+        position: Option<i64>,
+        /// Org name (default: the only org).
+        #[arg(long)]
+        org: Option<String>,
+    },
+    /// The rules in the order they are matched.
+    List {
+        #[arg(long)]
+        org: Option<String>,
+    },
+    /// Remove a rule by id.
+    Remove {
+        id: String,
+        #[arg(long)]
+        org: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -7,14 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use executor_engine::policy::{Pattern, PolicyAction};
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::McpServer;
 use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
-use executor_store::{SqliteStore, Store, now_ms, tokens};
+use executor_store::{PolicyRecord, SqliteStore, Store, now_ms, tokens};
 use executor_wire::{App, HostPolicy, WireConfig};
 
-use cli::{Cli, Command, ExecutionsCommand, GlobalOpts, SandboxOpts, ServeOpts, TokenCommand};
+use cli::{
+    Cli, Command, ExecutionsCommand, GlobalOpts, PoliciesCommand, SandboxOpts, ServeOpts,
+    TokenCommand,
+};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -98,10 +102,80 @@ async fn run(cli: Cli) -> AnyResult<()> {
             }
             Ok(())
         }
+        Command::Policies(command) => policies(store.as_ref(), command).await,
         Command::Executions(ExecutionsCommand::Show { id }) => {
             let x = store.get_execution(&id).await?.ok_or("no such execution")?;
             println!("{}", serde_json::to_string_pretty(&x)?);
             Ok(())
+        }
+    }
+}
+
+async fn policies(store: &dyn Store, command: PoliciesCommand) -> AnyResult<()> {
+    match command {
+        PoliciesCommand::Add {
+            pattern,
+            action,
+            position,
+            org,
+        } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            // Validated on save (SPEC §9): a bad rule never reaches the store.
+            pattern.parse::<Pattern>()?;
+            let action: PolicyAction = action.parse()?;
+            let record = store
+                .add_policy(PolicyRecord {
+                    id: format!("pol_{}", tokens::random_id(9)),
+                    org_id,
+                    pattern: pattern.trim().to_string(),
+                    action: action.as_str().to_string(),
+                    position: position.unwrap_or(i64::MAX),
+                    created_at_ms: now_ms(),
+                })
+                .await?;
+            println!(
+                "{}\t{}\t{}\t{}",
+                record.id, record.position, record.pattern, record.action
+            );
+            Ok(())
+        }
+        PoliciesCommand::List { org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            for r in store.list_policies(&org_id).await? {
+                println!("{}\t{}\t{}\t{}", r.id, r.position, r.pattern, r.action);
+            }
+            Ok(())
+        }
+        PoliciesCommand::Remove { id, org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            if store.remove_policy(&org_id, &id).await? {
+                Ok(())
+            } else {
+                Err(format!("no policy {id} in this org").into())
+            }
+        }
+    }
+}
+
+/// The org a catalog command acts on: the one named, else the only one.
+async fn resolve_org(store: &dyn Store, name: Option<&str>) -> AnyResult<String> {
+    if let Some(name) = name {
+        return store
+            .find_org(name)
+            .await?
+            .ok_or_else(|| format!("no org named {name:?}").into());
+    }
+    let orgs = store.list_orgs().await?;
+    match orgs.as_slice() {
+        [(id, _)] => Ok(id.clone()),
+        [] => Err("no org yet: create one with `executor token create --email E [--org O]`".into()),
+        many => {
+            let names: Vec<&str> = many.iter().map(|(_, n)| n.as_str()).collect();
+            Err(format!(
+                "several orgs exist ({}): name one with --org",
+                names.join(", ")
+            )
+            .into())
         }
     }
 }

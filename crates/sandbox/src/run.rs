@@ -161,9 +161,7 @@ impl Engine {
                 self.limits.max_result_bytes
             ));
         }
-        serde_json::from_str(&json)
-            .map(Some)
-            .map_err(|e| format!("result is not JSON-serialisable: {e}"))
+        parse_result_json(&json).map(Some)
     }
 
     /// Turns a pending exception into an agent-facing message.
@@ -174,7 +172,7 @@ impl Engine {
         match err {
             rquickjs::Error::Exception => {
                 let value = ctx.catch();
-                if is_out_of_memory(&value) {
+                if is_out_of_memory(&value, self.memory_nearly_exhausted(ctx)) {
                     return "out of memory: the program exceeded the sandbox memory limit".into();
                 }
                 // Describing the value runs JS; with memory exhausted that
@@ -188,6 +186,22 @@ impl Engine {
             }
             other => format!("{other}"),
         }
+    }
+
+    /// Whether the runtime is near its memory cap. Called with the runtime
+    /// already locked by `Context::with`, so it reads the statistics through
+    /// the context's raw runtime pointer instead of `Runtime::memory_usage`.
+    fn memory_nearly_exhausted(&self, ctx: &Ctx<'_>) -> bool {
+        let mut stats = std::mem::MaybeUninit::<rquickjs::qjs::JSMemoryUsage>::uninit();
+        // SAFETY: the context is alive for the duration of this call, so its
+        // runtime pointer is valid; JS_ComputeMemoryUsage only reads runtime
+        // statistics and fully initialises `stats`.
+        let used = unsafe {
+            let rt = rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
+            rquickjs::qjs::JS_ComputeMemoryUsage(rt, stats.as_mut_ptr());
+            stats.assume_init().malloc_size
+        };
+        used.max(0) as usize >= self.limits.memory_bytes / 10 * 9
     }
 
     fn past_deadline(&self) -> bool {
@@ -407,9 +421,12 @@ fn error_message(value: &Value<'_>) -> Option<String> {
     value.as_object()?.get::<_, String>("message").ok()
 }
 
-fn is_out_of_memory(value: &Value<'_>) -> bool {
-    // QuickJS throws `null` when it cannot even allocate the error object.
-    value.is_null() || error_message(value).is_some_and(|m| m == "out of memory")
+fn is_out_of_memory(value: &Value<'_>, memory_nearly_exhausted: bool) -> bool {
+    // QuickJS throws `null` when it cannot even allocate the error object;
+    // a script may also `throw null` itself, so `null` counts only when
+    // memory is actually near the cap.
+    (value.is_null() && memory_nearly_exhausted)
+        || error_message(value).is_some_and(|m| m == "out of memory")
 }
 
 fn unix_ms() -> i64 {
@@ -417,4 +434,114 @@ fn unix_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Deepest result accepted: the result is re-parsed and later serialised
+/// recursively on threads with ordinary stacks.
+const MAX_RESULT_DEPTH: usize = 100;
+
+/// Parses the program's `JSON.stringify` output. JavaScript strings may hold
+/// lone surrogates, which JSON text can carry but Rust strings cannot; they
+/// become U+FFFD, as a UTF-8 encoder would make them.
+fn parse_result_json(json: &str) -> Result<serde_json::Value, String> {
+    if nesting_depth(json) > MAX_RESULT_DEPTH {
+        return Err(format!(
+            "result is nested more than {MAX_RESULT_DEPTH} levels deep: flatten it, or return it as a string"
+        ));
+    }
+    match serde_json::from_str(json) {
+        Ok(v) => Ok(v),
+        Err(_) => serde_json::from_str(&replace_lone_surrogates(json))
+            .map_err(|_| "result is not JSON-serialisable".to_string()),
+    }
+}
+
+/// Bracket depth of JSON text, ignoring brackets inside strings.
+fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Rewrites `\uD800`–`\uDFFF` escapes that are not part of a valid pair.
+fn replace_lone_surrogates(json: &str) -> String {
+    let bytes = json.as_bytes();
+    let mut out = String::with_capacity(json.len());
+    let mut i = 0;
+    let unit_at = |i: usize| -> Option<u16> {
+        let esc = bytes.get(i..i + 6)?;
+        if esc[0] != b'\\' || (esc[1] != b'u' && esc[1] != b'U') {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&esc[2..6]).ok()?, 16).ok()
+    };
+    while i < bytes.len() {
+        // Escapes of other characters (`\\`, `\"`) are copied whole so a
+        // backslash is never mistaken for the start of a `\u`.
+        if bytes[i] == b'\\' && bytes.get(i + 1) != Some(&b'u') {
+            out.push_str(&json[i..(i + 2).min(json.len())]);
+            i += 2;
+            continue;
+        }
+        match unit_at(i) {
+            Some(hi @ 0xD800..=0xDBFF) if matches!(unit_at(i + 6), Some(0xDC00..=0xDFFF)) => {
+                let _ = hi;
+                out.push_str(&json[i..i + 12]);
+                i += 12;
+            }
+            Some(0xD800..=0xDFFF) => {
+                out.push_str("\\ufffd");
+                i += 6;
+            }
+            _ => {
+                let ch = json[i..].chars().next().unwrap_or('\u{fffd}');
+                out.push(ch);
+                i += ch.len_utf8().max(1);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let v = parse_result_json(r#"["x\ud83dy", "\ud83d\ude00", "\\ud83d"]"#).unwrap();
+        assert_eq!(v, serde_json::json!(["x\u{fffd}y", "😀", "\\ud83d"]));
+    }
+
+    #[test]
+    fn depth_is_bounded_with_a_clear_message() {
+        let deep = format!("{}1{}", "[".repeat(150), "]".repeat(150));
+        assert!(
+            parse_result_json(&deep)
+                .unwrap_err()
+                .contains("nested more than 100 levels")
+        );
+        let ok = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        assert!(parse_result_json(&ok).is_ok());
+        assert_eq!(nesting_depth(r#"{"a":"[[[[["}"#), 1);
+    }
 }

@@ -74,6 +74,17 @@ pub trait Store: Send + Sync + 'static {
     /// Undelivered events of the session, oldest first, marked delivered.
     async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
 
+    // --- orgs and policies --------------------------------------------------
+    /// The id of the org with this name (or id).
+    async fn find_org(&self, name: &str) -> StoreResult<Option<String>>;
+    /// Every org as (id, name).
+    async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>>;
+    /// Inserts a rule at `position` (clamped to the end), shifting later ones.
+    async fn add_policy(&self, policy: PolicyRecord) -> StoreResult<PolicyRecord>;
+    /// The org's rules in position order.
+    async fn list_policies(&self, org_id: &str) -> StoreResult<Vec<PolicyRecord>>;
+    async fn remove_policy(&self, org_id: &str, id: &str) -> StoreResult<bool>;
+
     // --- executions --------------------------------------------------------
     async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
     async fn list_executions(

@@ -84,3 +84,16 @@ pub struct ExecutionRecord {
     pub started_at_ms: i64,
     pub duration_ms: i64,
 }
+
+/// A policy rule as stored; the engine validates `pattern` and `action`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRecord {
+    pub id: String,
+    pub org_id: String,
+    pub pattern: String,
+    pub action: String,
+    /// 0-based; the first matching rule by position wins.
+    pub position: i64,
+    #[serde(rename = "createdAtMs")]
+    pub created_at_ms: i64,
+}

@@ -14,7 +14,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::writer::Writer;
 use crate::*;
 
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE orgs (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -77,7 +78,19 @@ CREATE TABLE executions (
     duration_ms INTEGER NOT NULL
 );
 CREATE INDEX executions_org_started ON executions(org_id, started_at);
-"#];
+"#,
+    r#"
+CREATE TABLE policies (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    action TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX policies_org_position ON policies(org_id, position);
+"#,
+];
 
 /// Connections kept open when idle; more are opened under load.
 const IDLE_CONNECTIONS: usize = 8;
@@ -556,6 +569,80 @@ impl Store for SqliteStore {
                 .query_row([id], execution_from_row)
                 .optional()?)
         })
+    }
+
+    async fn find_org(&self, name: &str) -> StoreResult<Option<String>> {
+        let name = name.trim().to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT id FROM orgs WHERE name = ?1 OR id = ?1")?
+                .query_row([name], |r| r.get(0))
+                .optional()?)
+        })
+    }
+
+    async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT id, name FROM orgs ORDER BY name")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn add_policy(&self, p: PolicyRecord) -> StoreResult<PolicyRecord> {
+        self.writer
+            .write(move |conn| {
+                let count: i64 = conn.query_row("SELECT COUNT(*) FROM policies WHERE org_id = ?1", [&p.org_id], |r| r.get(0))?;
+                let position = p.position.clamp(0, count);
+                conn.execute(
+                    "UPDATE policies SET position = position + 1 WHERE org_id = ?1 AND position >= ?2",
+                    params![p.org_id, position],
+                )?;
+                conn.execute(
+                    "INSERT INTO policies (id, org_id, pattern, action, position, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![p.id, p.org_id, p.pattern, p.action, position, p.created_at_ms],
+                )?;
+                Ok(PolicyRecord { position, ..p })
+            })
+            .await
+    }
+
+    async fn list_policies(&self, org_id: &str) -> StoreResult<Vec<PolicyRecord>> {
+        let org_id = org_id.to_string();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, org_id, pattern, action, position, created_at FROM policies WHERE org_id = ?1 ORDER BY position",
+            )?;
+            let rows = stmt.query_map([org_id], |r| {
+                Ok(PolicyRecord {
+                    id: r.get(0)?,
+                    org_id: r.get(1)?,
+                    pattern: r.get(2)?,
+                    action: r.get(3)?,
+                    position: r.get(4)?,
+                    created_at_ms: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn remove_policy(&self, org_id: &str, id: &str) -> StoreResult<bool> {
+        let (org_id, id) = (org_id.to_string(), id.to_string());
+        self.writer
+            .write(move |conn| {
+                let position: Option<i64> = conn
+                    .query_row("SELECT position FROM policies WHERE org_id = ?1 AND id = ?2", params![org_id, id], |r| r.get(0))
+                    .optional()?;
+                let Some(position) = position else { return Ok(false) };
+                conn.execute("DELETE FROM policies WHERE org_id = ?1 AND id = ?2", params![org_id, id])?;
+                conn.execute(
+                    "UPDATE policies SET position = position - 1 WHERE org_id = ?1 AND position > ?2",
+                    params![org_id, position],
+                )?;
+                Ok(true)
+            })
+            .await
     }
 }
 
