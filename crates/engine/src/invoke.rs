@@ -15,6 +15,7 @@ use crate::CallContext;
 use crate::catalog::{Catalog, ToolError, ToolInvocation, ToolResult, result_value};
 use crate::describe;
 use crate::envelope::internal_error_id;
+use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
 
 /// One tool call of an execution, for its record.
@@ -38,6 +39,8 @@ pub struct ExecutionBridge {
 struct BridgeInner {
     catalog: Arc<Catalog>,
     ctx: CallContext,
+    /// Approvals, call numbering and the replay journal of this execution.
+    gate: Arc<ApprovalGate>,
     policies: PolicySet,
     policy_records: Arc<Vec<PolicyRecord>>,
     started: Instant,
@@ -45,11 +48,17 @@ struct BridgeInner {
 }
 
 impl ExecutionBridge {
-    pub fn new(catalog: Arc<Catalog>, ctx: CallContext, policy_records: Vec<PolicyRecord>) -> Self {
+    pub(crate) fn new(
+        catalog: Arc<Catalog>,
+        ctx: CallContext,
+        policy_records: Vec<PolicyRecord>,
+        gate: Arc<ApprovalGate>,
+    ) -> Self {
         ExecutionBridge {
             inner: Arc::new(BridgeInner {
                 catalog,
                 ctx,
+                gate,
                 policies: policy_set(&policy_records),
                 policy_records: Arc::new(policy_records),
                 started: Instant::now(),
@@ -72,7 +81,14 @@ impl HostBridge for ExecutionBridge {
         let inner = self.inner.clone();
         async move {
             let started = Instant::now();
-            let answer = std::panic::AssertUnwindSafe(inner.answer(&path, args))
+            let index = inner.gate.next_call_index();
+            // After a restart, calls made before the pause are answered from
+            // the journal instead of being run again.
+            if let Some(answer) = inner.gate.replayed(index, &path, &args) {
+                inner.record(&path, &answer, started);
+                return answer;
+            }
+            let answer = std::panic::AssertUnwindSafe(inner.answer(index, &path, args.clone()))
                 .catch_unwind()
                 .await;
             let answer = answer.unwrap_or_else(|_| {
@@ -80,6 +96,7 @@ impl HostBridge for ExecutionBridge {
                 tracing::error!(error_id = %id, %path, "tool call panicked");
                 Err(format!("Internal tool error [{id}]"))
             });
+            inner.gate.remember(index, &path, &args, &answer);
             inner.record(&path, &answer, started);
             answer
         }
@@ -88,45 +105,45 @@ impl HostBridge for ExecutionBridge {
 }
 
 impl BridgeInner {
-    async fn answer(&self, path: &str, args: Value) -> Result<Value, String> {
+    async fn answer(&self, index: usize, path: &str, args: Value) -> Result<Value, String> {
         match path {
             "search" => search(&self.catalog, &self.policies, &args),
             "describe.tool" => describe_tool(&self.catalog, &self.policies, &args),
             "executor.integrations.list" => list_integrations(&self.catalog, &args),
-            _ => Ok(result_value(&self.invoke(path, args).await)),
+            _ => self
+                .invoke(index, path, args)
+                .await
+                .map(|r| result_value(&r)),
         }
     }
 
     /// SPEC §7: lookup → policy → validation → approval → credential →
-    /// invoke. Approvals and credentials arrive with the integrations.
-    async fn invoke(&self, path: &str, args: Value) -> ToolResult {
+    /// invoke. `Err` is a throw inside the sandbox (a declined approval);
+    /// every other failure is a `{ok: false}` result.
+    async fn invoke(&self, index: usize, path: &str, args: Value) -> Result<ToolResult, String> {
         let Some(tool) = self.catalog.get(path).cloned() else {
-            return Err(ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
+            return Ok(Err(ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
                 json!({ "path": path, "suggestions": suggestions(&self.catalog, &self.policies, path) }),
-            ));
+            )));
         };
-        match self.policies.resolve(path, tool.requires_approval) {
-            PolicyAction::Block => {
-                return Err(ToolError::new(
-                    "tool_blocked",
-                    format!("Tool {path} is blocked by policy"),
-                ));
-            }
-            PolicyAction::RequireApproval => {
-                return Err(ToolError::new(
-                    "approval_required",
-                    format!(
-                        "Tool {path} requires approval, and approvals are not available on this server yet"
-                    ),
-                ));
-            }
-            PolicyAction::Allow => {}
+        let action = self.policies.resolve(path, tool.requires_approval);
+        if action == PolicyAction::Block {
+            return Ok(Err(ToolError::new(
+                "tool_blocked",
+                format!("Tool {path} is blocked by policy"),
+            )));
         }
+        // Validation comes before approval: a call that can only fail never pauses.
         if !args.is_object() {
-            return Err(ToolError::new(
+            return Ok(Err(ToolError::new(
                 "invalid_tool_arguments",
                 format!("{path} expects an object as its input"),
-            ));
+            )));
+        }
+        if action == PolicyAction::RequireApproval
+            && let Decision::Decline { reason } = self.gate.decide(index, path, &args).await
+        {
+            return Err(declined_message(path, reason));
         }
         let invocation = ToolInvocation {
             tool: tool.clone(),
@@ -135,7 +152,7 @@ impl BridgeInner {
             catalog: self.catalog.clone(),
             policies: self.policy_records.clone(),
         };
-        tool.invoker.invoke(invocation).await
+        Ok(tool.invoker.invoke(invocation).await)
     }
 
     fn record(&self, path: &str, answer: &Result<Value, String>, started: Instant) {

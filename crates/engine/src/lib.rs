@@ -9,6 +9,7 @@ pub mod catalog;
 mod core_tools;
 mod describe;
 mod envelope;
+pub mod execution;
 mod invoke;
 mod metrics;
 mod normalize;

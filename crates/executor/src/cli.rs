@@ -153,6 +153,9 @@ pub struct SandboxOpts {
     /// Largest result (as JSON) an execution may return, in bytes.
     #[arg(long, env = "EXECUTOR_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
     pub max_result_bytes: usize,
+    /// How long a call that needs approval waits for a human, in ms.
+    #[arg(long, env = "EXECUTOR_APPROVAL_WINDOW_MS", default_value_t = 240_000)]
+    pub approval_window: u64,
     /// Most executions running at once; more wait for a sandbox thread.
     #[arg(long, env = "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", default_value_t = 64)]
     pub max_concurrent_executions: usize,

@@ -206,6 +206,7 @@ fn engine(store: Arc<dyn Store>, opts: &SandboxOpts) -> Arc<Engine> {
         EngineConfig {
             limits,
             max_concurrent_executions: opts.max_concurrent_executions.max(1),
+            approval_window: Duration::from_millis(opts.approval_window),
         },
     ))
 }

@@ -86,6 +86,9 @@ pub trait Store: Send + Sync + 'static {
     async fn remove_policy(&self, org_id: &str, id: &str) -> StoreResult<bool>;
 
     // --- executions --------------------------------------------------------
+    /// Saves the resumable state of a paused execution (opaque JSON).
+    async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()>;
+    async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>>;
     async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
     async fn list_executions(
         &self,

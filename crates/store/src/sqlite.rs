@@ -90,6 +90,14 @@ CREATE TABLE policies (
 );
 CREATE INDEX policies_org_position ON policies(org_id, position);
 "#,
+    r#"
+CREATE TABLE execution_states (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -643,6 +651,29 @@ impl Store for SqliteStore {
                 Ok(true)
             })
             .await
+    }
+
+    async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()> {
+        let (id, org_id) = (id.to_string(), org_id.to_string());
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT OR REPLACE INTO execution_states (id, org_id, state, updated_at) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![id, org_id, state, now_ms()])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
+        let id = id.to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT state FROM execution_states WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))
+                .optional()?)
+        })
     }
 }
 
