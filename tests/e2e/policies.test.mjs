@@ -48,9 +48,10 @@ test("policies: block, require_approval and first match, live without a restart"
   const describe = await run("return await tools.describe.tool({ path: 'executor.coreTools.connections.list' })");
   assert.equal(describe.error?.code, "tool_not_found");
 
-  const gated = await run("return await tools.executor.coreTools.integrations.list({})");
-  assert.equal(gated.ok, false);
-  assert.equal(gated.error.code, "approval_required");
+  // require_approval pauses the run (approvals.test.mjs covers resuming).
+  const gated = await client.callTool({ name: "execute", arguments: { code: "return await tools.executor.coreTools.integrations.list({})" } });
+  assert.equal(gated.structuredContent.status, "waiting_for_interaction", JSON.stringify(gated));
+  assert.equal(gated.structuredContent.interaction.address, "executor.coreTools.integrations.list");
 
   const listed = await run("return await tools.executor.coreTools.policies.list({})");
   assert.deepEqual(

@@ -308,9 +308,7 @@ impl Sessions {
                 let Slot::Live(rt) = slot else { return true };
                 let limit = if rt.in_flight() > 0 {
                     c.busy_ceiling
-                } else if rt.paused() > 0
-                    || self.inner.server.engine().has_paused_in_session(rt.id())
-                {
+                } else if self.inner.server.engine().has_paused_in_session(rt.id()) {
                     c.paused_idle_timeout
                 } else {
                     c.idle_timeout

@@ -20,7 +20,6 @@ pub struct Runtime {
     pub tools: Arc<Vec<Value>>,
     last_activity_ms: AtomicI64,
     in_flight: AtomicUsize,
-    paused: AtomicUsize,
     listeners: Mutex<ListenerRegistry>,
     /// Flips to true when the runtime is disposed; open streams end.
     disposed: watch::Sender<bool>,
@@ -38,7 +37,6 @@ impl Runtime {
             tools,
             last_activity_ms: AtomicI64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
-            paused: AtomicUsize::new(0),
             listeners: Mutex::new(ListenerRegistry::default()),
             disposed: watch::channel(false).0,
         }
@@ -66,10 +64,6 @@ impl Runtime {
 
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn paused(&self) -> usize {
-        self.paused.load(Ordering::Acquire)
     }
 
     /// A receiver that turns true when the runtime is disposed.
@@ -146,24 +140,5 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.runtime.touch();
         self.runtime.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Marks a paused execution; the runtime is kept up to the paused idle
-/// timeout while one exists.
-pub struct PausedGuard {
-    runtime: Arc<Runtime>,
-}
-
-impl PausedGuard {
-    pub fn new(runtime: Arc<Runtime>) -> Self {
-        runtime.paused.fetch_add(1, Ordering::AcqRel);
-        PausedGuard { runtime }
-    }
-}
-
-impl Drop for PausedGuard {
-    fn drop(&mut self) {
-        self.runtime.paused.fetch_sub(1, Ordering::AcqRel);
     }
 }
