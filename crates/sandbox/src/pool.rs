@@ -25,7 +25,7 @@ const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 const BACKSTOP_GRACE: Duration = Duration::from_secs(30);
 
 /// How long a queued job waits before the pool grows for it.
-const SLOW_LANE_DELAY: Duration = Duration::from_millis(5);
+const SLOW_LANE_DELAY: Duration = Duration::from_millis(10);
 
 struct Job {
     code: String,

@@ -1,0 +1,165 @@
+//! Security schemes (`components.securitySchemes`, Swagger's
+//! `securityDefinitions`) as the auth methods a connection can supply.
+
+use serde_json::{Map, Value};
+
+use crate::warnings::Warnings;
+use crate::{AuthMethod, SpecVersion, pointer};
+
+pub(crate) fn methods(
+    doc: &Value,
+    version: SpecVersion,
+    warnings: &mut Warnings,
+) -> Vec<AuthMethod> {
+    let schemes = match version {
+        SpecVersion::Swagger2 => doc.get("securityDefinitions"),
+        SpecVersion::OpenApi30 | SpecVersion::OpenApi31 => {
+            doc.pointer("/components/securitySchemes")
+        }
+    };
+    let Some(schemes) = schemes.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut methods = Vec::new();
+    for (name, raw) in schemes {
+        match pointer::follow(doc, raw) {
+            Ok(Value::Object(scheme)) => methods.push(method(name, scheme)),
+            Ok(_) => warnings.push(format!(
+                "security scheme {name:?} is not an object; skipped"
+            )),
+            Err(e) => warnings.push(format!("security scheme {name:?}: {e}; skipped")),
+        }
+    }
+    methods
+}
+
+fn method(name: &str, scheme: &Map<String, Value>) -> AuthMethod {
+    let text = |key: &str| scheme.get(key).and_then(Value::as_str).map(str::trim);
+    let scheme_name = name.to_string();
+    let kind = text("type").unwrap_or("");
+    match kind {
+        "apiKey" => api_key(scheme_name, text("in"), text("name")),
+        "http" => match text("scheme").map(str::to_ascii_lowercase).as_deref() {
+            Some("bearer") => AuthMethod::Bearer {
+                scheme: scheme_name,
+            },
+            Some("basic") => AuthMethod::Basic {
+                scheme: scheme_name,
+            },
+            other => AuthMethod::Other {
+                scheme: scheme_name,
+                kind: format!("http:{}", other.unwrap_or("")),
+            },
+        },
+        "basic" => AuthMethod::Basic {
+            scheme: scheme_name,
+        },
+        "oauth2" => AuthMethod::OAuth2 {
+            scheme: scheme_name,
+        },
+        other => AuthMethod::Other {
+            scheme: scheme_name,
+            kind: other.to_string(),
+        },
+    }
+}
+
+fn api_key(scheme: String, location: Option<&str>, name: Option<&str>) -> AuthMethod {
+    let Some(name) = name.filter(|n| !n.is_empty()).map(str::to_string) else {
+        return AuthMethod::Other {
+            scheme,
+            kind: "apiKey".to_string(),
+        };
+    };
+    match location {
+        Some("header") => AuthMethod::ApiKeyHeader { scheme, name },
+        Some("query") => AuthMethod::ApiKeyQuery { scheme, name },
+        Some("cookie") => AuthMethod::ApiKeyCookie { scheme, name },
+        _ => AuthMethod::Other {
+            scheme,
+            kind: "apiKey".to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn openapi_3_schemes() {
+        let doc = json!({"components": {"securitySchemes": {
+            "key": {"type": "apiKey", "in": "header", "name": "X-Key"},
+            "q": {"type": "apiKey", "in": "query", "name": "api_key"},
+            "c": {"type": "apiKey", "in": "cookie", "name": "sid"},
+            "bearer": {"type": "http", "scheme": "Bearer", "bearerFormat": "JWT"},
+            "basic": {"type": "http", "scheme": "basic"},
+            "digest": {"type": "http", "scheme": "digest"},
+            "oauth": {"type": "oauth2", "flows": {}},
+            "oidc": {"type": "openIdConnect"},
+            "shared": {"$ref": "#/components/securitySchemes/bearer"},
+            "broken": {"$ref": "#/nowhere"},
+            "nameless": {"type": "apiKey", "in": "header"}
+        }}});
+        let mut warnings = Warnings::default();
+        let methods = methods(&doc, SpecVersion::OpenApi31, &mut warnings);
+        let s = |x: &str| x.to_string();
+        assert_eq!(
+            methods,
+            vec![
+                AuthMethod::ApiKeyHeader {
+                    scheme: s("key"),
+                    name: s("X-Key")
+                },
+                AuthMethod::ApiKeyQuery {
+                    scheme: s("q"),
+                    name: s("api_key")
+                },
+                AuthMethod::ApiKeyCookie {
+                    scheme: s("c"),
+                    name: s("sid")
+                },
+                AuthMethod::Bearer {
+                    scheme: s("bearer")
+                },
+                AuthMethod::Basic { scheme: s("basic") },
+                AuthMethod::Other {
+                    scheme: s("digest"),
+                    kind: s("http:digest")
+                },
+                AuthMethod::OAuth2 { scheme: s("oauth") },
+                AuthMethod::Other {
+                    scheme: s("oidc"),
+                    kind: s("openIdConnect")
+                },
+                AuthMethod::Bearer {
+                    scheme: s("shared")
+                },
+                AuthMethod::Other {
+                    scheme: s("nameless"),
+                    kind: s("apiKey")
+                },
+            ]
+        );
+        assert_eq!(warnings.finish().len(), 1);
+    }
+
+    #[test]
+    fn swagger_2_definitions() {
+        let doc = json!({"securityDefinitions": {
+            "basic": {"type": "basic"},
+            "key": {"type": "apiKey", "in": "query", "name": "k"},
+            "oauth": {"type": "oauth2", "flow": "implicit"}
+        }});
+        let methods = methods(&doc, SpecVersion::Swagger2, &mut Warnings::default());
+        assert_eq!(methods.len(), 3);
+        assert_eq!(
+            methods[0],
+            AuthMethod::Basic {
+                scheme: "basic".into()
+            }
+        );
+        assert_eq!(methods[2].scheme(), "oauth");
+    }
+}

@@ -1,0 +1,276 @@
+//! Integration sources turned into tool descriptions (SPEC §8).
+//!
+//! Today this is the OpenAPI importer: [`import`] reads an OpenAPI 3.0/3.1
+//! or Swagger 2.0 document (JSON or YAML) and shapes every operation into an
+//! [`OperationTool`] — a name, a flat input schema and what the HTTP invoker
+//! needs to turn arguments back into a request. The crate is pure: it never
+//! touches the network or the file system, and it treats the document as
+//! untrusted (no panics, bounded work and output whatever the input).
+
+mod auth;
+mod document;
+mod error;
+mod media;
+mod naming;
+mod operation;
+mod parameters;
+mod pointer;
+mod schema;
+mod servers;
+mod text;
+mod warnings;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::ImportError;
+
+/// How to import one document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The integration's namespace: the first segment of every tool address.
+    pub namespace: String,
+    /// Overrides the servers the document declares (`--base-url`).
+    pub base_url: Option<String>,
+    /// Where the document was fetched from, if from a URL: relative server
+    /// URLs (OpenAPI 3) and a missing `host` (Swagger 2) resolve against it.
+    pub source_url: Option<String>,
+}
+
+impl ImportOptions {
+    pub fn new(namespace: impl Into<String>) -> Self {
+        ImportOptions {
+            namespace: namespace.into(),
+            ..ImportOptions::default()
+        }
+    }
+}
+
+/// Which dialect the document was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecVersion {
+    Swagger2,
+    OpenApi30,
+    OpenApi31,
+}
+
+/// The result of an import: everything the catalog and the invoker need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportedIntegration {
+    pub namespace: String,
+    pub spec_version: SpecVersion,
+    /// `info.title`.
+    pub title: Option<String>,
+    /// `--base-url`, else the first server (3.x, variables at their
+    /// defaults) or `schemes`/`host`/`basePath` (2.0); no trailing slash.
+    /// None when the document gives no usable absolute URL.
+    pub base_url: Option<String>,
+    pub auth_methods: Vec<AuthMethod>,
+    pub tools: Vec<OperationTool>,
+    /// What was skipped or repaired, for the operator (bounded).
+    pub warnings: Vec<String>,
+}
+
+/// A security scheme the document declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AuthMethod {
+    ApiKeyHeader {
+        scheme: String,
+        name: String,
+    },
+    ApiKeyQuery {
+        scheme: String,
+        name: String,
+    },
+    ApiKeyCookie {
+        scheme: String,
+        name: String,
+    },
+    Bearer {
+        scheme: String,
+    },
+    Basic {
+        scheme: String,
+    },
+    /// Recorded so the operator sees it; not supported by the invoker.
+    #[serde(rename = "oauth2")]
+    OAuth2 {
+        scheme: String,
+    },
+    /// Anything else (`openIdConnect`, `mutualTLS`, `http` with another
+    /// scheme such as `digest`); `kind` says which.
+    Other {
+        scheme: String,
+        kind: String,
+    },
+}
+
+impl AuthMethod {
+    /// The name the document gives the scheme (the key in
+    /// `securitySchemes`/`securityDefinitions`).
+    pub fn scheme(&self) -> &str {
+        match self {
+            AuthMethod::ApiKeyHeader { scheme, .. }
+            | AuthMethod::ApiKeyQuery { scheme, .. }
+            | AuthMethod::ApiKeyCookie { scheme, .. }
+            | AuthMethod::Bearer { scheme }
+            | AuthMethod::Basic { scheme }
+            | AuthMethod::OAuth2 { scheme }
+            | AuthMethod::Other { scheme, .. } => scheme,
+        }
+    }
+}
+
+/// One operation as a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperationTool {
+    /// `<group>.<leaf>`, without the namespace; each segment matches
+    /// `[A-Za-z][A-Za-z0-9_]*`.
+    pub name: String,
+    /// Summary and description, trimmed and bounded.
+    pub description: Option<String>,
+    /// Upper case: `GET`, `POST`, …
+    pub method: String,
+    /// The path as the document writes it, e.g. `/repos/{owner}/{repo}`.
+    pub path_template: String,
+    /// A server declared on the operation or its path item, which replaces
+    /// the integration's `base_url` for this tool. Never set when the
+    /// operator gave `--base-url`.
+    pub base_url: Option<String>,
+    pub parameters: Vec<ParamSpec>,
+    pub body: Option<BodySpec>,
+    /// One flat object: a property per parameter plus `body`, with the
+    /// schemas it refers to under `$defs`.
+    pub input_schema: serde_json::Value,
+    /// The JSON schema of the first 2xx response that has one.
+    pub output_schema: Option<serde_json::Value>,
+    /// GET/HEAD/OPTIONS run without approval by default; the rest need it.
+    pub requires_approval: bool,
+    pub deprecated: bool,
+    /// Scheme names that apply (the operation's `security`, else the
+    /// document's): the union over the alternatives, in order. `Some([])`
+    /// means explicitly anonymous; None means the document does not say.
+    pub security: Option<Vec<String>>,
+}
+
+/// Where a parameter goes in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamLocation {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+impl ParamLocation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamLocation::Path => "path",
+            ParamLocation::Query => "query",
+            ParamLocation::Header => "header",
+            ParamLocation::Cookie => "cookie",
+        }
+    }
+}
+
+/// How a parameter value is serialised (OpenAPI 3 `style`; Swagger 2
+/// `collectionFormat` is mapped onto it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ParamStyle {
+    Simple,
+    Form,
+    Label,
+    Matrix,
+    SpaceDelimited,
+    PipeDelimited,
+    DeepObject,
+    /// Swagger 2 `collectionFormat: tsv`.
+    TabDelimited,
+}
+
+/// One parameter of an operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    /// The name on the wire.
+    pub name: String,
+    pub location: ParamLocation,
+    /// The input property that carries it: `name`, unless that collides
+    /// with `body` or a parameter elsewhere (then e.g. `query_id`).
+    pub property: String,
+    pub required: bool,
+    /// Defaults applied: `form` for query and cookie, `simple` otherwise.
+    pub style: ParamStyle,
+    /// Defaults applied: true for `form`, false otherwise.
+    pub explode: bool,
+    pub allow_reserved: bool,
+    /// Set when the parameter is described by `content` rather than
+    /// `schema`: the value is serialised as this media type.
+    pub content_type: Option<String>,
+}
+
+/// The request body of an operation; the input's `body` property.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodySpec {
+    /// JSON is preferred, then forms, then whatever comes first.
+    pub content_type: String,
+    pub required: bool,
+}
+
+/// Imports one OpenAPI document.
+pub fn import(
+    spec_text: &str,
+    options: &ImportOptions,
+) -> Result<ImportedIntegration, ImportError> {
+    import_with_progress(spec_text, options, &mut |_, _| {})
+}
+
+/// [`import`], calling `progress(done, total)` as operations are shaped so
+/// that a large document can show progress (SPEC §8).
+pub fn import_with_progress(
+    spec_text: &str,
+    options: &ImportOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ImportedIntegration, ImportError> {
+    check_namespace(&options.namespace)?;
+    let doc = document::parse(spec_text)?;
+    let version = document::version(&doc)?;
+    let mut warnings = warnings::Warnings::default();
+    let base_url = servers::base_url(&doc, version, options, &mut warnings);
+    let auth_methods = auth::methods(&doc, version, &mut warnings);
+    let tools = operation::tools(
+        &doc,
+        version,
+        options,
+        base_url.as_deref(),
+        &mut warnings,
+        progress,
+    );
+    Ok(ImportedIntegration {
+        namespace: options.namespace.clone(),
+        spec_version: version,
+        title: document::title(&doc),
+        base_url,
+        auth_methods,
+        tools,
+        warnings: warnings.finish(),
+    })
+}
+
+/// Longest namespace accepted.
+const MAX_NAMESPACE_LEN: usize = 64;
+
+/// The namespace becomes the first segment of `tools.<ns>.<group>.<leaf>`,
+/// so it must be a plain identifier.
+fn check_namespace(namespace: &str) -> Result<(), ImportError> {
+    let mut chars = namespace.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if starts_with_letter && rest_ok && namespace.len() <= MAX_NAMESPACE_LEN {
+        Ok(())
+    } else {
+        Err(ImportError::InvalidNamespace(namespace.to_string()))
+    }
+}
