@@ -21,6 +21,7 @@ mod tools;
 pub use catalog::{
     Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
+pub use core_tools::entries as core_tool_entries;
 pub use envelope::internal_error_id;
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;

@@ -114,8 +114,26 @@ fn is_hump(prev: char, cur: char, next: Option<char>) -> bool {
 
 fn flush(current: &mut String, terms: &mut Vec<String>) {
     if !current.is_empty() {
-        terms.push(std::mem::take(current));
+        let term = std::mem::take(current);
+        terms.push(singular(term));
     }
+}
+
+/// A light plural stemmer, so "issue" finds `issues.create` exactly and
+/// "policies" finds `policy`: `-ies` → `-y`, a final `s` dropped (not `ss`,
+/// and not from short words like `bus`… `gas`: only words over 3 letters).
+fn singular(mut term: String) -> String {
+    if term.len() > 4 && term.ends_with("ies") {
+        term.truncate(term.len() - 3);
+        term.push('y');
+    } else if term.len() > 3
+        && term.ends_with('s')
+        && !term.ends_with("ss")
+        && !term.ends_with("us")
+    {
+        term.pop();
+    }
+    term
 }
 
 /// Substring test. On short haystacks (vocabulary terms, names) a plain
@@ -595,6 +613,14 @@ mod tests {
     }
 
     #[test]
+    fn plurals_match_singulars() {
+        assert_eq!(
+            tokenize("issues policies class bus"),
+            ["issue", "policy", "class", "bus"]
+        );
+    }
+
+    #[test]
     fn tokenize_splits_camel_case_acronyms_and_separators() {
         assert_eq!(tokenize("getHTTPResponse"), ["get", "http", "response"]);
         assert_eq!(tokenize("XMLHttpRequest"), ["xml", "http", "request"]);
@@ -605,7 +631,7 @@ mod tests {
         assert_eq!(
             tokenize("github.issues/list_for-repo:v2Users\tALL"),
             [
-                "github", "issues", "list", "for", "repo", "v2", "users", "all"
+                "github", "issue", "list", "for", "repo", "v2", "user", "all"
             ]
         );
         assert_eq!(tokenize("  --__..  "), Vec::<String>::new());

@@ -63,6 +63,66 @@ pub enum Command {
     /// Manage policy rules (allow, require_approval, block).
     #[command(subcommand)]
     Policies(PoliciesCommand),
+    /// Manage integrations (API sources whose operations become tools).
+    #[command(subcommand)]
+    Integrations(IntegrationsCommand),
+    /// Use the catalog from a shell.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IntegrationsCommand {
+    /// Add (or replace) an integration.
+    #[command(subcommand)]
+    Add(AddIntegration),
+    /// The org's integrations.
+    List {
+        #[arg(long)]
+        org: Option<String>,
+    },
+    /// Re-read an integration's source and replace its tools.
+    Refresh {
+        namespace: String,
+        #[arg(long)]
+        org: Option<String>,
+    },
+    /// Remove an integration and its tools.
+    Remove {
+        namespace: String,
+        #[arg(long)]
+        org: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AddIntegration {
+    /// An OpenAPI 3.x or Swagger 2.0 document (JSON or YAML).
+    Openapi {
+        /// A file path (URLs arrive with the HTTP client).
+        #[arg(long)]
+        spec: String,
+        /// The first segment of every tool address (letters, digits, `_`).
+        #[arg(long)]
+        namespace: String,
+        /// Overrides the servers the document declares.
+        #[arg(long)]
+        base_url: Option<String>,
+        #[arg(long)]
+        org: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// Rank the org's tools for a plain-language query.
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 12)]
+        limit: usize,
+        #[arg(long)]
+        org: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,17 +7,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use executor_engine::CatalogSource;
 use executor_engine::policy::{Pattern, PolicyAction};
 use executor_engine::{Engine, EngineConfig};
+use executor_integrations::{
+    ImportOptions, ImportedIntegration, OpenApiInvokers, StoreCatalogs, import_with_progress,
+};
 use executor_mcp::McpServer;
 use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
-use executor_store::{PolicyRecord, SqliteStore, Store, now_ms, tokens};
+use executor_store::{IntegrationRecord, PolicyRecord, SqliteStore, Store, now_ms, tokens};
 use executor_wire::{App, HostPolicy, WireConfig};
 
 use cli::{
-    Cli, Command, ExecutionsCommand, GlobalOpts, PoliciesCommand, SandboxOpts, ServeOpts,
-    TokenCommand,
+    AddIntegration, Cli, Command, ExecutionsCommand, GlobalOpts, IntegrationsCommand,
+    PoliciesCommand, SandboxOpts, ServeOpts, TokenCommand, ToolsCommand,
 };
 
 fn main() -> std::process::ExitCode {
@@ -103,6 +107,21 @@ async fn run(cli: Cli) -> AnyResult<()> {
             Ok(())
         }
         Command::Policies(command) => policies(store.as_ref(), command).await,
+        Command::Integrations(command) => integrations(store.as_ref(), command).await,
+        Command::Tools(ToolsCommand::Search { query, limit, org }) => {
+            let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
+            let catalogs = StoreCatalogs::new(store.clone(), Arc::new(OpenApiInvokers));
+            let catalog = catalogs.catalog(&org_id).await;
+            for (tool, score) in catalog.search(&query, None).into_iter().take(limit) {
+                let description = tool
+                    .description
+                    .as_deref()
+                    .map(first_line)
+                    .unwrap_or_default();
+                println!("{:>7.2}\t{}\t{}", score, tool.path, description);
+            }
+            Ok(())
+        }
         Command::Executions(ExecutionsCommand::Show { id }) => {
             let x = store.get_execution(&id).await?.ok_or("no such execution")?;
             println!("{}", serde_json::to_string_pretty(&x)?);
@@ -157,6 +176,108 @@ async fn policies(store: &dyn Store, command: PoliciesCommand) -> AnyResult<()> 
     }
 }
 
+async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyResult<()> {
+    match command {
+        IntegrationsCommand::Add(AddIntegration::Openapi {
+            spec,
+            namespace,
+            base_url,
+            org,
+        }) => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            import_openapi(store, &org_id, &spec, &namespace, base_url).await
+        }
+        IntegrationsCommand::List { org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            for i in store.list_integrations(&org_id, false).await? {
+                println!(
+                    "{}\t{}\t{} tools\t{}\t{}",
+                    i.namespace,
+                    i.kind,
+                    i.tool_count,
+                    i.base_url.as_deref().unwrap_or("(no base URL)"),
+                    i.source
+                );
+            }
+            Ok(())
+        }
+        IntegrationsCommand::Refresh { namespace, org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            let existing = store.list_integrations(&org_id, true).await?;
+            let record = existing
+                .into_iter()
+                .find(|i| i.namespace == namespace)
+                .ok_or_else(|| format!("no integration {namespace:?}"))?;
+            let previous: ImportedIntegration = serde_json::from_str(&record.document)?;
+            // Keep an operator-given base URL across refreshes.
+            let base_url = previous.base_url.filter(|_| record.base_url.is_some());
+            import_openapi(store, &org_id, &record.source, &namespace, base_url).await
+        }
+        IntegrationsCommand::Remove { namespace, org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            if store.remove_integration(&org_id, &namespace).await? {
+                Ok(())
+            } else {
+                Err(format!("no integration {namespace:?}").into())
+            }
+        }
+    }
+}
+
+/// Reads, imports and stores an OpenAPI document, showing progress.
+async fn import_openapi(
+    store: &dyn Store,
+    org_id: &str,
+    source: &str,
+    namespace: &str,
+    base_url: Option<String>,
+) -> AnyResult<()> {
+    let text = std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))?;
+    let options = ImportOptions {
+        base_url,
+        ..ImportOptions::new(namespace)
+    };
+    let started = std::time::Instant::now();
+    let mut shown = 0usize;
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let imported = import_with_progress(&text, &options, &mut |done, total| {
+        // Redraw at most every 2% so a 10k-operation spec stays cheap; a
+        // log file gets the final count only.
+        let step = total.div_ceil(50);
+        if total > 0 && (done == total || (interactive && done >= shown + step)) {
+            shown = done;
+            eprint!("\rimporting {namespace}: {done}/{total} operations");
+        }
+    })?;
+    eprintln!();
+    for warning in imported.warnings.iter().take(20) {
+        eprintln!("warning: {warning}");
+    }
+    let now = now_ms();
+    store
+        .upsert_integration(IntegrationRecord {
+            org_id: org_id.to_string(),
+            namespace: namespace.to_string(),
+            kind: "openapi".into(),
+            source: source.to_string(),
+            base_url: imported.base_url.clone(),
+            tool_count: imported.tools.len() as i64,
+            document: serde_json::to_string(&imported)?,
+            updated_at_ms: now,
+        })
+        .await?;
+    println!(
+        "{namespace}: {} tools in {:.2} s (base URL: {})",
+        imported.tools.len(),
+        started.elapsed().as_secs_f64(),
+        imported
+            .base_url
+            .as_deref()
+            .unwrap_or("none: pass --base-url")
+    );
+    Ok(())
+}
+
 /// The org a catalog command acts on: the one named, else the only one.
 async fn resolve_org(store: &dyn Store, name: Option<&str>) -> AnyResult<String> {
     if let Some(name) = name {
@@ -201,13 +322,15 @@ fn engine(store: Arc<dyn Store>, opts: &SandboxOpts) -> Arc<Engine> {
         max_log_bytes: opts.max_log_bytes,
         max_result_bytes: opts.max_result_bytes,
     };
-    Arc::new(Engine::new(
+    let catalogs = Arc::new(StoreCatalogs::new(store.clone(), Arc::new(OpenApiInvokers)));
+    Arc::new(Engine::with_catalogs(
         store,
         EngineConfig {
             limits,
             max_concurrent_executions: opts.max_concurrent_executions.max(1),
             approval_window: Duration::from_millis(opts.approval_window),
         },
+        catalogs,
     ))
 }
 

@@ -8,8 +8,10 @@
 //! untrusted (no panics, bounded work and output whatever the input).
 
 mod auth;
+mod catalog_source;
 mod document;
 mod error;
+mod invoker;
 mod media;
 mod naming;
 mod operation;
@@ -19,6 +21,9 @@ mod schema;
 mod servers;
 mod text;
 mod warnings;
+
+pub use catalog_source::{InvokerFactory, OpenApiInvokers, StoreCatalogs};
+pub use invoker::OpenApiInvoker;
 
 use serde::{Deserialize, Serialize};
 

@@ -85,6 +85,20 @@ pub trait Store: Send + Sync + 'static {
     async fn list_policies(&self, org_id: &str) -> StoreResult<Vec<PolicyRecord>>;
     async fn remove_policy(&self, org_id: &str, id: &str) -> StoreResult<bool>;
 
+    // --- integrations -------------------------------------------------------
+    /// Adds or replaces an integration and bumps the org's catalog version.
+    async fn upsert_integration(&self, integration: IntegrationRecord) -> StoreResult<()>;
+    /// The org's integrations, sorted by namespace; `document` is empty
+    /// unless `with_documents`.
+    async fn list_integrations(
+        &self,
+        org_id: &str,
+        with_documents: bool,
+    ) -> StoreResult<Vec<IntegrationRecord>>;
+    async fn remove_integration(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
+    /// Changes whenever the org's integrations change (0 before any).
+    async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;
+
     // --- executions --------------------------------------------------------
     /// Saves the resumable state of a paused execution (opaque JSON).
     async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()>;

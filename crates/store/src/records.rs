@@ -97,3 +97,19 @@ pub struct PolicyRecord {
     #[serde(rename = "createdAtMs")]
     pub created_at_ms: i64,
 }
+
+/// An integration as stored: where it came from and what it produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntegrationRecord {
+    pub org_id: String,
+    pub namespace: String,
+    /// `openapi` (later `graphql`, `mcp`).
+    pub kind: String,
+    /// The spec's path or URL, for `integrations refresh`.
+    pub source: String,
+    pub base_url: Option<String>,
+    pub tool_count: i64,
+    /// The imported integration, as JSON (its kind's own format).
+    pub document: String,
+    pub updated_at_ms: i64,
+}

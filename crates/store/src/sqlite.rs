@@ -98,6 +98,24 @@ CREATE TABLE execution_states (
     updated_at INTEGER NOT NULL
 );
 "#,
+    r#"
+CREATE TABLE integrations (
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    base_url TEXT,
+    tool_count INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, namespace)
+);
+CREATE TABLE catalog_versions (
+    org_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL
+);
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -675,6 +693,85 @@ impl Store for SqliteStore {
                 .optional()?)
         })
     }
+
+    async fn upsert_integration(&self, r: IntegrationRecord) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO integrations (org_id, namespace, kind, source, base_url, tool_count, document, created_at, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) \
+                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, source = ?4, base_url = ?5, tool_count = ?6, document = ?7, updated_at = ?8",
+                    params![r.org_id, r.namespace, r.kind, r.source, r.base_url, r.tool_count, r.document, r.updated_at_ms],
+                )?;
+                bump_catalog_version(conn, &r.org_id)
+            })
+            .await
+    }
+
+    async fn list_integrations(
+        &self,
+        org_id: &str,
+        with_documents: bool,
+    ) -> StoreResult<Vec<IntegrationRecord>> {
+        let org_id = org_id.to_string();
+        self.read(move |conn| {
+            let sql = if with_documents {
+                "SELECT org_id, namespace, kind, source, base_url, tool_count, document, updated_at FROM integrations WHERE org_id = ?1 ORDER BY namespace"
+            } else {
+                "SELECT org_id, namespace, kind, source, base_url, tool_count, '', updated_at FROM integrations WHERE org_id = ?1 ORDER BY namespace"
+            };
+            let mut stmt = conn.prepare_cached(sql)?;
+            let rows = stmt.query_map([org_id], |r| {
+                Ok(IntegrationRecord {
+                    org_id: r.get(0)?,
+                    namespace: r.get(1)?,
+                    kind: r.get(2)?,
+                    source: r.get(3)?,
+                    base_url: r.get(4)?,
+                    tool_count: r.get(5)?,
+                    document: r.get(6)?,
+                    updated_at_ms: r.get(7)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn remove_integration(&self, org_id: &str, namespace: &str) -> StoreResult<bool> {
+        let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
+        self.writer
+            .write(move |conn| {
+                let n = conn.execute(
+                    "DELETE FROM integrations WHERE org_id = ?1 AND namespace = ?2",
+                    params![org_id, namespace],
+                )?;
+                if n > 0 {
+                    bump_catalog_version(conn, &org_id)?;
+                }
+                Ok(n > 0)
+            })
+            .await
+    }
+
+    async fn catalog_version(&self, org_id: &str) -> StoreResult<i64> {
+        let org_id = org_id.to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT version FROM catalog_versions WHERE org_id = ?1")?
+                .query_row([org_id], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0))
+        })
+    }
+}
+
+/// Marks the org's catalog as changed, so servers rebuild it.
+fn bump_catalog_version(conn: &Connection, org_id: &str) -> StoreResult<()> {
+    conn.execute(
+        "INSERT INTO catalog_versions (org_id, version) VALUES (?1, 1) ON CONFLICT (org_id) DO UPDATE SET version = version + 1",
+        [org_id],
+    )?;
+    Ok(())
 }
 
 /// Drops the oldest events of a stream beyond its bounds, keeping the newest.

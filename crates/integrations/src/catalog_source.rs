@@ -1,0 +1,125 @@
+//! Org catalogs built from the store: the core tools plus every stored
+//! integration's tools. One catalog per org is shared by all its sessions
+//! and rebuilt only when the org's catalog version changes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use executor_engine::{Catalog, CatalogSource, ToolEntry, ToolInvoker};
+use executor_store::{IntegrationRecord, Store};
+use futures::future::BoxFuture;
+
+use crate::ImportedIntegration;
+use crate::invoker::OpenApiInvoker;
+
+/// What a stored integration's tools are invoked with.
+pub trait InvokerFactory: Send + Sync + 'static {
+    fn openapi(&self, org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker>;
+}
+
+pub struct StoreCatalogs {
+    store: Arc<dyn Store>,
+    invokers: Arc<dyn InvokerFactory>,
+    cache: Mutex<HashMap<String, (i64, Arc<Catalog>)>>,
+}
+
+impl StoreCatalogs {
+    pub fn new(store: Arc<dyn Store>, invokers: Arc<dyn InvokerFactory>) -> Self {
+        StoreCatalogs {
+            store,
+            invokers,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cached(&self, org_id: &str, version: i64) -> Option<Arc<Catalog>> {
+        let cache = self.cache.lock().ok()?;
+        let (v, catalog) = cache.get(org_id)?;
+        (*v == version).then(|| catalog.clone())
+    }
+
+    async fn build(&self, org_id: &str) -> Arc<Catalog> {
+        let mut entries = executor_engine::core_tool_entries();
+        match self.store.list_integrations(org_id, true).await {
+            Ok(records) => {
+                for record in records {
+                    entries.extend(self.tools_of(org_id, record));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not load integrations; serving the core tools only")
+            }
+        }
+        Arc::new(Catalog::new(entries))
+    }
+
+    fn tools_of(&self, org_id: &str, record: IntegrationRecord) -> Vec<ToolEntry> {
+        if record.kind != "openapi" {
+            tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
+            return Vec::new();
+        }
+        let integration: ImportedIntegration = match serde_json::from_str(&record.document) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(error = %e, namespace = %record.namespace, "stored integration does not parse");
+                return Vec::new();
+            }
+        };
+        let namespace = integration.namespace.clone();
+        let tools: Vec<_> = integration
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.description.clone(),
+                    t.input_schema.clone(),
+                    t.output_schema.clone(),
+                    t.requires_approval,
+                )
+            })
+            .collect();
+        let invoker = self.invokers.openapi(org_id, integration);
+        tools
+            .into_iter()
+            .map(
+                |(name, description, input, output, requires_approval)| ToolEntry {
+                    path: format!("{namespace}.{name}"),
+                    name,
+                    description,
+                    integration: namespace.clone(),
+                    input_schema: Some(input),
+                    output_schema: output,
+                    requires_approval,
+                    invoker: invoker.clone(),
+                },
+            )
+            .collect()
+    }
+}
+
+impl CatalogSource for StoreCatalogs {
+    fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
+        let org_id = org_id.to_string();
+        Box::pin(async move {
+            let version = self.store.catalog_version(&org_id).await.unwrap_or(-1);
+            if let Some(catalog) = self.cached(&org_id, version) {
+                return catalog;
+            }
+            let catalog = self.build(&org_id).await;
+            if let Ok(mut cache) = self.cache.lock() {
+                cache.insert(org_id, (version, catalog.clone()));
+            }
+            catalog
+        })
+    }
+}
+
+/// Invokers for stored OpenAPI integrations.
+pub struct OpenApiInvokers;
+
+impl InvokerFactory for OpenApiInvokers {
+    fn openapi(&self, _org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker> {
+        Arc::new(OpenApiInvoker::new(integration))
+    }
+}

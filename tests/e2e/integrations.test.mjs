@@ -1,0 +1,55 @@
+// SPEC §8: an OpenAPI document imported from the CLI while the server runs
+// becomes tools the agent can search and describe, without a restart.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { startServer, connectSdk } from "./harness.mjs";
+
+const SPEC = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
+let srv;
+let client;
+before(async () => {
+  srv = await startServer();
+  ({ client } = await connectSdk(srv, srv.mint("integrations@example.com")));
+});
+after(async () => {
+  await client?.close().catch(() => {});
+  await srv?.cleanup();
+});
+
+const cli = (...args) => srv.cli([...args, "--data-dir", srv.dataDir]);
+const run = async (code) => {
+  const r = await client.callTool({ name: "execute", arguments: { code } });
+  assert.ok(!r.isError, JSON.stringify(r));
+  return r.structuredContent.result;
+};
+
+test("integrations: import, list, search, describe, remove — live", async () => {
+  const out = cli("integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore");
+  assert.match(out, /petstore: 3 tools/);
+  assert.match(cli("integrations", "list"), /^petstore\topenapi\t3 tools\thttp:\/\/127\.0\.0\.1:9\/v1\t/m);
+
+  const found = await run("return await tools.search({ query: 'create pet' })");
+  assert.equal(found.items[0].path, "petstore.pets.createPet", JSON.stringify(found));
+  const listed = await run("return (await tools.search({ namespace: 'petstore' })).items.map((i) => i.path)");
+  assert.deepEqual(listed, ["petstore.pets.createPet", "petstore.pets.listPets", "petstore.pets.showPetById"]);
+
+  const described = await run("return await tools.describe.tool({ path: 'petstore.pets.createPet' })");
+  assert.match(described.inputTypeScript, /body/);
+  assert.match(JSON.stringify(described.typeScriptDefinitions), /Pet/);
+
+  const integrations = await run("return await tools.executor.integrations.list({})");
+  assert.deepEqual(integrations.items.map((i) => [i.namespace, i.toolCount]), [["executor", 3], ["petstore", 3]]);
+
+  // The execute description lists the integration in sessions built afterwards.
+  const second = await connectSdk(srv, srv.mint("integrations@example.com"));
+  const { tools } = await second.client.listTools();
+  assert.match(tools.find((t) => t.name === "execute").description, /## Available integrations\n- petstore/);
+  await second.client.close();
+
+  cli("integrations", "remove", "petstore");
+  const gone = await run("return (await tools.search({ namespace: 'petstore' })).total");
+  assert.equal(gone, 0);
+  const search = cli("tools", "search", "pets");
+  assert.doesNotMatch(search, /petstore/);
+});
