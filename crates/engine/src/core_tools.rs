@@ -7,23 +7,49 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_store::Store;
+
+use crate::catalog::{ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 
 /// The namespace of the built-in tools.
 pub const NAMESPACE: &str = "executor";
 
-struct CoreInvoker;
+struct CoreInvoker {
+    store: Arc<dyn Store>,
+}
 
 impl ToolInvoker for CoreInvoker {
     fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
-        let data = match call.tool.name.as_str() {
-            "coreTools.integrations.list" => json!({ "integrations": call.catalog.integrations() }),
-            "coreTools.connections.list" => json!({ "connections": [] }),
-            "coreTools.policies.list" => json!({ "policies": *call.policies }),
-            _ => Value::Null,
-        };
-        Box::pin(async move { Ok(ToolSuccess { data, http: None }) })
+        let store = self.store.clone();
+        Box::pin(async move {
+            let data = match call.tool.name.as_str() {
+                "coreTools.integrations.list" => {
+                    json!({ "integrations": call.catalog.integrations() })
+                }
+                "coreTools.connections.list" => {
+                    connections(store.as_ref(), &call.ctx.principal.org_id).await?
+                }
+                "coreTools.policies.list" => json!({ "policies": *call.policies }),
+                _ => Value::Null,
+            };
+            Ok(ToolSuccess { data, http: None })
+        })
     }
+}
+
+/// The org's connections, without their secrets.
+async fn connections(store: &dyn Store, org_id: &str) -> Result<Value, ToolError> {
+    let list = store.list_connections(org_id).await.map_err(|_| {
+        ToolError::new(
+            "upstream_http_error",
+            "the connection list is unavailable right now",
+        )
+    })?;
+    let items: Vec<Value> = list
+        .iter()
+        .map(|c| json!({ "integration": c.namespace, "kind": c.kind }))
+        .collect();
+    Ok(json!({ "connections": items }))
 }
 
 fn list_output(key: &str, item: Value) -> Value {
@@ -35,8 +61,8 @@ fn list_output(key: &str, item: Value) -> Value {
 }
 
 /// The core tools' catalog entries.
-pub fn entries() -> Vec<ToolEntry> {
-    let invoker: Arc<dyn ToolInvoker> = Arc::new(CoreInvoker);
+pub fn entries(store: Arc<dyn Store>) -> Vec<ToolEntry> {
+    let invoker: Arc<dyn ToolInvoker> = Arc::new(CoreInvoker { store });
     let no_input = json!({ "type": "object", "properties": {}, "additionalProperties": false });
     let entry = |name: &str, description: &str, output: Value| ToolEntry {
         path: format!("{NAMESPACE}.{name}"),

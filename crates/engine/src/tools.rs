@@ -82,7 +82,7 @@ pub struct Engine {
 impl Engine {
     /// An engine whose catalog holds the core tools.
     pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Self {
-        let core = Arc::new(Catalog::new(core_tools::entries()));
+        let core = Arc::new(Catalog::new(core_tools::entries(store.clone())));
         Self::with_catalogs(store, config, Arc::new(StaticCatalog(core)))
     }
 

@@ -69,6 +69,46 @@ pub enum Command {
     /// Use the catalog from a shell.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Manage connections (the credential of an integration).
+    #[command(subcommand)]
+    Connections(ConnectionsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConnectionsCommand {
+    /// Set the credential of an integration. The value is sealed with the
+    /// data dir's key (or EXECUTOR_SECRET_KEY); `--secret-ref env://NAME`
+    /// stores a reference resolved at call time instead.
+    Set {
+        namespace: String,
+        #[arg(long, group = "credential")]
+        api_key: Option<String>,
+        #[arg(long, group = "credential")]
+        bearer: Option<String>,
+        /// USER:PASSWORD
+        #[arg(long, group = "credential")]
+        basic: Option<String>,
+        /// `env://NAME`: read the secret from the server's environment.
+        #[arg(long)]
+        secret_ref: Option<String>,
+        /// With --secret-ref: api_key, bearer or basic (user from --username).
+        #[arg(long, default_value = "api_key")]
+        kind: String,
+        #[arg(long)]
+        username: Option<String>,
+        #[arg(long)]
+        org: Option<String>,
+    },
+    /// The org's connections (never their secrets).
+    List {
+        #[arg(long)]
+        org: Option<String>,
+    },
+    Remove {
+        namespace: String,
+        #[arg(long)]
+        org: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -167,7 +207,7 @@ pub struct ServeOpts {
     )]
     pub paused_session_idle_timeout: u64,
     #[command(flatten)]
-    pub sandbox: SandboxOpts,
+    pub engine: EngineOpts,
     /// Garbage-collect session records untouched for this many days.
     #[arg(long, env = "EXECUTOR_SESSION_RETENTION_DAYS", default_value_t = 30)]
     pub session_retention_days: u64,
@@ -191,12 +231,16 @@ pub struct StdioOpts {
     #[arg(long, env = "EXECUTOR_ORG")]
     pub org: Option<String>,
     #[command(flatten)]
-    pub sandbox: SandboxOpts,
+    pub engine: EngineOpts,
 }
 
-/// Sandbox limits (SPEC §6, §12).
+/// Sandbox limits (SPEC §6, §12) and outbound calls.
 #[derive(Debug, Args)]
-pub struct SandboxOpts {
+pub struct EngineOpts {
+    /// Let integrations call loopback, private and link-local addresses
+    /// (refused by default: SSRF guard).
+    #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+    pub allow_local_network: bool,
     /// Sandbox compute time per execution, in ms (the clock stops while a
     /// tool call is in flight).
     #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]

@@ -10,18 +10,23 @@ use clap::Parser;
 use executor_engine::CatalogSource;
 use executor_engine::policy::{Pattern, PolicyAction};
 use executor_engine::{Engine, EngineConfig};
+use executor_integrations::http::{HttpConfig, HttpInvoker};
 use executor_integrations::{
-    ImportOptions, ImportedIntegration, OpenApiInvokers, StoreCatalogs, import_with_progress,
+    Credentials, ImportOptions, ImportedIntegration, OpenApiInvokers, StoreCatalogs,
+    import_with_progress,
 };
 use executor_mcp::McpServer;
 use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
-use executor_store::{IntegrationRecord, PolicyRecord, SqliteStore, Store, now_ms, tokens};
+use executor_store::secrets::{self, SecretKey, SecretRef};
+use executor_store::{
+    ConnectionRecord, IntegrationRecord, PolicyRecord, SqliteStore, Store, now_ms, tokens,
+};
 use executor_wire::{App, HostPolicy, WireConfig};
 
 use cli::{
-    AddIntegration, Cli, Command, ExecutionsCommand, GlobalOpts, IntegrationsCommand,
-    PoliciesCommand, SandboxOpts, ServeOpts, TokenCommand, ToolsCommand,
+    AddIntegration, Cli, Command, ConnectionsCommand, EngineOpts, ExecutionsCommand, GlobalOpts,
+    IntegrationsCommand, PoliciesCommand, ServeOpts, TokenCommand, ToolsCommand,
 };
 
 fn main() -> std::process::ExitCode {
@@ -60,12 +65,12 @@ type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 async fn run(cli: Cli) -> AnyResult<()> {
     let store = open_store(&cli.global)?;
     match cli.command {
-        Command::Serve(opts) => serve(store, opts).await,
+        Command::Serve(opts) => serve(store, &cli.global, opts).await,
         Command::Mcp(opts) => {
             let principal = store
                 .ensure_account(&opts.email, opts.org.as_deref())
                 .await?;
-            let server = Arc::new(McpServer::new(engine(store, &opts.sandbox)));
+            let server = Arc::new(McpServer::new(engine(store, &cli.global, &opts.engine)?));
             executor_wire::stdio::serve_stdio(server, principal).await?;
             Ok(())
         }
@@ -108,9 +113,10 @@ async fn run(cli: Cli) -> AnyResult<()> {
         }
         Command::Policies(command) => policies(store.as_ref(), command).await,
         Command::Integrations(command) => integrations(store.as_ref(), command).await,
+        Command::Connections(command) => connections(store.as_ref(), &cli.global, command).await,
         Command::Tools(ToolsCommand::Search { query, limit, org }) => {
             let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
-            let catalogs = StoreCatalogs::new(store.clone(), Arc::new(OpenApiInvokers));
+            let catalogs = store_catalogs(store.clone(), &cli.global, false)?;
             let catalog = catalogs.catalog(&org_id).await;
             for (tool, score) in catalog.search(&query, None).into_iter().take(limit) {
                 let description = tool
@@ -314,7 +320,7 @@ fn open_store(global: &GlobalOpts) -> AnyResult<Arc<dyn Store>> {
     Ok(Arc::new(SqliteStore::open_url(&url)?))
 }
 
-fn engine(store: Arc<dyn Store>, opts: &SandboxOpts) -> Arc<Engine> {
+fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyResult<Arc<Engine>> {
     let limits = Limits {
         timeout: Duration::from_millis(opts.execution_timeout),
         memory_bytes: opts.sandbox_memory_mb.max(1) * 1024 * 1024,
@@ -322,8 +328,12 @@ fn engine(store: Arc<dyn Store>, opts: &SandboxOpts) -> Arc<Engine> {
         max_log_bytes: opts.max_log_bytes,
         max_result_bytes: opts.max_result_bytes,
     };
-    let catalogs = Arc::new(StoreCatalogs::new(store.clone(), Arc::new(OpenApiInvokers)));
-    Arc::new(Engine::with_catalogs(
+    let catalogs = Arc::new(store_catalogs(
+        store.clone(),
+        global,
+        opts.allow_local_network,
+    )?);
+    Ok(Arc::new(Engine::with_catalogs(
         store,
         EngineConfig {
             limits,
@@ -331,11 +341,124 @@ fn engine(store: Arc<dyn Store>, opts: &SandboxOpts) -> Arc<Engine> {
             approval_window: Duration::from_millis(opts.approval_window),
         },
         catalogs,
-    ))
+    )))
 }
 
-async fn serve(store: Arc<dyn Store>, opts: ServeOpts) -> AnyResult<()> {
-    let server = Arc::new(McpServer::new(engine(store.clone(), &opts.sandbox)));
+/// Org catalogs from the store, with the HTTP client and credentials their
+/// OpenAPI tools are invoked with.
+fn store_catalogs(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    allow_local_network: bool,
+) -> AnyResult<StoreCatalogs> {
+    let http = HttpInvoker::new(HttpConfig {
+        allow_local_network,
+        ..HttpConfig::default()
+    })?;
+    let key = SecretKey::load_or_create(&global.data_dir())?;
+    let invokers = OpenApiInvokers {
+        http: Arc::new(http),
+        credentials: Arc::new(Credentials {
+            store: store.clone(),
+            key: Some(Arc::new(key)),
+        }),
+    };
+    Ok(StoreCatalogs::new(store, Arc::new(invokers)))
+}
+
+async fn connections(
+    store: &dyn Store,
+    global: &GlobalOpts,
+    command: ConnectionsCommand,
+) -> AnyResult<()> {
+    match command {
+        ConnectionsCommand::Set {
+            namespace,
+            api_key,
+            bearer,
+            basic,
+            secret_ref,
+            kind,
+            username,
+            org,
+        } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            let associated = format!("{org_id}/{namespace}");
+            let (kind, username, secret) = match (api_key, bearer, basic, secret_ref) {
+                (_, _, _, Some(reference)) => {
+                    let parsed = SecretRef::parse(&reference)?;
+                    if !matches!(parsed, SecretRef::Env(_)) {
+                        return Err("--secret-ref takes env://NAME".into());
+                    }
+                    (kind, username, parsed.to_string())
+                }
+                (Some(key), None, None, None) => (
+                    "api_key".to_string(),
+                    None,
+                    seal_with(global, &key, &associated)?,
+                ),
+                (None, Some(token), None, None) => (
+                    "bearer".to_string(),
+                    None,
+                    seal_with(global, &token, &associated)?,
+                ),
+                (None, None, Some(pair), None) => {
+                    let (user, password) =
+                        pair.split_once(':').ok_or("--basic takes USER:PASSWORD")?;
+                    (
+                        "basic".to_string(),
+                        Some(user.to_string()),
+                        seal_with(global, password, &associated)?,
+                    )
+                }
+                _ => return Err("give one of --api-key, --bearer, --basic or --secret-ref".into()),
+            };
+            if !matches!(kind.as_str(), "api_key" | "bearer" | "basic") {
+                return Err("--kind is api_key, bearer or basic".into());
+            }
+            store
+                .set_connection(ConnectionRecord {
+                    org_id,
+                    namespace: namespace.clone(),
+                    kind: kind.clone(),
+                    username,
+                    secret,
+                    updated_at_ms: now_ms(),
+                })
+                .await?;
+            println!("{namespace}\t{kind}");
+            Ok(())
+        }
+        ConnectionsCommand::List { org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            for c in store.list_connections(&org_id).await? {
+                let stored = if c.secret.starts_with("env://") {
+                    c.secret.as_str()
+                } else {
+                    "sealed"
+                };
+                println!("{}\t{}\t{}", c.namespace, c.kind, stored);
+            }
+            Ok(())
+        }
+        ConnectionsCommand::Remove { namespace, org } => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            if store.remove_connection(&org_id, &namespace).await? {
+                Ok(())
+            } else {
+                Err(format!("no connection for {namespace:?}").into())
+            }
+        }
+    }
+}
+
+fn seal_with(global: &GlobalOpts, value: &str, associated: &str) -> AnyResult<String> {
+    let key = SecretKey::load_or_create(&global.data_dir())?;
+    Ok(secrets::seal(&key, value, associated)?)
+}
+
+async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> AnyResult<()> {
+    let server = Arc::new(McpServer::new(engine(store.clone(), global, &opts.engine)?));
     let sessions = Sessions::new(
         store,
         server,

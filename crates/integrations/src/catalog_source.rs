@@ -10,7 +10,8 @@ use executor_store::{IntegrationRecord, Store};
 use futures::future::BoxFuture;
 
 use crate::ImportedIntegration;
-use crate::invoker::OpenApiInvoker;
+use crate::http::HttpInvoker;
+use crate::invoker::{Credentials, OpenApiInvoker};
 
 /// What a stored integration's tools are invoked with.
 pub trait InvokerFactory: Send + Sync + 'static {
@@ -39,7 +40,7 @@ impl StoreCatalogs {
     }
 
     async fn build(&self, org_id: &str) -> Arc<Catalog> {
-        let mut entries = executor_engine::core_tool_entries();
+        let mut entries = executor_engine::core_tool_entries(self.store.clone());
         match self.store.list_integrations(org_id, true).await {
             Ok(records) => {
                 for record in records {
@@ -115,11 +116,20 @@ impl CatalogSource for StoreCatalogs {
     }
 }
 
-/// Invokers for stored OpenAPI integrations.
-pub struct OpenApiInvokers;
+/// Invokers for stored OpenAPI integrations: one HTTP client and one
+/// credential source shared by all of them.
+pub struct OpenApiInvokers {
+    pub http: Arc<HttpInvoker>,
+    pub credentials: Arc<Credentials>,
+}
 
 impl InvokerFactory for OpenApiInvokers {
-    fn openapi(&self, _org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker> {
-        Arc::new(OpenApiInvoker::new(integration))
+    fn openapi(&self, org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker> {
+        Arc::new(OpenApiInvoker::new(
+            org_id,
+            integration,
+            self.http.clone(),
+            self.credentials.clone(),
+        ))
     }
 }

@@ -1,44 +1,168 @@
-//! Runs an OpenAPI integration's tools.
+//! Runs an OpenAPI integration's tools: looks the operation up, resolves
+//! the connection's credential in host code at call time, and sends the
+//! request through the shared HTTP client (with its SSRF guard).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use executor_engine::{ToolError, ToolInvocation, ToolInvoker, ToolResult};
+use executor_engine::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_store::Store;
+use executor_store::secrets::{self, SecretKey, SecretRef};
 use futures::future::BoxFuture;
+use serde_json::json;
 
-use crate::{ImportedIntegration, OperationTool};
+use crate::http::{Credential, HttpFailure, HttpInvoker};
+use crate::{AuthMethod, ImportedIntegration, OperationTool};
+
+/// Where credentials come from: the org's connections in the store,
+/// unsealed with the data dir's key.
+pub struct Credentials {
+    pub store: Arc<dyn Store>,
+    pub key: Option<Arc<SecretKey>>,
+}
+
+impl Credentials {
+    /// The credential for `namespace`, or None when no connection is set.
+    async fn for_integration(
+        &self,
+        org_id: &str,
+        namespace: &str,
+    ) -> Result<Option<Credential>, ToolError> {
+        let unavailable = || {
+            ToolError::new(
+                "connection_missing",
+                format!("the connection of {namespace} could not be read"),
+            )
+        };
+        let connections = self
+            .store
+            .list_connections(org_id)
+            .await
+            .map_err(|_| unavailable())?;
+        let Some(connection) = connections.into_iter().find(|c| c.namespace == namespace) else {
+            return Ok(None);
+        };
+        let reference = SecretRef::parse(&connection.secret).map_err(|_| unavailable())?;
+        let key = self.key.as_deref().ok_or_else(unavailable)?;
+        let secret =
+            secrets::resolve(key, &reference, &format!("{org_id}/{namespace}")).map_err(|e| {
+                // The error names a missing variable or a bad seal, never a value.
+                ToolError::new(
+                    "connection_missing",
+                    format!("the credential of {namespace} cannot be used: {e}"),
+                )
+            })?;
+        let value = secret.expose().to_string();
+        Ok(Some(match connection.kind.as_str() {
+            "basic" => Credential::Basic {
+                username: connection.username.unwrap_or_default(),
+                password: value,
+            },
+            "bearer" => Credential::Bearer(value),
+            _ => Credential::ApiKey(value),
+        }))
+    }
+}
 
 pub struct OpenApiInvoker {
+    org_id: String,
+    namespace: String,
     base_url: Option<String>,
-    tools: HashMap<String, OperationTool>,
+    auth_methods: Arc<Vec<AuthMethod>>,
+    tools: HashMap<String, Arc<OperationTool>>,
+    http: Arc<HttpInvoker>,
+    credentials: Arc<Credentials>,
 }
 
 impl OpenApiInvoker {
-    pub fn new(integration: ImportedIntegration) -> Self {
+    pub fn new(
+        org_id: &str,
+        integration: ImportedIntegration,
+        http: Arc<HttpInvoker>,
+        credentials: Arc<Credentials>,
+    ) -> Self {
         OpenApiInvoker {
+            org_id: org_id.to_string(),
+            namespace: integration.namespace,
             base_url: integration.base_url,
+            auth_methods: Arc::new(integration.auth_methods),
             tools: integration
                 .tools
                 .into_iter()
-                .map(|t| (t.name.clone(), t))
+                .map(|t| (t.name.clone(), Arc::new(t)))
                 .collect(),
+            http,
+            credentials,
         }
     }
 }
 
 impl ToolInvoker for OpenApiInvoker {
     fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
-        let known = self.tools.contains_key(&call.tool.name) && self.base_url.is_some();
-        let path = call.tool.path.clone();
+        let tool = self.tools.get(&call.tool.name).cloned();
+        let base_url = self.base_url.clone();
+        let (org_id, namespace) = (self.org_id.clone(), self.namespace.clone());
+        let (auth, http, credentials) = (
+            self.auth_methods.clone(),
+            self.http.clone(),
+            self.credentials.clone(),
+        );
         Box::pin(async move {
-            let reason = if known {
-                "calling upstream HTTP APIs is not available on this server yet"
-            } else {
-                "the integration has no base URL: add it again with --base-url"
+            let tool = tool.ok_or_else(|| {
+                ToolError::new(
+                    "tool_not_found",
+                    format!("Tool not found: {}", call.tool.path),
+                )
+            })?;
+            let base = tool.base_url.clone().or(base_url).ok_or_else(|| {
+                ToolError::new(
+                    "upstream_http_error",
+                    format!(
+                        "{namespace} has no base URL: add the integration again with --base-url"
+                    ),
+                )
+            })?;
+            let credential = match credentials.for_integration(&org_id, &namespace).await? {
+                Some(c) => c,
+                None if needs_credential(&tool, &auth) => {
+                    return Err(ToolError::new(
+                        "connection_missing",
+                        format!(
+                            "{namespace} needs a credential: executor connections set {namespace} --api-key … (or --bearer, --basic)"
+                        ),
+                    ));
+                }
+                None => Credential::None,
             };
-            Err(ToolError::new(
-                "upstream_http_error",
-                format!("{path}: {reason}"),
-            ))
+            match http
+                .invoke(&base, &tool, &auth, &credential, &call.args)
+                .await
+            {
+                Ok(ok) => Ok(ToolSuccess {
+                    data: ok.data,
+                    http: Some(json!({ "status": ok.status, "headers": ok.headers })),
+                }),
+                Err(failure) => Err(tool_error(failure)),
+            }
         })
+    }
+}
+
+/// Whether the operation declares security that a missing connection
+/// cannot satisfy.
+fn needs_credential(tool: &OperationTool, auth: &[AuthMethod]) -> bool {
+    match &tool.security {
+        Some(schemes) => !schemes.is_empty(),
+        None => !auth.is_empty(),
+    }
+}
+
+fn tool_error(f: HttpFailure) -> ToolError {
+    ToolError {
+        code: f.code,
+        message: f.message,
+        status: f.status,
+        details: f.details,
+        retryable: f.retryable,
     }
 }

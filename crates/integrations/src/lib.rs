@@ -11,6 +11,7 @@ mod auth;
 mod catalog_source;
 mod document;
 mod error;
+pub mod http;
 mod invoker;
 mod media;
 mod naming;
@@ -23,7 +24,7 @@ mod text;
 mod warnings;
 
 pub use catalog_source::{InvokerFactory, OpenApiInvokers, StoreCatalogs};
-pub use invoker::OpenApiInvoker;
+pub use invoker::{Credentials, OpenApiInvoker};
 
 use serde::{Deserialize, Serialize};
 

@@ -7,6 +7,7 @@
 //! same trait.
 
 mod records;
+pub mod secrets;
 mod sqlite;
 pub mod tokens;
 mod writer;
@@ -98,6 +99,12 @@ pub trait Store: Send + Sync + 'static {
     async fn remove_integration(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
     /// Changes whenever the org's integrations change (0 before any).
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;
+
+    // --- connections --------------------------------------------------------
+    /// Sets the credential of one integration (`secret` is sealed or a reference).
+    async fn set_connection(&self, connection: ConnectionRecord) -> StoreResult<()>;
+    async fn list_connections(&self, org_id: &str) -> StoreResult<Vec<ConnectionRecord>>;
+    async fn remove_connection(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
 
     // --- executions --------------------------------------------------------
     /// Saves the resumable state of a paused execution (opaque JSON).

@@ -113,3 +113,27 @@ pub struct IntegrationRecord {
     pub document: String,
     pub updated_at_ms: i64,
 }
+
+/// The credential of one integration. `secret` is never plaintext: it is
+/// sealed with the data dir's key (`v1:…`) or a reference (`env://NAME`).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionRecord {
+    pub org_id: String,
+    pub namespace: String,
+    /// `api_key`, `bearer` or `basic`.
+    pub kind: String,
+    /// The user name of a `basic` credential.
+    pub username: Option<String>,
+    pub secret: String,
+    pub updated_at_ms: i64,
+}
+
+impl std::fmt::Debug for ConnectionRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionRecord")
+            .field("org_id", &self.org_id)
+            .field("namespace", &self.namespace)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}

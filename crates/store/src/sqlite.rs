@@ -116,6 +116,17 @@ CREATE TABLE catalog_versions (
     version INTEGER NOT NULL
 );
 "#,
+    r#"
+CREATE TABLE connections (
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    username TEXT,
+    secret TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, namespace)
+);
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -762,6 +773,51 @@ impl Store for SqliteStore {
                 .optional()?
                 .unwrap_or(0))
         })
+    }
+
+    async fn set_connection(&self, c: ConnectionRecord) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO connections (org_id, namespace, kind, username, secret, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, username = ?4, secret = ?5, updated_at = ?6",
+                    params![c.org_id, c.namespace, c.kind, c.username, c.secret, c.updated_at_ms],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn list_connections(&self, org_id: &str) -> StoreResult<Vec<ConnectionRecord>> {
+        let org_id = org_id.to_string();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT org_id, namespace, kind, username, secret, updated_at FROM connections WHERE org_id = ?1 ORDER BY namespace",
+            )?;
+            let rows = stmt.query_map([org_id], |r| {
+                Ok(ConnectionRecord {
+                    org_id: r.get(0)?,
+                    namespace: r.get(1)?,
+                    kind: r.get(2)?,
+                    username: r.get(3)?,
+                    secret: r.get(4)?,
+                    updated_at_ms: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn remove_connection(&self, org_id: &str, namespace: &str) -> StoreResult<bool> {
+        let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
+        self.writer
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "DELETE FROM connections WHERE org_id = ?1 AND namespace = ?2",
+                    params![org_id, namespace],
+                )? > 0)
+            })
+            .await
     }
 }
 

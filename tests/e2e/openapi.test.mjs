@@ -1,0 +1,132 @@
+// SPEC §7–9 end to end: an OpenAPI integration called from `execute`
+// against a real upstream on loopback, the credential injected in host code
+// only, POST paused for approval, and the secret found nowhere else.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import { readFileSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startServer, connectSdk } from "./harness.mjs";
+
+const SPEC = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
+const SECRET = "sk-test-" + Math.random().toString(36).slice(2) + "-SECRET";
+let upstream;
+let seen = [];
+let srv;
+let client;
+const transcript = [];
+
+before(async () => {
+  upstream = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+      res.setHeader("content-type", "application/json");
+      if (req.url.startsWith("/v1/pets/missing")) {
+        res.statusCode = 404;
+        return res.end(JSON.stringify({ message: "no such pet" }));
+      }
+      if (req.method === "POST") {
+        res.statusCode = 201;
+        return res.end(JSON.stringify({ id: 7, ...JSON.parse(body || "{}") }));
+      }
+      if (req.url.startsWith("/v1/pets/")) return res.end(JSON.stringify({ id: 1, name: "Rex" }));
+      res.end(JSON.stringify([{ id: 1, name: "Rex" }, { id: 2, name: "Tom" }]));
+    });
+  });
+  await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+  srv = await startServer({ args: ["--allow-local-network"] });
+  const bearer = srv.mint("openapi@example.com");
+  const base = `http://127.0.0.1:${upstream.address().port}/v1`;
+  srv.cli(["integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore", "--base-url", base, "--data-dir", srv.dataDir]);
+  srv.cli(["connections", "set", "petstore", "--api-key", SECRET, "--data-dir", srv.dataDir]);
+  ({ client } = await connectSdk(srv, bearer));
+});
+after(async () => {
+  await client?.close().catch(() => {});
+  await srv?.cleanup();
+  upstream?.close();
+});
+
+const call = async (name, args) => {
+  const r = await client.callTool({ name, arguments: args });
+  transcript.push(JSON.stringify(r));
+  return r;
+};
+const run = async (code) => {
+  const r = await call("execute", { code });
+  assert.ok(!r.isError, JSON.stringify(r));
+  return r.structuredContent.result;
+};
+
+test("openapi: GET with query and path params, the key injected by the host", async () => {
+  seen = [];
+  const list = await run("return await tools.petstore.pets.listPets({ limit: 2 })");
+  assert.equal(list.ok, true);
+  assert.deepEqual(list.data, [{ id: 1, name: "Rex" }, { id: 2, name: "Tom" }]);
+  assert.equal(list.http.status, 200);
+  const one = await run("return await tools.petstore.pets.showPetById({ petId: 'a b/c' })");
+  assert.deepEqual(one.data, { id: 1, name: "Rex" });
+  assert.deepEqual(seen.map((r) => [r.method, r.url]), [["GET", "/v1/pets?limit=2"], ["GET", "/v1/pets/a%20b%2Fc"]]);
+  for (const r of seen) assert.equal(r.headers["x-api-key"], SECRET);
+});
+
+test("openapi: upstream errors map to SPEC §7 codes; the sandbox never sees the key", async () => {
+  const missing = await run("return await tools.petstore.pets.showPetById({ petId: 'missing' })");
+  assert.equal(missing.ok, false);
+  assert.equal(missing.error.code, "upstream_http_error");
+  assert.equal(missing.error.status, 404);
+  const probe = await run("return JSON.stringify(globalThis).includes('sk-test') || typeof process");
+  assert.equal(probe, "undefined");
+});
+
+test("openapi: POST requires approval by default, then sends the body", async () => {
+  seen = [];
+  const paused = await call("execute", { code: "return await tools.petstore.pets.createPet({ body: { id: 3, name: 'Kit' } })" });
+  assert.equal(paused.structuredContent.status, "waiting_for_interaction", JSON.stringify(paused));
+  assert.equal(seen.length, 0, "nothing reaches the upstream before approval");
+  const done = await call("resume", { executionId: paused.structuredContent.executionId, action: "accept" });
+  assert.deepEqual(done.structuredContent.result.data, { id: 3, name: "Kit" });
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].method, "POST");
+  assert.equal(seen[0].url, "/v1/pets");
+  assert.equal(seen[0].headers["content-type"], "application/json");
+  assert.deepEqual(JSON.parse(seen[0].body), { id: 3, name: "Kit" });
+});
+
+test("openapi: the secret appears in no response, log, record or file of the data dir", async () => {
+  for (const r of transcript) assert.ok(!r.includes(SECRET), `a response carries the secret: ${r.slice(0, 200)}`);
+  assert.ok(!srv.logTail(1e7).includes(SECRET), "server log carries the secret");
+  const records = srv.cli(["executions", "list", "--limit", "100", "--data-dir", srv.dataDir]);
+  for (const line of records.trim().split("\n")) {
+    const id = line.split("\t")[0];
+    assert.ok(!srv.cli(["executions", "show", id, "--data-dir", srv.dataDir]).includes(SECRET));
+  }
+  const walk = (dir) => readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? walk(join(dir, f)) : [join(dir, f)]));
+  for (const file of walk(srv.dataDir)) {
+    assert.ok(!readFileSync(file).includes(SECRET), `${file} carries the secret in clear`);
+  }
+  assert.match(srv.cli(["connections", "list", "--data-dir", srv.dataDir]), /^petstore\tapi_key\tsealed$/m);
+});
+
+test("openapi: without --allow-local-network the SSRF guard refuses loopback", async () => {
+  const guarded = await startServer();
+  try {
+    const bearer = guarded.mint("guarded@example.com");
+    const base = `http://127.0.0.1:${upstream.address().port}/v1`;
+    guarded.cli(["integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore", "--base-url", base, "--data-dir", guarded.dataDir]);
+    guarded.cli(["connections", "set", "petstore", "--api-key", SECRET, "--data-dir", guarded.dataDir]);
+    const { client: c } = await connectSdk(guarded, bearer);
+    seen = [];
+    const r = await c.callTool({ name: "execute", arguments: { code: "return await tools.petstore.pets.listPets({})" } });
+    const result = r.structuredContent.result;
+    assert.equal(result.ok, false);
+    assert.match(result.error.message, /allow-local-network/);
+    assert.equal(seen.length, 0, "the upstream saw no request");
+    await c.close();
+  } finally {
+    await guarded.cleanup();
+  }
+});
