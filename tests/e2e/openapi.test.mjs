@@ -82,6 +82,19 @@ test("openapi: upstream errors map to SPEC §7 codes; the sandbox never sees the
   assert.equal(probe, "undefined");
 });
 
+test("openapi: arguments are validated against the schema before any approval or request", async () => {
+  seen = [];
+  const noId = await run("return await tools.petstore.pets.showPetById({})");
+  assert.equal(noId.ok, false);
+  assert.equal(noId.error.code, "invalid_tool_arguments");
+  assert.match(noId.error.message, /petId/);
+  // A POST would need approval; a call that can only fail never pauses.
+  const bad = await call("execute", { code: "return await tools.petstore.pets.createPet({ body: { id: 'x' } })" });
+  assert.equal(bad.structuredContent.status, "completed", JSON.stringify(bad));
+  assert.equal(bad.structuredContent.result.error.code, "invalid_tool_arguments");
+  assert.equal(seen.length, 0);
+});
+
 test("openapi: POST requires approval by default, then sends the body", async () => {
   seen = [];
   const paused = await call("execute", { code: "return await tools.petstore.pets.createPet({ body: { id: 3, name: 'Kit' } })" });

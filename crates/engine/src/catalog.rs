@@ -16,6 +16,7 @@ use executor_store::PolicyRecord;
 
 use crate::CallContext;
 use crate::search::{SearchDoc, SearchIndex};
+use crate::validate::Validators;
 
 /// One callable tool.
 pub struct ToolEntry {
@@ -115,6 +116,7 @@ pub struct Catalog {
     tools: Vec<Arc<ToolEntry>>,
     by_path: HashMap<String, usize>,
     index: SearchIndex,
+    validators: Validators,
 }
 
 impl Catalog {
@@ -136,6 +138,7 @@ impl Catalog {
             tools: tools.into_iter().map(Arc::new).collect(),
             by_path,
             index,
+            validators: Validators::default(),
         }
     }
 
@@ -149,6 +152,15 @@ impl Catalog {
 
     pub fn get(&self, path: &str) -> Option<&Arc<ToolEntry>> {
         self.by_path.get(path).map(|&i| &self.tools[i])
+    }
+
+    /// Checks arguments against the tool's input schema (tools without one
+    /// accept any object).
+    pub fn validate(&self, tool: &ToolEntry, args: &Value) -> Result<(), String> {
+        match &tool.input_schema {
+            Some(schema) => self.validators.check(&tool.path, schema, args),
+            None => Ok(()),
+        }
     }
 
     /// Ranked matches, best first.

@@ -140,6 +140,12 @@ impl BridgeInner {
                 format!("{path} expects an object as its input"),
             )));
         }
+        if let Err(problems) = self.catalog.validate(&tool, &args) {
+            return Ok(Err(ToolError::new(
+                "invalid_tool_arguments",
+                format!("{path}: the input does not match its schema: {problems}"),
+            )));
+        }
         if action == PolicyAction::RequireApproval
             && let Decision::Decline { reason } = self.gate.decide(index, path, &args).await
         {

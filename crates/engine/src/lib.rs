@@ -17,6 +17,7 @@ pub mod policy;
 pub mod search;
 mod skills;
 mod tools;
+mod validate;
 
 pub use catalog::{
     Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
