@@ -2,8 +2,9 @@
 // Prints one line per figure. Usage (from the project root, after
 // `cargo build --release`):  bench/run     (DURATION=5 CONNS=16 SESSIONS=2000)
 import autocannon from "autocannon";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawn, spawnSync, execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import net from "node:net";
@@ -25,7 +26,7 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 const dataDir = mkdtempSync(join(tmpdir(), "executor-bench-"));
 const port = await freePort();
 const url = `http://127.0.0.1:${port}/mcp`;
-const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--session-idle-timeout", String(IDLE_MS)], {
+const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--session-idle-timeout", String(IDLE_MS), "--allow-local-network"], {
   stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, RUST_LOG: "warn" },
 });
 for (let i = 0; i < 100; i++) { try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch {} await sleep(50); }
@@ -91,6 +92,31 @@ try {
   const get = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1]);
   const mean = get("executor_session_restore_seconds_sum") / get("executor_session_restore_seconds_count");
   line("restore, server side (mean)", (mean * 1000).toFixed(3), "ms");
+  // Integrations: import GitHub's spec, then the cost of the invocation
+  // pipeline per tool call against a loopback upstream.
+  const specs = join(ROOT, "tests/specs/node_modules/@octokit/openapi/generated/api.github.com.json");
+  if (existsSync(specs)) {
+    const timed = spawnSync("/usr/bin/time", ["-v", BIN, "integrations", "add", "openapi", "--spec", specs, "--namespace", "github", "--data-dir", dataDir], { encoding: "utf8" });
+    const rss = Number(timed.stderr.match(/Maximum resident set size \(kbytes\): (\d+)/)?.[1] ?? NaN);
+    const secs = Number(timed.stdout.match(/tools in ([\d.]+) s/)?.[1] ?? NaN);
+    line(`import GitHub's spec (${timed.stdout.match(/(\d+) tools/)?.[1]} tools)`, secs.toFixed(2), `s  peak RSS ${(rss / 1024).toFixed(0)} MB`);
+  } else {
+    line("import GitHub's spec", "skipped", "(run tests/specs/install)");
+  }
+  const upstream = http.createServer((req, res) => { res.setHeader("content-type", "application/json"); res.end("[]"); });
+  await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+  const upstreamUrl = `http://127.0.0.1:${upstream.address().port}/v1`;
+  execFileSync(BIN, ["integrations", "add", "openapi", "--spec", join(ROOT, "tests/e2e/fixtures/petstore.yaml"), "--namespace", "petstore", "--base-url", upstreamUrl, "--data-dir", dataDir]);
+  execFileSync(BIN, ["connections", "set", "petstore", "--api-key", "bench-key", "--data-dir", dataDir]);
+  const N = 200;
+  const t1 = performance.now();
+  for (let i = 0; i < N; i++) await (await fetch(`${upstreamUrl}/pets?limit=1`, { headers: { "x-api-key": "bench-key" } })).text();
+  const directMs = (performance.now() - t1) / N;
+  const sidCalls = await init();
+  const r = await fetch(url, { method: "POST", headers: { ...headers(sidCalls), accept: "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "execute", arguments: { code: `const t = Date.now(); for (let i = 0; i < ${N}; i++) { const r = await tools.petstore.pets.listPets({ limit: 1 }); if (!r.ok) throw new Error(JSON.stringify(r.error)); } return (Date.now() - t) / ${N};` } } }) });
+  const perCall = (await r.json()).result?.structuredContent?.result;
+  line("tool call through the pipeline (loopback)", Number(perCall).toFixed(3), `ms each; a direct request from Node ${directMs.toFixed(3)} ms`);
+  upstream.close();
 } finally {
   child.kill("SIGTERM");
   await sleep(200);

@@ -938,6 +938,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn retention_removes_only_untouched_sessions_and_their_events() {
+        let (s, dir) = temp_store();
+        let owner = s.ensure_account("gc@example.com", None).await.unwrap();
+        let session = |id: &str, at: i64| SessionRecord {
+            id: id.into(),
+            owner: owner.clone(),
+            protocol_version: "2025-06-18".into(),
+            client_info: serde_json::json!({}),
+            client_capabilities: serde_json::json!({}),
+            elicitation_mode: "model".into(),
+            created_at_ms: at,
+            last_activity_at_ms: at,
+            terminated_at_ms: None,
+        };
+        s.insert_session(session("old", 1_000)).await.unwrap();
+        s.insert_session(session("recent", 5_000)).await.unwrap();
+        s.append_event(
+            EventRecord {
+                session_id: "old".into(),
+                ..event("x", 1, "{}")
+            },
+            LogBounds::default(),
+        )
+        .await
+        .unwrap();
+        s.touch_sessions(vec![("old".into(), 2_000)]).await.unwrap();
+        assert_eq!(s.gc_sessions(3_000).await.unwrap(), 1);
+        assert!(s.get_session("old").await.unwrap().is_none());
+        assert!(s.get_session("recent").await.unwrap().is_some());
+        assert!(s.events_after("old", "x", 0).await.unwrap().is_empty());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
     async fn undelivered_events_are_taken_once() {
         let (s, dir) = temp_store();
         s.append_event(event("a", 1, "1"), LogBounds::default())
