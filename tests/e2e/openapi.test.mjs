@@ -4,10 +4,11 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
+import { execFile } from "node:child_process";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer, connectSdk } from "./harness.mjs";
+import { startServer, connectSdk, BIN } from "./harness.mjs";
 
 const SPEC = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
 const SECRET = "sk-test-" + Math.random().toString(36).slice(2) + "-SECRET";
@@ -107,6 +108,25 @@ test("openapi: POST requires approval by default, then sends the body", async ()
   assert.equal(seen[0].url, "/v1/pets");
   assert.equal(seen[0].headers["content-type"], "application/json");
   assert.deepEqual(JSON.parse(seen[0].body), { id: 3, name: "Kit" });
+});
+
+test("openapi: executor call runs one tool from a shell through the same pipeline", async () => {
+  // Asynchronous: the upstream lives in this process and must keep serving.
+  const callCli = (...args) =>
+    new Promise((resolve) =>
+      execFile(BIN, ["call", ...args, "--email", "openapi@example.com", "--allow-local-network", "--data-dir", srv.dataDir], (error, stdout, stderr) =>
+        resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
+      ),
+    );
+  seen = [];
+  const ok = await callCli("petstore.pets.listPets", '{"limit": 1}');
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /"ok": true/);
+  assert.deepEqual(seen.map((r) => [r.method, r.url, r.headers["x-api-key"] === SECRET]), [["GET", "/v1/pets?limit=1", true]]);
+  assert.ok(!ok.stdout.includes(SECRET) && !ok.stderr.includes(SECRET));
+  const bad = await callCli("petstore.pets.showPetById", "{}");
+  assert.notEqual(bad.code, 0);
+  assert.match(bad.stdout, /invalid_tool_arguments/);
 });
 
 test("openapi: the secret appears in no response, log, record or file of the data dir", async () => {

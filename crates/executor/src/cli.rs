@@ -72,6 +72,22 @@ pub enum Command {
     /// Manage connections (the credential of an integration).
     #[command(subcommand)]
     Connections(ConnectionsCommand),
+    /// Call one tool from a shell, through the same pipeline as `execute`
+    /// (policies, validation, approvals, credentials).
+    Call {
+        /// The tool's address, e.g. github.issues.create.
+        path: String,
+        /// The input, as a JSON object.
+        #[arg(default_value = "{}")]
+        input: String,
+        /// The account the call is made and recorded as.
+        #[arg(long, env = "EXECUTOR_EMAIL", default_value = "local@localhost")]
+        email: String,
+        #[arg(long, env = "EXECUTOR_ORG")]
+        org: Option<String>,
+        #[command(flatten)]
+        engine: EngineOpts,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -114,6 +114,17 @@ async fn run(cli: Cli) -> AnyResult<()> {
         Command::Policies(command) => policies(store.as_ref(), command).await,
         Command::Integrations(command) => integrations(store.as_ref(), command).await,
         Command::Connections(command) => connections(store.as_ref(), &cli.global, command).await,
+        Command::Call {
+            path,
+            input,
+            email,
+            org,
+            engine: opts,
+        } => {
+            let principal = store.ensure_account(&email, org.as_deref()).await?;
+            let engine = engine(store, &cli.global, &opts)?;
+            call_tool(&engine, principal, &path, &input).await
+        }
         Command::Tools(ToolsCommand::Search { query, limit, org }) => {
             let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
             let catalogs = store_catalogs(store.clone(), &cli.global, false)?;
@@ -282,6 +293,51 @@ async fn import_openapi(
             .unwrap_or("none: pass --base-url")
     );
     Ok(())
+}
+
+/// Runs `tools.<path>(input)` as a one-line program and prints the result.
+async fn call_tool(
+    engine: &Engine,
+    principal: executor_store::Principal,
+    path: &str,
+    input: &str,
+) -> AnyResult<()> {
+    let input: serde_json::Value =
+        serde_json::from_str(input).map_err(|e| format!("the input is not JSON: {e}"))?;
+    if !input.is_object() {
+        return Err("the input must be a JSON object".into());
+    }
+    // Bracket access keeps any segment a valid property name.
+    let accessor: String = path
+        .split('.')
+        .map(|segment| format!("[{}]", serde_json::Value::from(segment)))
+        .collect();
+    let code = format!("return await tools{accessor}({input});");
+    let ctx = executor_engine::CallContext {
+        principal,
+        session_id: None,
+    };
+    let result = engine
+        .call_tool(&ctx, "execute", &serde_json::json!({ "code": code }))
+        .await?;
+    let text = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    println!("{text}");
+    let failed = result
+        .get("isError")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+        || result.pointer("/structuredContent/result/ok") == Some(&serde_json::Value::Bool(false));
+    if failed {
+        Err("the call failed".into())
+    } else {
+        Ok(())
+    }
 }
 
 /// The org a catalog command acts on: the one named, else the only one.
