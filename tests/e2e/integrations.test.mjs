@@ -3,7 +3,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { startServer, connectSdk } from "./harness.mjs";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { startServer, connectSdk, sleep } from "./harness.mjs";
 
 const SPEC = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
 let srv;
@@ -23,6 +24,23 @@ const run = async (code) => {
   assert.ok(!r.isError, JSON.stringify(r));
   return r.structuredContent.result;
 };
+
+test("integrations: open sessions get tools/list_changed and a fresh execute description", async () => {
+  const { client: listening } = await connectSdk(srv, srv.mint("integrations@example.com"));
+  let notified = 0;
+  listening.setNotificationHandler(ToolListChangedNotificationSchema, () => { notified++; });
+  const before = (await listening.listTools()).tools.find((t) => t.name === "execute").description;
+  assert.doesNotMatch(before, /- weather/);
+  await sleep(500); // the GET stream is open
+  cli("integrations", "add", "openapi", "--spec", SPEC, "--namespace", "weather");
+  const deadline = Date.now() + 10_000;
+  while (notified === 0 && Date.now() < deadline) await sleep(100);
+  assert.ok(notified >= 1, "no notifications/tools/list_changed arrived");
+  const after = (await listening.listTools()).tools.find((t) => t.name === "execute").description;
+  assert.match(after, /## Available integrations\n- weather/);
+  cli("integrations", "remove", "weather");
+  await listening.close();
+});
 
 test("integrations: import, list, search, describe, remove — live", async () => {
   const out = cli("integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore");

@@ -26,7 +26,7 @@ const LOG_LEVELS: [&str; 8] = [
 pub struct RequestScope<'a> {
     pub ctx: &'a CallContext,
     pub protocol_version: &'a str,
-    pub tools: &'a [Value],
+    pub tools: Arc<Vec<Value>>,
 }
 
 pub struct McpServer {
@@ -114,7 +114,7 @@ impl McpServer {
                     ))),
                 }
             }
-            "tools/list" => Ok(json!({ "tools": scope.tools })),
+            "tools/list" => Ok(json!({ "tools": *scope.tools })),
             "tools/call" => self.call_tool(scope, &req.params).await,
             "server/discover" => Ok(json!({
                 "supportedVersions": versions::ALL,

@@ -78,6 +78,9 @@ pub struct SessionsMetrics {
     pub restore_micros_total: AtomicU64,
 }
 
+/// How often catalog versions are compared for `tools/list_changed`.
+const CATALOG_CHECK_EVERY: Duration = Duration::from_secs(1);
+
 type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>>>;
 
 enum Slot {
@@ -265,12 +268,22 @@ impl Sessions {
 
     async fn build_runtime(&self, record: SessionRecord) -> Runtime {
         let native = record.elicitation_mode == "native";
+        // Read before the tool list is built, so a change made meanwhile is
+        // still picked up by the next refresh.
+        let version = self
+            .inner
+            .store
+            .catalog_version(&record.owner.org_id)
+            .await
+            .unwrap_or(-1);
         let tools = self
             .inner
             .server
             .build_tool_list(&record.owner.org_id, native)
             .await;
-        Runtime::new(record, tools)
+        let runtime = Runtime::new(record, tools);
+        runtime.set_catalog_version(version);
+        runtime
     }
 
     /// DELETE: terminates the session for its owner.
@@ -390,6 +403,46 @@ impl Sessions {
         }
     }
 
+    /// Picks up catalog changes made by other processes (the CLI): a live
+    /// runtime built against an older catalog version gets a rebuilt tool
+    /// list and, when it differs, `notifications/tools/list_changed` on its
+    /// GET streams (SPEC §2).
+    pub async fn refresh_tool_lists(&self) {
+        let live: Vec<Arc<Runtime>> = self
+            .slots()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Live(rt) => Some(rt.clone()),
+                Slot::Building(_) => None,
+            })
+            .collect();
+        let mut versions: HashMap<String, i64> = HashMap::new();
+        let notification =
+            serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" });
+        for rt in live {
+            let org = rt.record.owner.org_id.clone();
+            let current = match versions.get(&org) {
+                Some(v) => *v,
+                None => match self.inner.store.catalog_version(&org).await {
+                    Ok(v) => *versions.entry(org.clone()).or_insert(v),
+                    Err(_) => continue,
+                },
+            };
+            if rt.catalog_version() == current {
+                continue;
+            }
+            rt.set_catalog_version(current);
+            let tools = self
+                .inner
+                .server
+                .build_tool_list(&org, rt.native_elicitation())
+                .await;
+            if rt.replace_tools(tools) {
+                rt.notify_listeners(&notification);
+            }
+        }
+    }
+
     /// Runs the reaper, activity flushes and retention GC until the process
     /// ends. Spawn once per server.
     pub async fn run_maintenance(self) {
@@ -399,9 +452,14 @@ impl Sessions {
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_flush = Instant::now();
         let mut last_gc: Option<Instant> = None;
+        let mut last_catalog_check = Instant::now();
         loop {
             interval.tick().await;
             self.dispose_idle();
+            if last_catalog_check.elapsed() >= CATALOG_CHECK_EVERY {
+                last_catalog_check = Instant::now();
+                self.refresh_tool_lists().await;
+            }
             if last_flush.elapsed() >= Duration::from_secs(30) {
                 last_flush = Instant::now();
                 self.flush_activity().await;

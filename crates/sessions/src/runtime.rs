@@ -1,7 +1,7 @@
 //! What a live session holds in memory.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use executor_engine::CallContext;
 use executor_store::{SessionRecord, now_ms};
@@ -16,8 +16,10 @@ pub struct Runtime {
     pub record: SessionRecord,
     pub ctx: CallContext,
     /// The `tools/list` snapshot, with the `execute` description built from
-    /// the integration inventory at build time.
-    pub tools: Arc<Vec<Value>>,
+    /// the integration inventory; replaced when the org's catalog changes.
+    tools: RwLock<Arc<Vec<Value>>>,
+    /// The org catalog version `tools` was built against.
+    catalog_version: AtomicI64,
     last_activity_ms: AtomicI64,
     in_flight: AtomicUsize,
     listeners: Mutex<ListenerRegistry>,
@@ -34,7 +36,8 @@ impl Runtime {
         Runtime {
             record,
             ctx,
-            tools,
+            tools: RwLock::new(tools),
+            catalog_version: AtomicI64::new(-1),
             last_activity_ms: AtomicI64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
             listeners: Mutex::new(ListenerRegistry::default()),
@@ -48,6 +51,36 @@ impl Runtime {
 
     pub fn protocol_version(&self) -> &str {
         &self.record.protocol_version
+    }
+
+    pub fn tools(&self) -> Arc<Vec<Value>> {
+        self.tools.read().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn catalog_version(&self) -> i64 {
+        self.catalog_version.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_catalog_version(&self, version: i64) {
+        self.catalog_version.store(version, Ordering::Release);
+    }
+
+    /// Swaps in a new tool list; true when it differs from the old one.
+    pub(crate) fn replace_tools(&self, tools: Arc<Vec<Value>>) -> bool {
+        match self.tools.write() {
+            Ok(mut current) if *current != tools => {
+                *current = tools;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Sends a server notification to every open GET stream.
+    pub(crate) fn notify_listeners(&self, message: &Value) {
+        if let Ok(mut l) = self.listeners.lock() {
+            l.broadcast(&message.to_string());
+        }
     }
 
     pub fn native_elicitation(&self) -> bool {

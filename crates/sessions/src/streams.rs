@@ -6,7 +6,7 @@
 //! events are replayed on the session's next GET.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use executor_store::{EventRecord, LogBounds, Store, StoreResult, now_ms};
 use tokio::sync::mpsc;
@@ -179,6 +179,7 @@ impl Listener {
                 stream_id,
                 tx,
                 queued_bytes,
+                next_notification_seq: AtomicI64::new(1),
             },
         )
     }
@@ -199,6 +200,8 @@ pub(crate) struct ListenerSender {
     stream_id: String,
     tx: mpsc::UnboundedSender<SseEvent>,
     queued_bytes: Arc<AtomicUsize>,
+    /// Numbers notifications on this stream (its priming event is seq 0).
+    next_notification_seq: AtomicI64,
 }
 
 impl ListenerSender {
@@ -248,6 +251,21 @@ impl ListenerRegistry {
             }
             None => false,
         }
+    }
+
+    /// Sends `data` on every open stream, each numbered in its own sequence.
+    /// Notifications are not logged: `tools/list_changed` carries no state a
+    /// client could miss (it can always list again).
+    pub(crate) fn broadcast(&mut self, data: &str) {
+        self.senders.retain(|s| !s.tx.is_closed());
+        self.senders.retain(|s| {
+            let seq = s.next_notification_seq.fetch_add(1, Ordering::AcqRel);
+            s.send(SseEvent {
+                stream_id: s.stream_id.clone(),
+                seq,
+                data: data.to_string(),
+            })
+        });
     }
 
     pub(crate) fn live(&mut self) -> usize {

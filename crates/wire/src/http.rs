@@ -316,7 +316,7 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
     RequestScope {
         ctx: &lease.ctx,
         protocol_version: lease.protocol_version(),
-        tools: &lease.tools,
+        tools: lease.tools(),
     }
 }
 
@@ -382,7 +382,7 @@ async fn post_sessionless(
     let scope = RequestScope {
         ctx: &ctx,
         protocol_version: versions::SESSIONLESS,
-        tools: &tools,
+        tools,
     };
     Ok(json_response(app.server().handle(&scope, &req).await))
 }

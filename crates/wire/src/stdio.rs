@@ -47,7 +47,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                     let scope = RequestScope {
                         ctx: &ctx,
                         protocol_version: version,
-                        tools: &tools,
+                        tools: tools.clone(),
                     };
                     out.push(server.handle(&scope, req).await);
                 }
