@@ -25,6 +25,10 @@ before(async () => {
     req.on("end", () => {
       seen.push({ method: req.method, url: req.url, headers: req.headers, body });
       res.setHeader("content-type", "application/json");
+      if (req.url === "/spec.yaml") {
+        res.setHeader("content-type", "application/yaml");
+        return res.end(readFileSync(SPEC));
+      }
       if (req.url.startsWith("/v1/pets/missing")) {
         res.statusCode = 404;
         return res.end(JSON.stringify({ message: "no such pet" }));
@@ -127,6 +131,24 @@ test("openapi: executor call runs one tool from a shell through the same pipelin
   const bad = await callCli("petstore.pets.showPetById", "{}");
   assert.notEqual(bad.code, 0);
   assert.match(bad.stdout, /invalid_tool_arguments/);
+});
+
+test("openapi: a spec is imported from a URL through the same SSRF guard", async () => {
+  const addFromUrl = (...extra) =>
+    new Promise((resolve) =>
+      execFile(
+        BIN,
+        ["integrations", "add", "openapi", "--spec", `http://127.0.0.1:${upstream.address().port}/spec.yaml`, "--namespace", "remote", ...extra, "--data-dir", srv.dataDir],
+        (error, stdout, stderr) => resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
+      ),
+    );
+  const refused = await addFromUrl();
+  assert.notEqual(refused.code, 0);
+  assert.match(refused.stderr, /allow-local-network/);
+  const added = await addFromUrl("--allow-local-network");
+  assert.equal(added.code, 0, added.stderr);
+  assert.match(added.stdout, /remote: 3 tools/);
+  srv.cli(["integrations", "remove", "remote", "--data-dir", srv.dataDir]);
 });
 
 test("openapi: the secret appears in no response, log, record or file of the data dir", async () => {

@@ -140,6 +140,8 @@ pub enum IntegrationsCommand {
     /// Re-read an integration's source and replace its tools.
     Refresh {
         namespace: String,
+        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+        allow_local_network: bool,
         #[arg(long)]
         org: Option<String>,
     },
@@ -155,9 +157,12 @@ pub enum IntegrationsCommand {
 pub enum AddIntegration {
     /// An OpenAPI 3.x or Swagger 2.0 document (JSON or YAML).
     Openapi {
-        /// A file path (URLs arrive with the HTTP client).
+        /// A file path or an http(s) URL.
         #[arg(long)]
         spec: String,
+        /// Allow fetching the spec from a loopback/private address.
+        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+        allow_local_network: bool,
         /// The first segment of every tool address (letters, digits, `_`).
         #[arg(long)]
         namespace: String,

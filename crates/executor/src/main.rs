@@ -197,12 +197,21 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
     match command {
         IntegrationsCommand::Add(AddIntegration::Openapi {
             spec,
+            allow_local_network,
             namespace,
             base_url,
             org,
         }) => {
             let org_id = resolve_org(store, org.as_deref()).await?;
-            import_openapi(store, &org_id, &spec, &namespace, base_url).await
+            import_openapi(
+                store,
+                &org_id,
+                &spec,
+                &namespace,
+                base_url,
+                allow_local_network,
+            )
+            .await
         }
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
@@ -218,7 +227,11 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
             }
             Ok(())
         }
-        IntegrationsCommand::Refresh { namespace, org } => {
+        IntegrationsCommand::Refresh {
+            namespace,
+            allow_local_network,
+            org,
+        } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
             let existing = store.list_integrations(&org_id, true).await?;
             let record = existing
@@ -228,7 +241,15 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
             let previous: ImportedIntegration = serde_json::from_str(&record.document)?;
             // Keep an operator-given base URL across refreshes.
             let base_url = previous.base_url.filter(|_| record.base_url.is_some());
-            import_openapi(store, &org_id, &record.source, &namespace, base_url).await
+            import_openapi(
+                store,
+                &org_id,
+                &record.source,
+                &namespace,
+                base_url,
+                allow_local_network,
+            )
+            .await
         }
         IntegrationsCommand::Remove { namespace, org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
@@ -241,6 +262,9 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
     }
 }
 
+/// Largest API description fetched from a URL.
+const MAX_SPEC_BYTES: usize = 128 * 1024 * 1024;
+
 /// Reads, imports and stores an OpenAPI document, showing progress.
 async fn import_openapi(
     store: &dyn Store,
@@ -248,10 +272,23 @@ async fn import_openapi(
     source: &str,
     namespace: &str,
     base_url: Option<String>,
+    allow_local_network: bool,
 ) -> AnyResult<()> {
-    let text = std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))?;
+    let is_url = source.starts_with("http://") || source.starts_with("https://");
+    let text = if is_url {
+        let http = HttpInvoker::new(HttpConfig {
+            allow_local_network,
+            ..HttpConfig::default()
+        })?;
+        http.fetch_document(source, MAX_SPEC_BYTES)
+            .await
+            .map_err(|e| format!("cannot fetch {source}: {}", e.message))?
+    } else {
+        std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))?
+    };
     let options = ImportOptions {
         base_url,
+        source_url: is_url.then(|| source.to_string()),
         ..ImportOptions::new(namespace)
     };
     let started = std::time::Instant::now();

@@ -254,6 +254,44 @@ impl HttpInvoker {
         self.read_response(response, is_head).await
     }
 
+    /// GETs a document (an API description) through the same client, SSRF
+    /// guard and timeouts as tool calls; at most `max_bytes`.
+    pub async fn fetch_document(&self, url: &str, max_bytes: usize) -> Result<String, HttpFailure> {
+        let parsed =
+            Url::parse(url).map_err(|e| HttpFailure::invalid(format!("not a URL: {e}")))?;
+        self.check_target(&parsed)?;
+        let host = parsed.host_str().unwrap_or_default().to_string();
+        let sent =
+            tokio::time::timeout(self.config.header_timeout, self.client.get(parsed).send()).await;
+        let response = match sent {
+            Err(_) => {
+                return Err(HttpFailure::timeout(
+                    "the document's server sent no response in time",
+                ));
+            }
+            Ok(Err(e)) => return Err(send_failure(&e, &host)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(HttpFailure {
+                status: Some(status),
+                ..HttpFailure::upstream(
+                    format!("fetching the document answered HTTP {status}"),
+                    false,
+                )
+            });
+        }
+        let (bytes, truncated) = self.read_body(response, max_bytes).await?;
+        if truncated {
+            return Err(HttpFailure::upstream(
+                format!("the document is larger than {max_bytes} bytes"),
+                false,
+            ));
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Literal IP hosts never reach the resolver, so they are checked here.
     fn check_target(&self, url: &Url) -> Result<(), HttpFailure> {
         if !matches!(url.scheme(), "http" | "https") {
