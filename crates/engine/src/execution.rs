@@ -388,8 +388,6 @@ pub struct SavedExecution {
     pub journal: Vec<JournalEntry>,
     /// The action and envelope of the resume that settled it.
     pub settled: Option<(Action, Value)>,
-    /// True when the window closed before anyone resumed.
-    pub expired: bool,
 }
 
 fn iso8601(ms: i64) -> String {

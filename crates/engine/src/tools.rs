@@ -213,7 +213,6 @@ impl Engine {
             pending: None,
             journal: Vec::new(),
             settled: None,
-            expired: false,
         };
         match self.start(saved, None).await {
             Ok(live) => {
