@@ -16,7 +16,7 @@
 //! apply the decision there.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use executor_store::{Principal, now_ms};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// How long a human has to decide, by default (SPEC §12).
 pub const APPROVAL_WINDOW: Duration = Duration::from_secs(4 * 60);
@@ -42,6 +42,16 @@ pub enum Action {
     Cancel,
 }
 
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Accept => "accept",
+            Action::Decline => "decline",
+            Action::Cancel => "cancel",
+        }
+    }
+}
+
 impl std::str::FromStr for Action {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -54,6 +64,58 @@ impl std::str::FromStr for Action {
             )),
         }
     }
+}
+
+/// A pending approval as the human is asked about it, inline (native
+/// elicitation) rather than through the `resume` tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    pub execution_id: String,
+    /// The tool address, e.g. `github.issues.create`.
+    pub address: String,
+    pub args: Value,
+    /// `Approve <address>?` with the arguments (≤ 4,000 chars).
+    pub message: String,
+    pub expires_at_ms: i64,
+}
+
+impl ApprovalRequest {
+    pub(crate) fn of(execution_id: &str, pending: &PendingCall) -> Self {
+        ApprovalRequest {
+            execution_id: execution_id.to_string(),
+            address: pending.path.clone(),
+            args: pending.args.clone(),
+            message: format!(
+                "Approve {}?\n\nArguments:\n{}",
+                pending.path,
+                args_preview(&pending.args)
+            ),
+            expires_at_ms: pending.expires_at_ms,
+        }
+    }
+
+    /// The request a paused envelope (SPEC §9) stands for.
+    pub fn from_paused(paused: &Value) -> Option<Self> {
+        if !is_paused(paused) {
+            return None;
+        }
+        let sc = &paused["structuredContent"];
+        let pending = PendingCall {
+            index: 0,
+            path: sc["interaction"]["address"].as_str()?.to_string(),
+            args: sc["interaction"]["args"].clone(),
+            expires_at_ms: now_ms() + sc["ttlMs"].as_i64()?,
+        };
+        Some(Self::of(sc["executionId"].as_str()?, &pending))
+    }
+}
+
+/// Asks the human about a pending call inline (native elicitation mode).
+/// `None` means nobody could answer (the client failed or went away): the
+/// call is then cancelled. The transport that can reach the client
+/// implements this; the engine only waits on it, bounded by the window.
+pub trait ApprovalPrompt: Send + Sync {
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Option<Action>>;
 }
 
 /// The decision a waiting tool call receives.
@@ -222,13 +284,7 @@ pub(crate) fn declined_message(path: &str, reason: &str) -> String {
 
 /// The paused `CallToolResult` (SPEC §9).
 pub(crate) fn paused_envelope(execution_id: &str, pending: &PendingCall) -> Value {
-    let args_text = serde_json::to_string_pretty(&pending.args).unwrap_or_default();
-    let preview: String = args_text.chars().take(MAX_ARGS_PREVIEW_CHARS).collect();
-    let preview = if preview.len() < args_text.len() {
-        format!("{preview}\n… (arguments truncated)")
-    } else {
-        preview
-    };
+    let preview = args_preview(&pending.args);
     let ttl_ms = (pending.expires_at_ms - now_ms()).max(0);
     let expires_at = iso8601(pending.expires_at_ms);
     let message = format!("Approve {}?", pending.path);
@@ -247,6 +303,22 @@ pub(crate) fn paused_envelope(execution_id: &str, pending: &PendingCall) -> Valu
             "interaction": { "kind": "form", "message": message, "address": pending.path, "args": pending.args },
         },
     })
+}
+
+/// The arguments as pretty JSON, cut at 4,000 characters.
+fn args_preview(args: &Value) -> String {
+    let args_text = serde_json::to_string_pretty(args).unwrap_or_default();
+    let preview: String = args_text.chars().take(MAX_ARGS_PREVIEW_CHARS).collect();
+    if preview.len() < args_text.len() {
+        format!("{preview}\n… (arguments truncated)")
+    } else {
+        preview
+    }
+}
+
+/// Whether a `CallToolResult` is the paused envelope.
+pub fn is_paused(result: &Value) -> bool {
+    result["structuredContent"]["status"] == "waiting_for_interaction"
 }
 
 /// Why a resume cannot proceed (SPEC §9).
@@ -295,6 +367,11 @@ pub(crate) struct LiveExecution {
     /// The runner's events. Holding this lock is holding the execution:
     /// concurrent resumes queue here, and the second sees the first's result.
     pub(crate) events: tokio::sync::Mutex<mpsc::UnboundedReceiver<RunEvent>>,
+    /// Set while the human is asked inline (native elicitation): a decision
+    /// posted from outside (`executor resume`) then answers through
+    /// `posted` instead of a `resume`.
+    pub(crate) asked_inline: AtomicBool,
+    pub(crate) posted: watch::Sender<Option<Action>>,
 }
 
 impl LiveExecution {
@@ -307,6 +384,8 @@ impl LiveExecution {
             saved: Mutex::new(saved),
             gate,
             events: tokio::sync::Mutex::new(events),
+            asked_inline: AtomicBool::new(false),
+            posted: watch::channel(None).0,
         })
     }
 
@@ -356,6 +435,22 @@ impl Executions {
         if let Ok(mut map) = self.live.lock() {
             map.remove(id);
         }
+    }
+
+    /// The executions waiting for a decision now.
+    pub(crate) fn waiting(&self) -> Vec<Arc<LiveExecution>> {
+        let now = now_ms();
+        let Ok(map) = self.live.lock() else {
+            return Vec::new();
+        };
+        map.values()
+            .filter(|live| {
+                live.saved
+                    .lock()
+                    .is_ok_and(|s| s.pending.as_ref().is_some_and(|p| p.expires_at_ms > now))
+            })
+            .cloned()
+            .collect()
     }
 
     /// Whether an execution of this session waits for approval now (the

@@ -24,6 +24,7 @@ pub use catalog::{
 };
 pub use core_tools::entries as core_tool_entries;
 pub use envelope::internal_error_id;
+pub use execution::{Action, ApprovalPrompt, ApprovalRequest, is_paused};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;
 pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError};

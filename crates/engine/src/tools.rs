@@ -1,7 +1,8 @@
 //! The three MCP tools and their dispatch.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome};
 use executor_store::{ExecutionRecord, Store, now_ms};
@@ -14,13 +15,19 @@ use crate::catalog::Catalog;
 use crate::core_tools;
 use crate::envelope::{self, internal_error_id};
 use crate::execution::{
-    Action, ApprovalGate, Decision, Executions, LiveExecution, ResumeRefusal, RunEvent,
-    SavedExecution, paused_envelope,
+    Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, Executions, LiveExecution,
+    ResumeRefusal, RunEvent, SavedExecution, is_paused, paused_envelope,
 };
 use crate::invoke::{ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
 use crate::normalize::normalize;
 use crate::skills::SKILLS;
+
+/// How often a server looks for decisions posted by `executor resume`.
+const POSTED_DECISION_POLL: Duration = Duration::from_millis(200);
+
+/// How long `executor resume` follows a run a server has taken over.
+const FOLLOW_RESUMED_RUN: Duration = Duration::from_secs(600);
 
 /// Integration namespaces listed in the `execute` description, at most.
 const MAX_LISTED_INTEGRATIONS: usize = 50;
@@ -172,21 +179,40 @@ impl Engine {
     }
 
     /// Runs one tool. Tool-level failures are `Ok` results with `isError`.
+    /// Approvals use model mode: a pause answers with the paused envelope.
     pub async fn call_tool(
         &self,
         ctx: &CallContext,
         name: &str,
         args: &Value,
     ) -> Result<Value, ToolCallError> {
+        self.call_tool_asking(ctx, name, args, None).await
+    }
+
+    /// [`Engine::call_tool`], with approvals asked through `prompt` inline
+    /// (native elicitation) when there is one: the call then answers only
+    /// when the program has finished.
+    pub async fn call_tool_asking(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        args: &Value,
+        prompt: Option<&dyn ApprovalPrompt>,
+    ) -> Result<Value, ToolCallError> {
         match name {
-            "execute" => Ok(self.execute(ctx, args).await),
+            "execute" => Ok(self.execute(ctx, args, prompt).await),
             "skills" => Ok(self.skills(ctx, args).await),
             "resume" => Ok(self.resume(ctx, args).await),
             other => Err(ToolCallError::UnknownTool(other.to_string())),
         }
     }
 
-    async fn execute(&self, ctx: &CallContext, args: &Value) -> Value {
+    async fn execute(
+        &self,
+        ctx: &CallContext,
+        args: &Value,
+        prompt: Option<&dyn ApprovalPrompt>,
+    ) -> Value {
         let Some(code) = args.get("code").and_then(Value::as_str) else {
             return envelope::tool_error(
                 "execute needs {\"code\": string}: the program to run",
@@ -217,10 +243,61 @@ impl Engine {
         match self.start(saved, None).await {
             Ok(live) => {
                 let mut events = live.events.lock().await;
-                self.advance(&live, &mut events).await
+                let answer = self.advance(&live, &mut events).await;
+                match prompt {
+                    Some(prompt) => self.ask_inline(&live, &mut events, answer, prompt).await,
+                    None => answer,
+                }
             }
             Err(envelope) => envelope,
         }
+    }
+
+    /// Native elicitation: while the run is paused, asks `prompt` and hands
+    /// the answer to the waiting call, until the program finishes. The
+    /// window still bounds each wait; when it closes the call is declined
+    /// with `approval_timeout` as in model mode.
+    async fn ask_inline(
+        &self,
+        live: &Arc<LiveExecution>,
+        events: &mut mpsc::UnboundedReceiver<RunEvent>,
+        mut answer: Value,
+        prompt: &dyn ApprovalPrompt,
+    ) -> Value {
+        while is_paused(&answer) {
+            let Some(saved) = live.snapshot() else {
+                return internal_error("execution state lock poisoned", &"poisoned");
+            };
+            let Some(pending) = saved.pending else {
+                return answer;
+            };
+            let request = ApprovalRequest::of(&saved.id, &pending);
+            let window = Duration::from_millis((pending.expires_at_ms - now_ms()).max(0) as u64);
+            live.asked_inline.store(true, Ordering::Release);
+            let mut posted = live.posted.subscribe();
+            let asked = async {
+                let posted = async { posted.wait_for(Option::is_some).await.ok().and_then(|a| *a) };
+                tokio::select! {
+                    action = prompt.ask(request) => action,
+                    Some(action) = posted => Some(action),
+                }
+            };
+            let asked = tokio::time::timeout(window, asked).await;
+            live.posted.send_replace(None);
+            let action = match asked {
+                Ok(Some(action)) => action,
+                // The client could not ask: nobody approved, so it is cancelled.
+                Ok(None) => Action::Cancel,
+                // The gate has declined it by itself (approval_timeout).
+                Err(_) => Action::Decline,
+            };
+            // False when the window closed first; the run goes on either way.
+            live.gate.answer(decision_of(action));
+            live.update(|s| s.pending = None);
+            answer = self.advance(live, events).await;
+            self.settle_if_finished(live, action, &answer).await;
+        }
+        answer
     }
 
     /// Records and answers a program that never ran (syntax errors and the like).
@@ -384,6 +461,136 @@ impl Engine {
         answer
     }
 
+    /// Applies decisions posted by `executor resume` (another process) to
+    /// the executions this process holds paused. Spawn once per server.
+    pub async fn apply_posted_decisions(self: Arc<Self>) {
+        let mut interval = tokio::time::interval(POSTED_DECISION_POLL);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            for live in self.executions.waiting() {
+                let Some(saved) = live.snapshot() else {
+                    continue;
+                };
+                let action = match self.store.take_execution_decision(&saved.id).await {
+                    Ok(Some(action)) => action.parse::<Action>(),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read posted decisions");
+                        continue;
+                    }
+                };
+                let Ok(action) = action else {
+                    tracing::warn!(execution = %saved.id, "ignoring a malformed posted decision");
+                    continue;
+                };
+                if live.asked_inline.load(Ordering::Acquire) {
+                    live.posted.send_replace(Some(action));
+                    continue;
+                }
+                let engine = self.clone();
+                tokio::spawn(async move {
+                    let ctx = CallContext {
+                        principal: saved.owner.clone(),
+                        session_id: saved.session_id.clone(),
+                    };
+                    let args = json!({ "executionId": saved.id, "action": action });
+                    engine.resume(&ctx, &args).await;
+                });
+            }
+        }
+    }
+
+    /// `executor resume`: decides a paused execution from another process.
+    /// The decision is posted to the store; the server holding the run
+    /// applies it and this waits for the outcome. When no server takes it
+    /// within `wait` (none is running, or none holds the run since a
+    /// restart), it is taken back and applied here by replay.
+    pub async fn resume_from_outside(&self, id: &str, action: Action, wait: Duration) -> Value {
+        let saved = match self.load_saved(id).await {
+            Ok(saved) => saved,
+            Err(answer) => return answer,
+        };
+        if let Some(answer) = settled_answer(&saved, action) {
+            return answer;
+        }
+        let Some(pending) = saved.pending.clone() else {
+            return ResumeRefusal::NotFound.envelope(id);
+        };
+        if pending.expires_at_ms <= now_ms() {
+            return ResumeRefusal::Expired.envelope(id);
+        }
+        let owner = CallContext {
+            principal: saved.owner.clone(),
+            session_id: saved.session_id.clone(),
+        };
+        let args = json!({ "executionId": id, "action": action });
+        match self
+            .store
+            .post_execution_decision(id, action.as_str())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return envelope::tool_error(
+                    &format!("a decision for {id} is already waiting to be applied"),
+                    &[],
+                );
+            }
+            Err(e) => return internal_error("could not post the decision", &e),
+        }
+        // Taken by a server within `wait`: follow the run until it settles
+        // or pauses again (bounded by the execution's own limits).
+        let mut deadline = Instant::now() + wait;
+        let mut taken = false;
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Ok(saved) = self.load_saved(id).await {
+                if let Some(answer) = settled_answer(&saved, action) {
+                    return answer;
+                }
+                match &saved.pending {
+                    Some(next) if next.index != pending.index => {
+                        return paused_envelope(id, next);
+                    }
+                    _ => {}
+                }
+            }
+            if Instant::now() < deadline {
+                continue;
+            }
+            if taken {
+                return envelope::tool_error(
+                    &format!(
+                        "{id} was resumed by the server but has not finished yet; see `executor executions show {id}`"
+                    ),
+                    &[],
+                );
+            }
+            match self.store.take_execution_decision(id).await {
+                // Nobody took it: apply it in this process.
+                Ok(Some(_)) => return self.resume(&owner, &args).await,
+                Ok(None) => {
+                    taken = true;
+                    deadline = Instant::now() + FOLLOW_RESUMED_RUN;
+                }
+                Err(e) => return internal_error("could not take the decision back", &e),
+            }
+        }
+    }
+
+    async fn load_saved(&self, id: &str) -> Result<SavedExecution, Value> {
+        let state = self
+            .store
+            .load_execution_state(id)
+            .await
+            .map_err(|e| internal_error("could not load execution", &e))?;
+        match state.as_deref().map(serde_json::from_str) {
+            Some(Ok(saved)) => Ok(saved),
+            _ => Err(ResumeRefusal::NotFound.envelope(id)),
+        }
+    }
+
     /// After a restart: rebuilds a paused execution from the store and
     /// replays it up to its pending call, which receives the decision.
     async fn restore(
@@ -392,15 +599,7 @@ impl Engine {
         id: &str,
         action: Action,
     ) -> Result<Arc<LiveExecution>, Value> {
-        let state = self
-            .store
-            .load_execution_state(id)
-            .await
-            .map_err(|e| internal_error("could not load execution", &e))?;
-        let saved: SavedExecution = match state.as_deref().map(serde_json::from_str) {
-            Some(Ok(saved)) => saved,
-            _ => return Err(ResumeRefusal::NotFound.envelope(id)),
-        };
+        let saved = self.load_saved(id).await?;
         if saved.owner != ctx.principal {
             return Err(ResumeRefusal::Forbidden.envelope(id));
         }
@@ -427,8 +626,7 @@ impl Engine {
 
     /// Remembers the final answer of a resumed execution, for repeats.
     async fn settle_if_finished(&self, live: &Arc<LiveExecution>, action: Action, answer: &Value) {
-        let paused_again = answer["structuredContent"]["status"] == "waiting_for_interaction";
-        if paused_again {
+        if is_paused(answer) {
             return;
         }
         if let Some(saved) = live.update(|s| {

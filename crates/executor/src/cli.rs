@@ -88,6 +88,20 @@ pub enum Command {
         #[command(flatten)]
         engine: EngineOpts,
     },
+    /// Decide a paused execution (the `resume` tool, from a shell): the
+    /// running server applies it and this prints the outcome; with no
+    /// server holding the run, it is replayed and applied here.
+    Resume {
+        /// The exec_… id from the paused result or `executions list`.
+        execution_id: String,
+        #[arg(long, value_parser = ["accept", "decline", "cancel"])]
+        action: String,
+        /// Seconds to wait for a running server to take the decision.
+        #[arg(long, default_value_t = 3)]
+        wait: u64,
+        #[command(flatten)]
+        engine: EngineOpts,
+    },
 }
 
 #[derive(Debug, Subcommand)]

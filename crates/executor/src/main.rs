@@ -125,6 +125,19 @@ async fn run(cli: Cli) -> AnyResult<()> {
             let engine = engine(store, &cli.global, &opts)?;
             call_tool(&engine, principal, &path, &input).await
         }
+        Command::Resume {
+            execution_id,
+            action,
+            wait,
+            engine: opts,
+        } => {
+            let engine = engine(store, &cli.global, &opts)?;
+            let action: executor_engine::Action = action.parse()?;
+            let result = engine
+                .resume_from_outside(&execution_id, action, Duration::from_secs(wait))
+                .await;
+            print_result(&result)
+        }
         Command::Tools(ToolsCommand::Search { query, limit, org }) => {
             let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
             let catalogs = store_catalogs(store.clone(), &cli.global, false)?;
@@ -357,6 +370,11 @@ async fn call_tool(
     let result = engine
         .call_tool(&ctx, "execute", &serde_json::json!({ "code": code }))
         .await?;
+    print_result(&result)
+}
+
+/// Prints a `CallToolResult`'s text; fails when it is an error.
+fn print_result(result: &serde_json::Value) -> AnyResult<()> {
     let text = result["content"]
         .as_array()
         .into_iter()
@@ -563,6 +581,7 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
         },
     );
     tokio::spawn(sessions.clone().run_maintenance());
+    tokio::spawn(sessions.server().engine().clone().apply_posted_decisions());
     let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
     let local = listener.local_addr()?;
     let hosts = match (&opts.allowed_hosts, local.ip().is_loopback()) {

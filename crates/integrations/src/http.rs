@@ -227,8 +227,12 @@ impl HttpInvoker {
     ) -> Result<HttpSuccess, HttpFailure> {
         let args = arg_map(args)?;
         let mut parts = RequestParts::from_args(tool, args)?;
-        let method = choose_auth_method(auth, tool.security.as_deref());
-        parts.apply_credential(placement(method, credential))?;
+        // `security: []` declares the operation public: no credential goes out.
+        let public = tool.security.as_ref().is_some_and(Vec::is_empty);
+        if !public {
+            let method = choose_auth_method(auth, tool.security.as_deref(), credential);
+            parts.apply_credential(placement(method, credential))?;
+        }
         let base = tool.base_url.as_deref().unwrap_or(base_url);
         let url = parts.url(base)?;
         let host = url.host_str().unwrap_or_default().to_string();
@@ -970,14 +974,43 @@ enum Placement<'a> {
     Basic(&'a str, &'a str),
 }
 
-/// The first method the tool's `security` names, else the first declared.
+/// Among the methods the tool's `security` names (else all declared), the
+/// first that fits the kind of credential held, else the first: an API key
+/// goes where an API-key scheme says even when an OAuth2 scheme is listed
+/// before it.
 fn choose_auth_method<'a>(
     auth: &'a [AuthMethod],
     security: Option<&[String]>,
+    credential: &Credential,
 ) -> Option<&'a AuthMethod> {
-    security
-        .and_then(|names| auth.iter().find(|m| names.iter().any(|n| n == m.scheme())))
-        .or_else(|| auth.first())
+    let named: Vec<&AuthMethod> = security
+        .map(|names| {
+            auth.iter()
+                .filter(|m| names.iter().any(|n| n == m.scheme()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let candidates = if named.is_empty() {
+        auth.iter().collect()
+    } else {
+        named
+    };
+    let fits = |m: &&&AuthMethod| match credential {
+        Credential::ApiKey(_) => matches!(
+            m,
+            AuthMethod::ApiKeyHeader { .. }
+                | AuthMethod::ApiKeyQuery { .. }
+                | AuthMethod::ApiKeyCookie { .. }
+        ),
+        Credential::Bearer(_) => matches!(m, AuthMethod::Bearer { .. } | AuthMethod::OAuth2 { .. }),
+        Credential::Basic { .. } => matches!(m, AuthMethod::Basic { .. }),
+        Credential::None => false,
+    };
+    candidates
+        .iter()
+        .find(fits)
+        .or_else(|| candidates.first())
+        .copied()
 }
 
 /// A username and password always go as Basic; a single secret goes where
@@ -1522,14 +1555,23 @@ mod tests {
     #[test]
     fn auth_method_follows_security() {
         let auth = vec![key("header"), AuthMethod::Bearer { scheme: "b".into() }];
-        let chosen = |security: Option<&[String]>| {
-            choose_auth_method(&auth, security).map(AuthMethod::scheme)
+        let key_cred = Credential::ApiKey("t".into());
+        let bearer_cred = Credential::Bearer("t".into());
+        let chosen = |security: Option<&[String]>, cred: &Credential| {
+            choose_auth_method(&auth, security, cred).map(AuthMethod::scheme)
         };
-        assert_eq!(chosen(Some(&["b".to_string()])), Some("b"));
-        assert_eq!(chosen(Some(&["zzz".to_string()])), Some("k"));
-        assert_eq!(chosen(None), Some("k"));
-        assert_eq!(choose_auth_method(&[], None), None);
-        let cred = Credential::ApiKey("t".into());
+        assert_eq!(chosen(Some(&["b".to_string()]), &key_cred), Some("b"));
+        assert_eq!(chosen(Some(&["zzz".to_string()]), &key_cred), Some("k"));
+        assert_eq!(chosen(None, &key_cred), Some("k"));
+        assert_eq!(chosen(None, &bearer_cred), Some("b"));
+        assert_eq!(choose_auth_method(&[], None, &key_cred), None);
+        // An OAuth2 scheme listed first does not capture an API key.
+        let oauth_first = vec![AuthMethod::OAuth2 { scheme: "o".into() }, key("header")];
+        assert_eq!(
+            choose_auth_method(&oauth_first, None, &key_cred).map(AuthMethod::scheme),
+            Some("k")
+        );
+        let cred = key_cred;
         let oauth = AuthMethod::OAuth2 { scheme: "o".into() };
         assert!(placement(Some(&oauth), &cred) == Some(Placement::Bearer("t")));
         assert!(placement(None, &cred) == Some(Placement::Bearer("t")));

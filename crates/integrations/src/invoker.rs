@@ -124,7 +124,7 @@ impl ToolInvoker for OpenApiInvoker {
             })?;
             let credential = match credentials.for_integration(&org_id, &namespace).await? {
                 Some(c) => c,
-                None if needs_credential(&tool, &auth) => {
+                None if needs_credential(&tool) => {
                     return Err(ToolError::new(
                         "connection_missing",
                         format!(
@@ -149,12 +149,11 @@ impl ToolInvoker for OpenApiInvoker {
 }
 
 /// Whether the operation declares security that a missing connection
-/// cannot satisfy.
-fn needs_credential(tool: &OperationTool, auth: &[AuthMethod]) -> bool {
-    match &tool.security {
-        Some(schemes) => !schemes.is_empty(),
-        None => !auth.is_empty(),
-    }
+/// cannot satisfy. No `security` anywhere means no requirement (OpenAPI's
+/// rule), even when schemes are declared; a connection, if set, is still
+/// sent for such operations, since documents often forget `security`.
+fn needs_credential(tool: &OperationTool) -> bool {
+    tool.security.as_ref().is_some_and(|s| !s.is_empty())
 }
 
 fn tool_error(f: HttpFailure) -> ToolError {

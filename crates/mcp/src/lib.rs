@@ -2,9 +2,11 @@
 //! protocol-version negotiation, and [`McpServer`], which answers one request
 //! for one session (or for a sessionless 2026-07-28 request).
 
+mod approvals;
 mod jsonrpc;
 mod server;
 pub mod versions;
 
+pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
 pub use jsonrpc::{Incoming, Message, Request, RpcError, error_response, parse, result_response};
 pub use server::{McpServer, RequestScope};

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use executor_engine::{CallContext, Engine, ToolCallError};
 use serde_json::{Value, json};
 
+use crate::approvals::{self, Approvals};
 use crate::jsonrpc::{Request, RpcError, error_response, result_response};
 use crate::versions;
 
@@ -22,11 +23,13 @@ const LOG_LEVELS: [&str; 8] = [
 ];
 
 /// What one request is answered with: who asks, in which session, on which
-/// protocol version, against which tool-list snapshot.
+/// protocol version, against which tool-list snapshot, and how approvals
+/// reach the human.
 pub struct RequestScope<'a> {
     pub ctx: &'a CallContext,
     pub protocol_version: &'a str,
     pub tools: Arc<Vec<Value>>,
+    pub approvals: Approvals<'a>,
 }
 
 pub struct McpServer {
@@ -143,12 +146,33 @@ impl McpServer {
                 "tools/call params.arguments must be an object",
             ));
         }
-        self.engine
-            .call_tool(scope.ctx, name, args)
-            .await
-            .map_err(|e| match e {
-                ToolCallError::UnknownTool(_) => RpcError::invalid_params(e.to_string()),
-            })
+        let engine = &self.engine;
+        let result = match scope.approvals {
+            Approvals::Model => engine.call_tool(scope.ctx, name, args).await,
+            Approvals::Elicit(prompt) => {
+                engine
+                    .call_tool_asking(scope.ctx, name, args, Some(prompt))
+                    .await
+            }
+            Approvals::InputRequired => {
+                // A retry carries the answer to our elicitation: it resumes
+                // the execution its requestState names.
+                let result = match approvals::retried(params)? {
+                    Some((execution_id, action)) => {
+                        let resume = json!({ "executionId": execution_id, "action": action });
+                        engine.call_tool(scope.ctx, "resume", &resume).await
+                    }
+                    None => engine.call_tool(scope.ctx, name, args).await,
+                };
+                result.map(|r| match executor_engine::is_paused(&r) {
+                    true => approvals::input_required(&r),
+                    false => r,
+                })
+            }
+        };
+        result.map_err(|e| match e {
+            ToolCallError::UnknownTool(_) => RpcError::invalid_params(e.to_string()),
+        })
     }
 }
 
@@ -159,7 +183,7 @@ fn decorate(version: &str, method: &str, mut result: Value) -> Value {
         return result;
     }
     if let Some(obj) = result.as_object_mut() {
-        obj.insert("resultType".into(), json!("complete"));
+        obj.entry("resultType").or_insert(json!("complete"));
         if matches!(method, "tools/list" | "server/discover") {
             obj.insert("ttlMs".into(), json!(0));
             obj.insert("cacheScope".into(), json!("private"));

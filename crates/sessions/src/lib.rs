@@ -11,5 +11,5 @@ mod runtime;
 mod streams;
 
 pub use lifecycle::{AcquireError, Sessions, SessionsConfig, SessionsMetrics};
-pub use runtime::{Lease, Runtime};
+pub use runtime::{ClientResponse, Lease, Runtime};
 pub use streams::{Listener, OutboundStream, SseEvent, mark_delivered, parse_event_id, replay};

@@ -1,12 +1,13 @@
 //! What a live session holds in memory.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use executor_engine::CallContext;
 use executor_store::{SessionRecord, now_ms};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::streams::{Listener, ListenerRegistry, SseEvent};
 
@@ -23,6 +24,9 @@ pub struct Runtime {
     last_activity_ms: AtomicI64,
     in_flight: AtomicUsize,
     listeners: Mutex<ListenerRegistry>,
+    /// Server-initiated requests (elicitation) waiting for the client's
+    /// response, by JSON-encoded request id.
+    awaiting_client: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// Flips to true when the runtime is disposed; open streams end.
     disposed: watch::Sender<bool>,
 }
@@ -41,6 +45,7 @@ impl Runtime {
             last_activity_ms: AtomicI64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
             listeners: Mutex::new(ListenerRegistry::default()),
+            awaiting_client: Mutex::new(HashMap::new()),
             disposed: watch::channel(false).0,
         }
     }
@@ -106,6 +111,9 @@ impl Runtime {
 
     pub(crate) fn dispose(&self) {
         self.disposed.send_replace(true);
+        if let Ok(mut waiting) = self.awaiting_client.lock() {
+            waiting.clear();
+        }
         if let Ok(mut l) = self.listeners.lock() {
             l.clear();
         }
@@ -129,9 +137,54 @@ impl Runtime {
         }
     }
 
-    /// Number of open GET streams (for tests and metrics).
-    pub fn listener_count(&self) -> usize {
-        self.listeners.lock().map(|mut l| l.live()).unwrap_or(0)
+    /// Registers a server-initiated request with id `id` before it is
+    /// sent; the waiter resolves with the client's JSON-RPC response.
+    pub fn await_client_response(self: &Arc<Self>, id: &Value) -> ClientResponse {
+        let key = id.to_string();
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut waiting) = self.awaiting_client.lock() {
+            waiting.insert(key.clone(), tx);
+        }
+        ClientResponse {
+            runtime: self.clone(),
+            key,
+            rx,
+        }
+    }
+
+    /// Hands a JSON-RPC response POSTed by the client to the request that
+    /// waits for it. False when nothing waits (late, duplicate or unknown).
+    pub fn deliver_client_response(&self, response: &Value) -> bool {
+        let key = response.get("id").unwrap_or(&Value::Null).to_string();
+        let waiter = self
+            .awaiting_client
+            .lock()
+            .ok()
+            .and_then(|mut w| w.remove(&key));
+        waiter.is_some_and(|tx| tx.send(response.clone()).is_ok())
+    }
+}
+
+/// The client's answer to one server-initiated request. Dropping it (the
+/// asker gave up) forgets the request.
+pub struct ClientResponse {
+    runtime: Arc<Runtime>,
+    key: String,
+    rx: oneshot::Receiver<Value>,
+}
+
+impl ClientResponse {
+    /// The response, or None when the runtime went away first.
+    pub async fn recv(mut self) -> Option<Value> {
+        (&mut self.rx).await.ok()
+    }
+}
+
+impl Drop for ClientResponse {
+    fn drop(&mut self) {
+        if let Ok(mut waiting) = self.runtime.awaiting_client.lock() {
+            waiting.remove(&self.key);
+        }
     }
 }
 

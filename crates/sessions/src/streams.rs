@@ -268,11 +268,6 @@ impl ListenerRegistry {
         });
     }
 
-    pub(crate) fn live(&mut self) -> usize {
-        self.senders.retain(|s| !s.tx.is_closed());
-        self.senders.len()
-    }
-
     pub(crate) fn clear(&mut self) {
         self.senders.clear();
     }

@@ -110,6 +110,12 @@ pub trait Store: Send + Sync + 'static {
     /// Saves the resumable state of a paused execution (opaque JSON).
     async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()>;
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>>;
+    /// Posts a decision for a paused execution from outside the process
+    /// that runs it (`executor resume`). False when the execution is
+    /// unknown or a decision is already posted.
+    async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool>;
+    /// Takes the posted decision, if any: exactly one caller gets it.
+    async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>>;
     async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
     async fn list_executions(
         &self,

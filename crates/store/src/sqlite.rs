@@ -127,6 +127,10 @@ CREATE TABLE connections (
     PRIMARY KEY (org_id, namespace)
 );
 "#,
+    // A decision posted by `executor resume` for the process running it.
+    r#"
+ALTER TABLE execution_states ADD COLUMN decision TEXT;
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -703,6 +707,41 @@ impl Store for SqliteStore {
                 .query_row([id], |r| r.get(0))
                 .optional()?)
         })
+    }
+
+    async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool> {
+        let (id, action) = (id.to_string(), action.to_string());
+        self.writer
+            .write(move |conn| {
+                let changed = conn
+                    .prepare_cached(
+                        "UPDATE execution_states SET decision = ?2 WHERE id = ?1 AND decision IS NULL",
+                    )?
+                    .execute(params![id, action])?;
+                Ok(changed > 0)
+            })
+            .await
+    }
+
+    async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>> {
+        let id = id.to_string();
+        // Inside the writer's BEGIN IMMEDIATE: read-then-clear is atomic
+        // across processes.
+        self.writer
+            .write(move |conn| {
+                let decision: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT decision FROM execution_states WHERE id = ?1 AND decision IS NOT NULL",
+                    )?
+                    .query_row([&id], |r| r.get(0))
+                    .optional()?;
+                if decision.is_some() {
+                    conn.prepare_cached("UPDATE execution_states SET decision = NULL WHERE id = ?1")?
+                        .execute([&id])?;
+                }
+                Ok(decision)
+            })
+            .await
     }
 
     async fn upsert_integration(&self, r: IntegrationRecord) -> StoreResult<()> {

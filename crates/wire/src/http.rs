@@ -13,7 +13,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use executor_engine::CallContext;
-use executor_mcp::{Incoming, McpServer, Message, Request, RequestScope, RpcError, versions};
+use executor_mcp::{
+    Approvals, Incoming, McpServer, Message, Request, RequestScope, RpcError, versions,
+};
 use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
 use executor_store::{Principal, Store, tokens::random_id};
 use futures::{FutureExt, StreamExt};
@@ -103,6 +105,13 @@ pub async fn serve(
 #[derive(Debug, Deserialize, Default)]
 struct McpQuery {
     elicitation_mode: Option<String>,
+}
+
+impl McpQuery {
+    /// The client opted in to native elicitation (SPEC §9).
+    fn native(&self) -> bool {
+        self.elicitation_mode.as_deref() == Some("native")
+    }
 }
 
 async fn mcp_endpoint(
@@ -216,7 +225,7 @@ async fn post(
                 "initialize must not be part of a batch",
             ))),
             incoming if is_sessionless(version_header, &incoming) => {
-                post_sessionless(app, principal, incoming).await
+                post_sessionless(app, principal, incoming, query).await
             }
             _ => Err(WireError::BadRequest(
                 "Mcp-Session-Id header is required".into(),
@@ -252,7 +261,7 @@ async fn initialize(
     let version = versions::negotiate(requested);
     let client_info = req.params.get("clientInfo").cloned().unwrap_or(Value::Null);
     let capabilities = req.params.get("capabilities").cloned().unwrap_or(json!({}));
-    let native = query.elicitation_mode.as_deref() == Some("native");
+    let native = executor_mcp::native_mode(version, query.native(), &capabilities);
     let lease = app
         .sessions
         .create(
@@ -280,6 +289,13 @@ async fn post_in_session(
         return Err(WireError::Rpc(RpcError::invalid_request(
             "batches are not supported on this protocol version",
         )));
+    }
+    for message in incoming.messages() {
+        if let Message::Response(response) = message
+            && !lease.deliver_client_response(response)
+        {
+            tracing::debug!("a client response matched no waiting request");
+        }
     }
     let requests: Vec<Request> = incoming
         .messages()
@@ -317,6 +333,7 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
         ctx: &lease.ctx,
         protocol_version: lease.protocol_version(),
         tools: lease.tools(),
+        approvals: Approvals::Model,
     }
 }
 
@@ -327,41 +344,137 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
 fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
     let store = app.store().clone();
     let server = app.server().clone();
-    let mut out = OutboundStream::new(store.clone(), lease.id(), random_id(9), 0);
+    let out = OutboundStream::new(store.clone(), lease.id(), random_id(9), 0);
     let preamble = vec![out.priming().frame()];
     let (tx, rx) = mpsc::channel(4);
+    let stream = RequestStream {
+        out: Arc::new(tokio::sync::Mutex::new(out)),
+        tx,
+        lease: lease.clone(),
+    };
     let stream_lease = lease.clone();
     tokio::spawn(async move {
-        let response = AssertUnwindSafe(server.handle(&scope_of(&lease), &req))
+        let prompt = lease.native_elicitation().then(|| ElicitPrompt {
+            stream: stream.clone(),
+        });
+        let scope = RequestScope {
+            approvals: match &prompt {
+                Some(p) => Approvals::Elicit(p),
+                None => Approvals::Model,
+            },
+            ..scope_of(&lease)
+        };
+        let response = AssertUnwindSafe(server.handle(&scope, &req))
             .catch_unwind()
             .await
             .unwrap_or_else(|_| {
                 tracing::error!(method = %req.method, "request handler panicked");
                 executor_mcp::error_response(&req.id, &RpcError::internal())
             });
-        let event = match out.log(&response).await {
-            Ok(event) => event,
-            Err(e) => {
-                tracing::error!(error = %e, "could not log response; sending it unlogged");
-                executor_sessions::SseEvent {
-                    stream_id: out.stream_id().to_string(),
-                    seq: 1,
-                    data: response.to_string(),
+        stream.send(&response).await;
+    });
+    sse::response(stream_lease, store, preamble, Source::Post(rx), false)
+}
+
+/// The SSE stream of one POSTed request: each message is logged, then
+/// written to the POST's socket, or to a GET stream once that socket is gone.
+#[derive(Clone)]
+struct RequestStream {
+    out: Arc<tokio::sync::Mutex<OutboundStream>>,
+    tx: mpsc::Sender<executor_sessions::SseEvent>,
+    lease: Lease,
+}
+
+impl RequestStream {
+    async fn send(&self, message: &Value) {
+        let event = {
+            let mut out = self.out.lock().await;
+            match out.log(message).await {
+                Ok(event) => event,
+                Err(e) => {
+                    tracing::error!(error = %e, "could not log a message; sending it unlogged");
+                    executor_sessions::SseEvent {
+                        stream_id: out.stream_id().to_string(),
+                        seq: i64::MAX,
+                        data: message.to_string(),
+                    }
                 }
             }
         };
-        if let Err(mpsc::error::SendError(event)) = tx.send(event).await {
+        if let Err(mpsc::error::SendError(event)) = self.tx.send(event).await {
             let stream_id = event.stream_id.clone();
-            lease.deliver_to_listener(&stream_id, event);
+            self.lease.deliver_to_listener(&stream_id, event);
         }
-    });
-    sse::response(stream_lease, store, preamble, Source::Post(rx), false)
+    }
+}
+
+/// Native elicitation on a session-based revision: the approval goes to the
+/// client as `elicitation/create` on the request's own stream, and the
+/// client's POSTed response carries the human's answer.
+struct ElicitPrompt {
+    stream: RequestStream,
+}
+
+impl executor_engine::ApprovalPrompt for ElicitPrompt {
+    fn ask(
+        &self,
+        request: executor_engine::ApprovalRequest,
+    ) -> futures::future::BoxFuture<'static, Option<executor_engine::Action>> {
+        let stream = self.stream.clone();
+        Box::pin(async move {
+            let id = json!(format!("approval-{}", random_id(9)));
+            let version = stream.lease.protocol_version().to_string();
+            let answer = stream.lease.runtime().await_client_response(&id);
+            let ask = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "elicitation/create",
+                "params": executor_mcp::elicitation_params(&version, &request),
+            });
+            stream.send(&ask).await;
+            let cancel_if_dropped = CancelOnDrop {
+                stream: Some(stream),
+                id,
+            };
+            let response = answer.recv().await;
+            cancel_if_dropped.disarm();
+            executor_mcp::action_of(response?.get("result")?)
+        })
+    }
+}
+
+/// Tells the client to stop asking when the approval was settled another
+/// way (window closed, `executor resume`) before it answered.
+struct CancelOnDrop {
+    stream: Option<RequestStream>,
+    id: Value,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.stream = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(stream) = self.stream.take() else {
+            return;
+        };
+        let cancelled = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": { "requestId": self.id, "reason": "the approval was settled another way" },
+        });
+        tokio::spawn(async move { stream.send(&cancelled).await });
+    }
 }
 
 async fn post_sessionless(
     app: &App,
     principal: Principal,
     incoming: Incoming,
+    query: McpQuery,
 ) -> Result<Response, WireError> {
     let Incoming::Single(message) = incoming else {
         return Err(WireError::Rpc(RpcError::invalid_request(
@@ -375,14 +488,26 @@ async fn post_sessionless(
         principal,
         session_id: None,
     };
+    // The client's capabilities ride in each request's `_meta` here.
+    let capabilities = req
+        .params
+        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let native = executor_mcp::native_mode(versions::SESSIONLESS, query.native(), &capabilities);
     let tools = app
         .server()
-        .build_tool_list(&ctx.principal.org_id, false)
+        .build_tool_list(&ctx.principal.org_id, native)
         .await;
     let scope = RequestScope {
         ctx: &ctx,
         protocol_version: versions::SESSIONLESS,
         tools,
+        approvals: if native {
+            Approvals::InputRequired
+        } else {
+            Approvals::Model
+        },
     };
     Ok(json_response(app.server().handle(&scope, &req).await))
 }

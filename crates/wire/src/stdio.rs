@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use executor_engine::CallContext;
 use executor_mcp::{
-    Incoming, McpServer, Message, RequestScope, error_response, result_response, versions,
+    Approvals, Incoming, McpServer, Message, RequestScope, error_response, result_response,
+    versions,
 };
 use executor_store::Principal;
 use serde_json::Value;
@@ -48,6 +49,9 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                         ctx: &ctx,
                         protocol_version: version,
                         tools: tools.clone(),
+                        // One request at a time on stdio: nothing could
+                        // read the client's answer to an elicitation.
+                        approvals: Approvals::Model,
                     };
                     out.push(server.handle(&scope, req).await);
                 }

@@ -1,0 +1,133 @@
+//! How a paused approval reaches the human (SPEC §9): model mode (the paused
+//! envelope and the `resume` tool), native elicitation on session-based
+//! revisions (`elicitation/create` on the request's stream), and the
+//! `input_required` round trip of the sessionless revision.
+
+use executor_engine::{Action, ApprovalPrompt, ApprovalRequest};
+use serde_json::{Value, json};
+
+use crate::jsonrpc::RpcError;
+use crate::versions;
+
+/// The approval mode of one request.
+#[derive(Clone, Copy, Default)]
+pub enum Approvals<'a> {
+    /// The paused envelope; the agent calls `resume`.
+    #[default]
+    Model,
+    /// Asked inline through the transport (`elicitation/create`).
+    Elicit(&'a dyn ApprovalPrompt),
+    /// 2026-07-28: answered with `input_required`, retried with the answer.
+    InputRequired,
+}
+
+/// Whether a client gets native elicitation: it asked for it (the
+/// `elicitation_mode=native` opt-in), its protocol revision can carry it,
+/// and it declared the elicitation capability. Anyone else gets model mode.
+pub fn native_mode(version: &str, opted_in: bool, client_capabilities: &Value) -> bool {
+    opted_in
+        && version != "2025-03-26"
+        && client_capabilities
+            .get("elicitation")
+            .is_some_and(Value::is_object)
+}
+
+/// The `elicitation/create` params asking about `request`: a form with no
+/// fields, where accept/decline/cancel is the answer.
+pub fn elicitation_params(version: &str, request: &ApprovalRequest) -> Value {
+    let mut params = json!({
+        "message": request.message,
+        "requestedSchema": { "type": "object", "properties": {} },
+    });
+    // `mode` arrived with 2025-11-25; earlier clients reject unknown shapes.
+    if version != "2025-06-18" {
+        params["mode"] = json!("form");
+    }
+    params
+}
+
+/// The action of an `ElicitResult` (`{action, content?}`), if well formed.
+pub fn action_of(elicit_result: &Value) -> Option<Action> {
+    elicit_result.get("action")?.as_str()?.parse().ok()
+}
+
+/// Key of the one embedded request of an `input_required` result.
+const INPUT_KEY: &str = "approval";
+/// `requestState` names the paused execution. It is not trusted: the resume
+/// it leads to is authorised against the caller, like any `resume`.
+const STATE_PREFIX: &str = "executor/v1:";
+
+/// The `input_required` result for a paused envelope.
+pub(crate) fn input_required(paused: &Value) -> Value {
+    let Some(request) = ApprovalRequest::from_paused(paused) else {
+        return paused.clone();
+    };
+    json!({
+        "resultType": "input_required",
+        "inputRequests": {
+            INPUT_KEY: {
+                "method": "elicitation/create",
+                "params": elicitation_params(versions::SESSIONLESS, &request),
+            }
+        },
+        "requestState": format!("{STATE_PREFIX}{}", request.execution_id),
+    })
+}
+
+/// The execution and action a retried `tools/call` carries, if it is one.
+pub(crate) fn retried(params: &Value) -> Result<Option<(String, Action)>, RpcError> {
+    let Some(state) = params.get("requestState") else {
+        return Ok(None);
+    };
+    let execution_id = state
+        .as_str()
+        .and_then(|s| s.strip_prefix(STATE_PREFIX))
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| RpcError::invalid_params("requestState was not issued by this server"))?;
+    let action = params
+        .get("inputResponses")
+        .and_then(|r| r.get(INPUT_KEY))
+        .and_then(action_of)
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "a retry with requestState needs inputResponses.{INPUT_KEY}: the elicitation's result ({{\"action\": \"accept\" | \"decline\" | \"cancel\"}})"
+            ))
+        })?;
+    Ok(Some((execution_id.to_string(), action)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_needs_opt_in_revision_and_capability() {
+        let caps = json!({ "elicitation": {} });
+        assert!(native_mode("2025-11-25", true, &caps));
+        assert!(native_mode("2025-06-18", true, &caps));
+        assert!(!native_mode("2025-03-26", true, &caps));
+        assert!(!native_mode("2025-11-25", false, &caps));
+        assert!(!native_mode("2025-11-25", true, &json!({})));
+    }
+
+    #[test]
+    fn retries_name_their_execution_and_action() {
+        let params = json!({
+            "name": "execute",
+            "requestState": "executor/v1:exec_1",
+            "inputResponses": { "approval": { "action": "accept", "content": {} } },
+        });
+        assert_eq!(
+            retried(&params).ok().flatten(),
+            Some(("exec_1".to_string(), Action::Accept))
+        );
+        assert_eq!(retried(&json!({ "name": "execute" })).ok(), Some(None));
+        for bad in [
+            json!({ "requestState": "forged", "inputResponses": { "approval": { "action": "accept" } } }),
+            json!({ "requestState": "executor/v1:exec_1" }),
+            json!({ "requestState": "executor/v1:exec_1", "inputResponses": { "approval": { "action": "yes" } } }),
+        ] {
+            assert!(retried(&bad).is_err(), "{bad}");
+        }
+    }
+}
