@@ -198,6 +198,7 @@ before(async () => {
   add("lost", STORE_SPEC, `${store.base}/v9`);
   add("pets2", swagger, pets.base);
   cli("connections", "set", "pets2", "--api-key", SECRET);
+  add("pets2anon", swagger, pets.base);
   ({ client } = await connectSdk(srv, bearer));
 });
 
@@ -500,7 +501,35 @@ test("prism: Swagger 2.0 (ReadMe's petstore): multi arrays, path integers, api_k
   assertValid(inventory, "GET", "/store/inventory");
   assert.equal(inventory.headers.api_key, SECRET, "the api_key scheme's header");
   assertValid(order, "GET", "/store/order/3");
+  // No `security` anywhere for this operation: the connection still goes,
+  // in the API-key scheme that fits it (not the OAuth2 one listed first).
+  assert.equal(order.headers.api_key, SECRET);
+  assert.equal(order.headers.authorization, undefined);
   assertValid(login, "GET", "/user/login", { username: ["ann"], password: ["p w&x=1/?"] });
+});
+
+test("prism: public operations: `security: []` sends no credential; undeclared security needs no connection", async () => {
+  const mark = store.mark();
+  const health = await run("return await tools.store.health.getHealth({})");
+  assert.equal(health.ok, true, JSON.stringify(health));
+  const [x] = await store.since(mark, 1);
+  assertValid(x, "GET", "/health");
+  assert.equal(x.headers["x-api-key"], undefined, "a public operation gets no API key");
+  assert.equal(x.headers.authorization, undefined);
+
+  const petsMark = pets.mark();
+  const r = await run(`
+    const order = await tools.pets2anon.store.getOrderById({ orderId: 3 });
+    const secured = await tools.pets2anon.store.getInventory({});
+    return { order, secured };
+  `);
+  assert.equal(r.order.ok, true, JSON.stringify(r.order));
+  assert.equal(r.secured.ok, false);
+  assert.equal(r.secured.error.code, "connection_missing");
+  const [order] = await pets.since(petsMark, 1);
+  assertValid(order, "GET", "/store/order/3");
+  assert.equal(order.headers.api_key, undefined);
+  assert.equal(order.headers.authorization, undefined);
 });
 
 test("prism: Swagger 2.0: schema violations send nothing; an allowed POST sends the body parameter", async () => {
