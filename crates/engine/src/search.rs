@@ -18,9 +18,63 @@ pub struct SearchDoc<'a> {
     pub description: &'a str,
 }
 
-/// Field order used everywhere below: path, name, integration, description.
-const FIELD_COUNT: usize = 4;
-const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [12.0, 10.0, 8.0, 5.0];
+/// Field order used everywhere below: path, name, integration, summary (the
+/// description's first line, which for real APIs is the operation's
+/// plain-language summary: "List pull requests"), description.
+const FIELD_COUNT: usize = 5;
+const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [6.0, 10.0, 8.0, 7.0, 4.0];
+const NAME_FIELD: usize = 1;
+const SUMMARY_FIELD: usize = 3;
+/// Longest summary kept: a first line that runs on is prose, not a title.
+const MAX_SUMMARY_BYTES: usize = 160;
+/// Weights of the share of a tool's name and of its summary that the query
+/// covers: among tools that all mention "fork", `repos.createFork` ("Create
+/// a fork") is the one *about* forking.
+/// The share is squared: a query that says all of what a summary says
+/// ("list pull requests" for "List pull requests") must beat one that says
+/// a part of a longer one ("List pull requests associated with a commit").
+const NAME_COVERAGE_WEIGHT: f64 = 24.0;
+const SUMMARY_COVERAGE_WEIGHT: f64 = 40.0;
+/// Words that carry no meaning in a query ("get *a* repository"); dropped
+/// from queries and from indexed text alike, unless a query is nothing else.
+const STOPWORDS: [&str; 22] = [
+    "a", "an", "the", "to", "for", "of", "in", "on", "at", "by", "from", "into", "with", "and",
+    "or", "is", "be", "this", "that", "some", "all", "its",
+];
+/// Query words and their usual short forms in API names; these match as if
+/// the word itself were there.
+const ABBREVIATIONS: [(&str, &[&str]); 8] = [
+    ("repository", &["repo"]),
+    ("organization", &["org"]),
+    ("configuration", &["config"]),
+    ("authentication", &["auth"]),
+    ("authorization", &["auth"]),
+    ("application", &["app"]),
+    ("environment", &["env"]),
+    ("information", &["info"]),
+];
+/// Query words and what the tools usually call the same thing. An
+/// alternative matches at most at the prefix level, below the word itself.
+const SYNONYMS: [(&str, &[&str]); 18] = [
+    ("open", &["create"]),
+    ("make", &["create"]),
+    ("new", &["create"]),
+    ("add", &["create"]),
+    ("close", &["update"]),
+    ("edit", &["update"]),
+    ("modify", &["update"]),
+    ("change", &["update"]),
+    ("set", &["update", "create"]),
+    ("remove", &["delete"]),
+    ("fetch", &["get"]),
+    ("retrieve", &["get"]),
+    ("show", &["get"]),
+    ("read", &["get"]),
+    ("find", &["search", "list"]),
+    ("trigger", &["dispatch"]),
+    ("approve", &["review"]),
+    ("my", &["authenticated"]),
+];
 /// The first fields are short identifiers, where a query token may span a
 /// term boundary ("pullrequest" against `pull_request`); scanning their joined
 /// form is cheap. Descriptions are long prose and only matched term by term.
@@ -31,6 +85,9 @@ const MAX_QUERY_TOKENS: usize = 16;
 /// Shorter tokens ("a", "id", "to") are contained in too many words for a
 /// substring hit to mean anything; they must match a term's start.
 const MIN_CONTAINS_LEN: usize = 3;
+/// A term this long that starts a query token stands for it ("repo" for
+/// "repository"; shorter ones are listed in [`ABBREVIATIONS`]).
+const MIN_ABBREVIATION_LEN: usize = 4;
 /// Very long descriptions add little ranking signal but cost memory and time.
 const MAX_DESCRIPTION_BYTES: usize = 4096;
 /// Only sixteen tokens count, so splitting more text than this is wasted.
@@ -75,6 +132,38 @@ fn required_matches(token_count: usize) -> usize {
     }
 }
 
+fn lookup(
+    table: &'static [(&str, &'static [&'static str])],
+    word: &str,
+) -> &'static [&'static str] {
+    table
+        .iter()
+        .find(|(w, _)| *w == word)
+        .map_or(&[][..], |(_, alts)| *alts)
+}
+
+fn is_stopword(term: &str) -> bool {
+    STOPWORDS.contains(&term)
+}
+
+/// [`tokenize`] without stopwords.
+fn meaningful_terms(text: &str) -> Vec<String> {
+    let mut terms = tokenize(text);
+    terms.retain(|t| !is_stopword(t));
+    terms
+}
+
+/// The first line of a description, if it is short enough to be a title.
+fn summary_of(description: &str) -> &str {
+    let line = description.lines().next().unwrap_or("").trim();
+    let line = line.strip_suffix('.').unwrap_or(line);
+    if line.len() <= MAX_SUMMARY_BYTES {
+        line
+    } else {
+        ""
+    }
+}
+
 /// Splits text into lowercase terms: on anything that is not a letter or a
 /// digit (which covers `_ . / : -` and whitespace), and inside words at
 /// camelCase humps, keeping acronyms whole ("getHTTPResponse" gives `get`,
@@ -115,7 +204,13 @@ fn is_hump(prev: char, cur: char, next: Option<char>) -> bool {
 fn flush(current: &mut String, terms: &mut Vec<String>) {
     if !current.is_empty() {
         let term = std::mem::take(current);
-        terms.push(singular(term));
+        // Stopwords stay whole so that they are recognised ("this" is not
+        // the plural of "thi").
+        terms.push(if is_stopword(&term) {
+            term
+        } else {
+            singular(term)
+        });
     }
 }
 
@@ -259,7 +354,7 @@ struct Field {
 
 impl Field {
     fn new(text: &str, posting: Posting, vocabulary: &mut Vocabulary) -> Field {
-        let words = tokenize(text);
+        let words = meaningful_terms(text);
         let compact = words.concat().into_boxed_str();
         for word in words {
             vocabulary.add(word, posting);
@@ -275,6 +370,10 @@ struct Doc {
     path: Box<str>,
     integration: Box<str>,
     fields: [Field; FIELD_COUNT],
+    /// Distinct meaningful terms of the name and of the summary, for the
+    /// coverage shares.
+    name_terms: u8,
+    summary_terms: u8,
 }
 
 impl Doc {
@@ -285,8 +384,17 @@ impl Doc {
             doc.path,
             doc.name,
             doc.integration,
+            summary_of(doc.description),
             clip(doc.description, MAX_DESCRIPTION_BYTES),
         ];
+        let distinct = |text: &str| {
+            let mut terms = meaningful_terms(text);
+            terms.sort_unstable();
+            terms.dedup();
+            u8::try_from(terms.len()).unwrap_or(u8::MAX)
+        };
+        let (name_terms, summary_terms) =
+            (distinct(texts[NAME_FIELD]), distinct(texts[SUMMARY_FIELD]));
         let mut field = 0u8;
         let fields = texts.map(|text| {
             let posting = Posting { doc: doc_id, field };
@@ -297,6 +405,8 @@ impl Doc {
             path: doc.path.into(),
             integration: doc.integration.into(),
             fields,
+            name_terms,
+            summary_terms,
         }
     }
 
@@ -430,6 +540,10 @@ impl SearchIndex {
 struct Query {
     tokens: Vec<String>,
     token_pairs: Vec<PairMask>,
+    /// Per token, the synonyms it also matches (see [`SYNONYMS`]) and its
+    /// abbreviations (see [`ABBREVIATIONS`]).
+    alternatives: Vec<&'static [&'static str]>,
+    abbreviations: Vec<&'static [&'static str]>,
     /// The tokens joined without separators, compared with `Field::compact`.
     compact: String,
     required: usize,
@@ -438,8 +552,15 @@ struct Query {
 impl Query {
     /// None when the query has no searchable characters at all.
     fn parse(text: &str) -> Option<Query> {
+        let all = tokenize(clip(text, MAX_QUERY_BYTES));
+        let meaningful: Vec<String> = all.iter().filter(|t| !is_stopword(t)).cloned().collect();
+        let words = if meaningful.is_empty() {
+            all
+        } else {
+            meaningful
+        };
         let mut tokens: Vec<String> = Vec::new();
-        for token in tokenize(clip(text, MAX_QUERY_BYTES)) {
+        for token in words {
             if tokens.len() == MAX_QUERY_TOKENS {
                 break;
             }
@@ -452,6 +573,8 @@ impl Query {
         }
         Some(Query {
             token_pairs: tokens.iter().map(|t| PairMask::of(t)).collect(),
+            alternatives: tokens.iter().map(|t| lookup(&SYNONYMS, t)).collect(),
+            abbreviations: tokens.iter().map(|t| lookup(&ABBREVIATIONS, t)).collect(),
             compact: tokens.concat(),
             required: required_matches(tokens.len()),
             tokens,
@@ -462,7 +585,18 @@ impl Query {
     fn pack_levels(&self, term: &Term) -> u32 {
         let tokens = self.tokens.iter().zip(&self.token_pairs);
         tokens.enumerate().fold(0, |packed, (t, (token, &pairs))| {
-            packed | (u32::from(term_level(term, token, pairs)) << (2 * t))
+            let mut level = term_level(term, token, pairs);
+            let abbreviations = self.abbreviations.get(t).copied().unwrap_or_default();
+            if abbreviations.iter().any(|abbr| *term.text == **abbr) {
+                level = EXACT;
+            }
+            if level < PREFIX {
+                let alternatives = self.alternatives.get(t).copied().unwrap_or_default();
+                if alternatives.iter().any(|alt| *term.text == **alt) {
+                    level = PREFIX;
+                }
+            }
+            packed | (u32::from(level) << (2 * t))
         })
     }
 
@@ -526,6 +660,19 @@ impl Query {
             let tokens: f64 = levels[f][..count].iter().map(|&l| token_factor(l)).sum();
             score += weight * (tokens + phrase_factor(phrase[f]));
         }
+        let covered = |field: usize, terms: u8| {
+            let matched = levels[field][..count]
+                .iter()
+                .filter(|&&l| l >= PREFIX)
+                .count();
+            if terms == 0 {
+                0.0
+            } else {
+                (matched as f64 / f64::from(terms)).min(1.0).powi(2)
+            }
+        };
+        score += NAME_COVERAGE_WEIGHT * covered(NAME_FIELD, doc.name_terms);
+        score += SUMMARY_COVERAGE_WEIGHT * covered(SUMMARY_FIELD, doc.summary_terms);
         Some(score)
     }
 
@@ -554,6 +701,9 @@ fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
         } else {
             PREFIX
         }
+    } else if term.text.len() >= MIN_ABBREVIATION_LEN && starts_with(token, &term.text) {
+        // The term abbreviates the token: `repo` for "repository".
+        PREFIX
     } else if token.len() >= MIN_CONTAINS_LEN
         && term.pairs.may_contain(token_pairs)
         && contains(&term.text, token)
@@ -651,8 +801,18 @@ mod tests {
     #[test]
     fn path_weight_beats_description() {
         let docs = [
-            doc("crm.thing.get", "get", "crm", "Fetch an invoice"),
-            doc("crm.invoice.get", "get", "crm", "Fetch a thing"),
+            doc(
+                "crm.thing.get",
+                "get",
+                "crm",
+                "Fetch a record.\nAn invoice too.",
+            ),
+            doc(
+                "crm.invoice.get",
+                "get",
+                "crm",
+                "Fetch a record.\nA thing too.",
+            ),
         ];
         assert_eq!(
             run(&docs, "invoice", None),
@@ -696,8 +856,9 @@ mod tests {
             run(&docs, "alpha bravo charlie delta echo", None),
             ["x.three"]
         );
-        // Three tokens: two are required.
-        assert_eq!(run(&docs, "alpha bravo zulu", None), ["x.three", "x.two"]);
+        // Three tokens: two are required; the tool the query covers more
+        // of comes first.
+        assert_eq!(run(&docs, "alpha bravo zulu", None), ["x.two", "x.three"]);
     }
 
     #[test]
@@ -743,9 +904,9 @@ mod tests {
     #[test]
     fn ties_are_broken_by_path() {
         let docs = [
-            doc("b.send", "send", "mail", "send mail"),
-            doc("c.send", "send", "mail", "send mail"),
-            doc("a.send", "send", "mail", "send mail"),
+            doc("y.send", "send", "mail", "send mail"),
+            doc("z.send", "send", "mail", "send mail"),
+            doc("x.send", "send", "mail", "send mail"),
         ];
         let index = SearchIndex::build(docs.iter().copied());
         let hits = index.search("send", None);
@@ -756,7 +917,7 @@ mod tests {
         );
         assert_eq!(
             paths(&index, &docs, "send", None),
-            ["a.send", "b.send", "c.send"]
+            ["x.send", "y.send", "z.send"]
         );
     }
 

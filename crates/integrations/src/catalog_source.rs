@@ -66,37 +66,31 @@ impl StoreCatalogs {
                 return Vec::new();
             }
         };
-        let namespace = integration.namespace.clone();
-        let tools: Vec<_> = integration
-            .tools
-            .iter()
-            .map(|t| {
-                (
-                    t.name.clone(),
-                    t.description.clone(),
-                    t.input_schema.clone(),
-                    t.output_schema.clone(),
-                    t.requires_approval,
-                )
-            })
-            .collect();
-        let invoker = self.invokers.openapi(org_id, integration);
-        tools
-            .into_iter()
-            .map(
-                |(name, description, input, output, requires_approval)| ToolEntry {
-                    path: format!("{namespace}.{name}"),
-                    name,
-                    description,
-                    integration: namespace.clone(),
-                    input_schema: Some(input),
-                    output_schema: output,
-                    requires_approval,
-                    invoker: invoker.clone(),
-                },
-            )
-            .collect()
+        let invoker = self.invokers.openapi(org_id, integration.clone());
+        tool_entries(&integration, invoker)
     }
+}
+
+/// The catalog entries of an imported integration, all invoked by `invoker`.
+pub fn tool_entries(
+    integration: &ImportedIntegration,
+    invoker: Arc<dyn ToolInvoker>,
+) -> Vec<ToolEntry> {
+    let namespace = &integration.namespace;
+    integration
+        .tools
+        .iter()
+        .map(|t| ToolEntry {
+            path: format!("{namespace}.{}", t.name),
+            name: t.name.clone(),
+            description: t.description.clone(),
+            integration: namespace.clone(),
+            input_schema: Some(t.input_schema.clone()),
+            output_schema: t.output_schema.clone(),
+            requires_approval: t.requires_approval,
+            invoker: invoker.clone(),
+        })
+        .collect()
 }
 
 impl CatalogSource for StoreCatalogs {

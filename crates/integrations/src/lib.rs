@@ -23,7 +23,7 @@ mod servers;
 mod text;
 mod warnings;
 
-pub use catalog_source::{InvokerFactory, OpenApiInvokers, StoreCatalogs};
+pub use catalog_source::{InvokerFactory, OpenApiInvokers, StoreCatalogs, tool_entries};
 pub use invoker::{Credentials, OpenApiInvoker};
 
 use serde::{Deserialize, Serialize};
