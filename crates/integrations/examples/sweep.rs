@@ -277,49 +277,64 @@ fn cause(error: &ImportError) -> String {
     }
 }
 
-/// Operations the document declares under `paths`, counted independently
-/// of the importer so that dropped operations show.
+/// Operations the document declares under `paths` (path items behind a
+/// local `$ref` followed), counted independently of the importer so that
+/// dropped operations show. None when the document does not parse.
 fn count_operations(text: &str) -> Option<usize> {
     let doc: Value = serde_json::from_str(text)
         .ok()
         .or_else(|| serde_norway::from_str(text).ok())?;
-    let mut count = 0;
-    for item in doc.get("paths")?.as_object()?.values() {
-        let item = item.as_object()?;
-        if item.contains_key("$ref") {
-            return None;
-        }
-        count += item
-            .iter()
-            .filter(|(k, v)| METHODS.contains(&k.to_ascii_lowercase().as_str()) && v.is_object())
-            .count();
-    }
+    let Some(paths) = doc.get("paths").and_then(Value::as_object) else {
+        return Some(0);
+    };
+    let unescape = |s: &str| s.replace("~1", "/").replace("~0", "~");
+    let count = paths
+        .values()
+        .filter_map(|item| match item.get("$ref").and_then(Value::as_str) {
+            Some(reference) => {
+                let pointer = reference.strip_prefix('#')?;
+                let pointer: Vec<String> = pointer.split('/').map(unescape).collect();
+                let mut target = &doc;
+                for key in pointer.iter().skip(1) {
+                    target = target.get(key.as_str())?;
+                }
+                target.as_object()
+            }
+            None => item.as_object(),
+        })
+        .map(|item| {
+            item.iter()
+                .filter(|(k, v)| {
+                    METHODS.contains(&k.to_ascii_lowercase().as_str()) && v.is_object()
+                })
+                .count()
+        })
+        .sum();
     Some(count)
 }
 
-/// A warning with its operation label and quoted names taken out, so that
-/// the same kind of warning from different operations counts together.
+/// A warning with its operation label, quoted names and `{parameters}`
+/// taken out, so that the same kind of warning from different operations
+/// counts together.
 fn warning_kind(warning: &str) -> String {
     let mut rest = warning;
     // "GET /pets: …", "path /x: …", "security scheme \"k\": …"
     let upper = rest.split(' ').next().unwrap_or("");
-    if (!upper.is_empty() && upper.chars().all(|c| c.is_ascii_uppercase()))
-        || rest.starts_with("path ")
-    {
-        if let Some(i) = rest.find(": ") {
-            rest = &rest[i + 2..];
-        }
+    let labelled = (!upper.is_empty() && upper.chars().all(|c| c.is_ascii_uppercase()))
+        || rest.starts_with("path ");
+    if labelled && let Some(i) = rest.find(": ") {
+        rest = &rest[i + 2..];
     }
     let mut kind = String::with_capacity(rest.len());
-    let mut in_quotes = false;
+    let mut in_name = false;
     for c in rest.chars() {
         match c {
-            '"' if in_quotes => {
-                in_quotes = false;
-                kind.push_str("\"…\"");
+            '"' | '}' if in_name => {
+                in_name = false;
+                kind.push_str(if c == '"' { "\"…\"" } else { "{…}" });
             }
-            '"' => in_quotes = true,
-            _ if in_quotes => {}
+            '"' | '{' => in_name = true,
+            _ if in_name => {}
             c if c.is_ascii_digit() => {
                 if !kind.ends_with('N') {
                     kind.push('N');
@@ -456,7 +471,7 @@ fn render(args: &Args, reports: &[Report], duplicates: usize, wall: Duration) ->
         let _ = writeln!(o, "  {count:>5} × {kind} (e.g. {example})");
     }
     let mut slow: Vec<&Report> = reports.iter().collect();
-    slow.sort_by(|a, b| b.elapsed.cmp(&a.elapsed));
+    slow.sort_by_key(|r| std::cmp::Reverse(r.elapsed));
     let _ = writeln!(o, "slowest:");
     for r in slow.iter().take(args.slowest) {
         let tools = match &r.outcome {
