@@ -22,7 +22,7 @@ pub struct SearchDoc<'a> {
 /// description's first line, which for real APIs is the operation's
 /// plain-language summary: "List pull requests"), description.
 const FIELD_COUNT: usize = 5;
-const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [6.0, 10.0, 8.0, 7.0, 4.0];
+const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [12.0, 10.0, 8.0, 7.0, 5.0];
 const NAME_FIELD: usize = 1;
 const SUMMARY_FIELD: usize = 3;
 /// Longest summary kept: a first line that runs on is prose, not a title.

@@ -41,14 +41,41 @@ pub(crate) fn server_url(
     options: &ImportOptions,
     warnings: &mut Warnings,
 ) -> Option<String> {
-    let server = servers.as_array()?.first()?;
+    let servers = servers.as_array()?;
+    let first = servers.first()?;
+    if let Some(url) = usable_url(first, options, warnings) {
+        return Some(url);
+    }
+    // A relative first server with nothing to resolve it against: a later
+    // absolute one still names the API's host.
+    servers.iter().skip(1).find_map(|server| {
+        let url = substitute(
+            server.get("url")?.as_str()?.trim(),
+            server.get("variables"),
+            &mut Warnings::default(),
+        );
+        absolute(&scheme_relative_as_https(&url))
+    })
+}
+
+/// One server's URL, absolute, or resolved against the document's source.
+fn usable_url(server: &Value, options: &ImportOptions, warnings: &mut Warnings) -> Option<String> {
     let template = server.get("url")?.as_str()?.trim();
-    let url = substitute(template, server.get("variables"), warnings);
+    let url = scheme_relative_as_https(&substitute(template, server.get("variables"), warnings));
     if let Some(absolute) = absolute(&url) {
         return Some(absolute);
     }
     let source = options.source_url.as_deref()?;
     resolve(source, &url)
+}
+
+/// `//host/path` (what converters make of a Swagger 2 document without
+/// `schemes`) is taken as https, as a Swagger 2 `host` without schemes is.
+fn scheme_relative_as_https(url: &str) -> String {
+    match url.strip_prefix("//") {
+        Some(rest) if !rest.is_empty() => format!("https://{rest}"),
+        _ => url.to_string(),
+    }
 }
 
 /// Replaces `{name}` with the variable's default (or its first enum value).
@@ -179,6 +206,26 @@ mod tests {
         assert_eq!(
             base(doc, V3, None).as_deref(),
             Some("https://eu.example.test:8443/v2")
+        );
+    }
+
+    #[test]
+    fn scheme_relative_and_later_absolute_servers() {
+        let doc = json!({"servers": [{"url": "//api.example.test/v1/"}]});
+        assert_eq!(
+            base(doc, V3, None).as_deref(),
+            Some("https://api.example.test/v1")
+        );
+        let doc = json!({"servers": [{"url": "/api"}, {"url": "https://abs.test/api"}]});
+        assert_eq!(
+            base(doc.clone(), V3, None).as_deref(),
+            Some("https://abs.test/api")
+        );
+        // With a source, the first server resolved against it still wins.
+        let source = Some("https://docs.test/openapi.json");
+        assert_eq!(
+            base(doc, V3, source).as_deref(),
+            Some("https://docs.test/api")
         );
     }
 
