@@ -485,6 +485,16 @@ pub struct SavedExecution {
     pub settled: Option<(Action, Value)>,
 }
 
+impl SavedExecution {
+    /// The owner's context: who the run acts for when it is continued.
+    pub(crate) fn owner_context(&self) -> crate::CallContext {
+        crate::CallContext {
+            principal: self.owner.clone(),
+            session_id: self.session_id.clone(),
+        }
+    }
+}
+
 fn iso8601(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);

@@ -341,10 +341,7 @@ impl Engine {
             preset,
             self.approval_window,
         ));
-        let ctx = CallContext {
-            principal: saved.owner.clone(),
-            session_id: saved.session_id.clone(),
-        };
+        let ctx = saved.owner_context();
         let bridge = ExecutionBridge::new(catalog, ctx.clone(), policies, gate.clone());
         let live = LiveExecution::new(saved.clone(), gate, events_rx);
         let runner = Runner {
@@ -379,10 +376,7 @@ impl Engine {
                 let record = ExecutionRecord {
                     status: "waiting_for_interaction".into(),
                     ..execution_record(
-                        &CallContext {
-                            principal: saved.owner.clone(),
-                            session_id: saved.session_id.clone(),
-                        },
+                        &saved.owner_context(),
                         &saved.id,
                         &saved.code,
                         &RunOutcome::failed(String::new()),
@@ -443,14 +437,8 @@ impl Engine {
         let Some(saved) = live.snapshot() else {
             return internal_error("execution state lock poisoned", &"poisoned");
         };
-        if let Some(answer) = settled_answer(&saved, action) {
+        if let Err(answer) = still_waiting(&saved, action, ResumeRefusal::AlreadySettled) {
             return answer;
-        }
-        let Some(pending) = saved.pending.clone() else {
-            return ResumeRefusal::AlreadySettled.envelope(id);
-        };
-        if pending.expires_at_ms <= now_ms() {
-            return ResumeRefusal::Expired.envelope(id);
         }
         if !replayed && !live.gate.answer(decision_of(action)) {
             return ResumeRefusal::Expired.envelope(id);
@@ -490,10 +478,7 @@ impl Engine {
                 }
                 let engine = self.clone();
                 tokio::spawn(async move {
-                    let ctx = CallContext {
-                        principal: saved.owner.clone(),
-                        session_id: saved.session_id.clone(),
-                    };
+                    let ctx = saved.owner_context();
                     let args = json!({ "executionId": saved.id, "action": action });
                     engine.resume(&ctx, &args).await;
                 });
@@ -511,19 +496,11 @@ impl Engine {
             Ok(saved) => saved,
             Err(answer) => return answer,
         };
-        if let Some(answer) = settled_answer(&saved, action) {
-            return answer;
-        }
-        let Some(pending) = saved.pending.clone() else {
-            return ResumeRefusal::NotFound.envelope(id);
+        let pending = match still_waiting(&saved, action, ResumeRefusal::NotFound) {
+            Ok(pending) => pending,
+            Err(answer) => return answer,
         };
-        if pending.expires_at_ms <= now_ms() {
-            return ResumeRefusal::Expired.envelope(id);
-        }
-        let owner = CallContext {
-            principal: saved.owner.clone(),
-            session_id: saved.session_id.clone(),
-        };
+        let owner = saved.owner_context();
         let args = json!({ "executionId": id, "action": action });
         match self
             .store
@@ -603,16 +580,7 @@ impl Engine {
         if saved.owner != ctx.principal {
             return Err(ResumeRefusal::Forbidden.envelope(id));
         }
-        if let Some(answer) = settled_answer(&saved, action) {
-            return Err(answer);
-        }
-        match &saved.pending {
-            None => return Err(ResumeRefusal::NotFound.envelope(id)),
-            Some(p) if p.expires_at_ms <= now_ms() => {
-                return Err(ResumeRefusal::Expired.envelope(id));
-            }
-            Some(_) => {}
-        }
+        still_waiting(&saved, action, ResumeRefusal::NotFound)?;
         // One restore at a time: two resumes arriving together after a
         // restart must not replay the program twice.
         let _restoring = self.restoring.lock().await;
@@ -756,6 +724,24 @@ fn decision_of(action: Action) -> Decision {
         Action::Cancel => Decision::Decline {
             reason: "cancelled",
         },
+    }
+}
+
+/// The call a resume of `saved` with `action` would decide, or the answer
+/// instead: the settled result (or a refusal), `when_idle` when nothing is
+/// pending, expired when the window has closed.
+fn still_waiting(
+    saved: &SavedExecution,
+    action: Action,
+    when_idle: ResumeRefusal,
+) -> Result<crate::execution::PendingCall, Value> {
+    if let Some(answer) = settled_answer(saved, action) {
+        return Err(answer);
+    }
+    match &saved.pending {
+        None => Err(when_idle.envelope(&saved.id)),
+        Some(p) if p.expires_at_ms <= now_ms() => Err(ResumeRefusal::Expired.envelope(&saved.id)),
+        Some(p) => Ok(p.clone()),
     }
 }
 
