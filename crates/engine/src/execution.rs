@@ -439,33 +439,30 @@ impl Executions {
 
     /// The executions waiting for a decision now.
     pub(crate) fn waiting(&self) -> Vec<Arc<LiveExecution>> {
+        self.waiting_where(|_| true)
+    }
+
+    /// Whether an execution of this session waits for approval now (the
+    /// session's runtime is then kept up to the paused idle timeout).
+    pub fn has_paused_in_session(&self, session_id: &str) -> bool {
+        !self
+            .waiting_where(|s| s.session_id.as_deref() == Some(session_id))
+            .is_empty()
+    }
+
+    fn waiting_where(&self, keep: impl Fn(&SavedExecution) -> bool) -> Vec<Arc<LiveExecution>> {
         let now = now_ms();
         let Ok(map) = self.live.lock() else {
             return Vec::new();
         };
         map.values()
             .filter(|live| {
-                live.saved
-                    .lock()
-                    .is_ok_and(|s| s.pending.as_ref().is_some_and(|p| p.expires_at_ms > now))
+                live.saved.lock().is_ok_and(|s| {
+                    keep(&s) && s.pending.as_ref().is_some_and(|p| p.expires_at_ms > now)
+                })
             })
             .cloned()
             .collect()
-    }
-
-    /// Whether an execution of this session waits for approval now (the
-    /// session's runtime is then kept up to the paused idle timeout).
-    pub fn has_paused_in_session(&self, session_id: &str) -> bool {
-        let now = now_ms();
-        let Ok(map) = self.live.lock() else {
-            return false;
-        };
-        map.values().any(|live| {
-            live.saved.lock().is_ok_and(|s| {
-                s.session_id.as_deref() == Some(session_id)
-                    && s.pending.as_ref().is_some_and(|p| p.expires_at_ms > now)
-            })
-        })
     }
 }
 

@@ -725,6 +725,21 @@ impl Store for SqliteStore {
 
     async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>> {
         let id = id.to_string();
+        // Servers ask this every 200 ms per paused run: a plain read first,
+        // so that the common "nothing posted" answer costs no write.
+        let posted = self.read({
+            let id = id.clone();
+            move |conn| {
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT 1 FROM execution_states WHERE id = ?1 AND decision IS NOT NULL",
+                    )?
+                    .exists([id])?)
+            }
+        })?;
+        if !posted {
+            return Ok(None);
+        }
         // Inside the writer's BEGIN IMMEDIATE: read-then-clear is atomic
         // across processes.
         self.writer
@@ -1024,6 +1039,36 @@ mod tests {
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].data, "2");
         assert!(s.take_undelivered("s").await.unwrap().is_empty());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_posted_decision_is_taken_exactly_once() {
+        let (s, dir) = temp_store();
+        assert!(!s.post_execution_decision("exec_x", "accept").await.unwrap());
+        s.save_execution_state("exec_x", "org", "{}".into())
+            .await
+            .unwrap();
+        assert_eq!(s.take_execution_decision("exec_x").await.unwrap(), None);
+        assert!(s.post_execution_decision("exec_x", "accept").await.unwrap());
+        assert!(
+            !s.post_execution_decision("exec_x", "decline")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            s.take_execution_decision("exec_x")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("accept")
+        );
+        assert_eq!(s.take_execution_decision("exec_x").await.unwrap(), None);
+        // The state itself is untouched.
+        assert_eq!(
+            s.load_execution_state("exec_x").await.unwrap().as_deref(),
+            Some("{}")
+        );
         std::fs::remove_dir_all(dir).ok();
     }
 }
