@@ -96,8 +96,12 @@ test("approvals: the window closes with approval_timeout, then resume says expir
   const late = await resume(id, "accept");
   assert.equal(late.isError, true);
   assert.equal(late.structuredContent.status, "execution_expired");
-  const rows = srv.cli(["executions", "show", id, "--data-dir", srv.dataDir]);
-  assert.match(rows, /approval_timeout/, "the program saw the timeout as a declined call");
+  const record = JSON.parse(srv.cli(["executions", "show", id, "--data-dir", srv.dataDir]));
+  assert.equal(
+    record.result,
+    `Tool "${GATED}" requires approval but the request was declined by the user (approval_timeout).`,
+    "the program saw the timeout as a declined call",
+  );
 });
 
 test("approvals: a paused approval survives kill -9; resume replays up to the call", async () => {

@@ -33,7 +33,7 @@ after(async () => {
 });
 
 /** An SDK 1.x client on `?elicitation_mode=native` answering each elicitation with `answer(params)`. */
-const nativeClient = async (answer, { declare = true, protocolVersion } = {}) => {
+const nativeClient = async (answer, { declare = true } = {}) => {
   const asked = [];
   const client = new Client1({ name: "native-e2e", version: "0.0.1" }, { capabilities: declare ? { elicitation: {} } : {} });
   if (declare) {
@@ -45,7 +45,6 @@ const nativeClient = async (answer, { declare = true, protocolVersion } = {}) =>
   const url = new URL(srv.mcpUrl);
   url.searchParams.set("elicitation_mode", "native");
   const transport = new Transport1(url, { requestInit: { headers: { authorization: `Bearer ${bearer}` } } });
-  if (protocolVersion) transport.setProtocolVersion?.(protocolVersion);
   await client.connect(transport);
   return { client, asked };
 };

@@ -90,8 +90,11 @@ test("github: plain-language searches inside execute find the right operations",
 
 test("github: describe renders the operation as TypeScript", async () => {
   const d = await run(`return await tools.describe.tool({ path: "github.pulls.list" })`);
-  const text = JSON.stringify(d);
-  for (const field of ["owner", "repo", "state", "per_page"]) assert.ok(text.includes(field), `${field} in ${text.slice(0, 500)}`);
+  assert.equal(d.path, "github.pulls.list", JSON.stringify(d).slice(0, 500));
+  assert.match(d.inputTypeScript, /\bowner: string/);
+  assert.match(d.inputTypeScript, /\brepo: string/);
+  assert.match(d.inputTypeScript, /\bstate\?: "open" \| "closed" \| "all"/);
+  assert.match(d.inputTypeScript, /\bper_page\?: number/);
 });
 
 test("github: calls reach the upstream with the path, query, body and the bearer token", async () => {
@@ -105,6 +108,7 @@ test("github: calls reach the upstream with the path, query, body and the bearer
   assert.equal(r.list.data[0].title, "First");
   assert.equal(r.created.ok, true, JSON.stringify(r.created));
   assert.equal(r.created.data.number, 42);
+  assert.equal(seen.length, 2, JSON.stringify(seen.map((s) => `${s.method} ${s.url}`)));
   const [list, created] = seen;
   assert.equal(list.method, "GET");
   const url = new URL(list.url, "http://x");

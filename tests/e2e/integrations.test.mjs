@@ -65,6 +65,7 @@ test("integrations: import, list, search, describe, remove — live", async () =
   assert.match(tools.find((t) => t.name === "execute").description, /## Available integrations\n- petstore/);
   await second.client.close();
 
+  assert.match(cli("tools", "search", "pets"), /petstore\.pets\./);
   cli("integrations", "remove", "petstore");
   const gone = await run("return (await tools.search({ namespace: 'petstore' })).total");
   assert.equal(gone, 0);

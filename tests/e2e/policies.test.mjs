@@ -67,6 +67,9 @@ test("policies: block, require_approval and first match, live without a restart"
   cli("policies", "remove", blocked);
   const again = await run("return await tools.executor.coreTools.connections.list({})");
   assert.equal(again.ok, true, JSON.stringify(again));
+  // The same search now finds it: the blocked search above was not empty by accident.
+  const visible = await run("return await tools.search({ query: 'connections' })");
+  assert.ok(visible.items.some((i) => i.path === "executor.coreTools.connections.list"), JSON.stringify(visible));
 
   // --position 0 puts a rule first.
   cli("policies", "add", "*", "block", "--position", "0");

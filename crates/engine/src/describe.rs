@@ -17,6 +17,9 @@ pub struct TsRendering {
     pub input: Option<String>,
     pub output: Option<String>,
     pub definitions: Option<String>,
+    /// The same definitions by name (`/** doc */` + the type), the shape
+    /// `typeScriptDefinitions` has on the wire.
+    pub named: Vec<(String, String)>,
 }
 
 /// Deeper schemas render as `unknown`; agents rarely need more.
@@ -44,11 +47,12 @@ pub fn render(input_schema: Option<&Value>, output_schema: Option<&Value>) -> Ts
     let mut renderer = Renderer::new([input_schema, output_schema]);
     let input = input_schema.map(|schema| renderer.render_top(schema, INPUT));
     let output = output_schema.map(|schema| renderer.render_top(schema, OUTPUT));
-    let definitions = renderer.render_definitions();
+    let (definitions, named) = renderer.render_definitions();
     TsRendering {
         input,
         output,
         definitions,
+        named,
     }
 }
 
@@ -190,27 +194,31 @@ impl<'a> Renderer<'a> {
 
     /// Renders every named definition, including those that definitions
     /// themselves refer to; each name is rendered once.
-    fn render_definitions(&mut self) -> Option<String> {
+    fn render_definitions(&mut self) -> (Option<String>, Vec<(String, String)>) {
         self.nodes_left = MAX_NODES;
         let mut lines: Vec<String> = Vec::new();
+        let mut named = Vec::new();
         let mut len = 0;
         let mut next = 0;
         while let Some(definition) = self.definitions.get(next) {
             let (name, schema, root) =
                 (definition.name.clone(), definition.schema, definition.root);
             next += 1;
-            let line = self.definition_line(&name, schema, root);
+            let (comment, body) = self.definition_parts(&name, schema, root);
+            let line = format!("{comment}type {name} = {body};");
             if len + line.len() > MAX_CHARS {
                 lines.push(TRUNCATED.to_string());
                 break;
             }
             len += line.len() + 1;
             lines.push(line);
+            named.push((name, format!("{comment}{body}")));
         }
-        (!lines.is_empty()).then(|| lines.join("\n"))
+        ((!lines.is_empty()).then(|| lines.join("\n")), named)
     }
 
-    fn definition_line(&mut self, name: &str, schema: &'a Value, root: Root) -> String {
+    /// A definition's `/** doc */` line (or nothing) and its type.
+    fn definition_parts(&mut self, name: &str, schema: &'a Value, root: Root) -> (String, String) {
         let at = At {
             root,
             depth: 0,
@@ -224,7 +232,7 @@ impl<'a> Renderer<'a> {
         let comment = description_of(schema)
             .map(|text| format!("/** {text} */\n"))
             .unwrap_or_default();
-        format!("{comment}type {name} = {body};")
+        (comment, body)
     }
 
     /// Once the node budget is spent, composites stop adding members (and
@@ -1098,6 +1106,23 @@ mod tests {
         // Branches that only restate `required` add nothing.
         let required_only = json!({"type": "string", "anyOf": [{"required": ["a"]}]});
         assert_eq!(ts(&required_only), "string");
+    }
+
+    #[test]
+    fn each_named_definition_keeps_its_own_description() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "#/$defs/B"}},
+            "$defs": {"A": {"type": "string"}, "B": {"type": "number", "description": "B doc"}}
+        });
+        let out = render(Some(&schema), None);
+        assert_eq!(
+            out.named,
+            [
+                ("A".to_string(), "string".to_string()),
+                ("B".to_string(), "/** B doc */\nnumber".to_string()),
+            ]
+        );
     }
 
     #[test]

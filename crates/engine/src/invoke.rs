@@ -294,7 +294,7 @@ fn describe_tool(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Resul
         "{{ ok: true; data: {data}; http?: ToolHttpMeta }} | {{ ok: false; error: ToolError }}"
     ));
     let mut definitions = serde_json::Map::new();
-    for (name, body) in named_definitions(ts.definitions.as_deref()) {
+    for (name, body) in ts.named {
         definitions.insert(name, json!(body));
     }
     definitions.insert(
@@ -334,34 +334,6 @@ fn list_integrations(catalog: &Catalog, args: &Value) -> Result<Value, String> {
         "hasMore": next < total,
         "nextOffset": if next < total { json!(next) } else { Value::Null },
     }))
-}
-
-/// Splits the renderer's `type X = …;` lines into (name, type) pairs, the
-/// shape `typeScriptDefinitions` has on the wire.
-fn named_definitions(rendered: Option<&str>) -> Vec<(String, String)> {
-    let Some(text) = rendered else {
-        return Vec::new();
-    };
-    let mut out: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        match line
-            .strip_prefix("type ")
-            .and_then(|rest| rest.split_once(" = "))
-        {
-            Some((name, body)) => out.push((
-                name.trim().to_string(),
-                body.trim_end().trim_end_matches(';').to_string(),
-            )),
-            // A definition that spans lines continues the previous one.
-            None => {
-                if let Some((_, body)) = out.last_mut() {
-                    body.push('\n');
-                    body.push_str(line.trim_end_matches(';'));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Up to five unblocked paths near a missing one.
