@@ -3,6 +3,9 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { startServer, connectSdk, sleep } from "./harness.mjs";
 
@@ -71,4 +74,32 @@ test("integrations: import, list, search, describe, remove — live", async () =
   assert.equal(gone, 0);
   const search = cli("tools", "search", "pets");
   assert.doesNotMatch(search, /petstore/);
+});
+
+test("integrations refresh: re-reads the source; an operator's base URL is kept, a document's follows the document", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "executor-refresh-"));
+  const spec = join(dir, "spec.yaml");
+  const original = readFileSync(SPEC, "utf8");
+  writeFileSync(spec, original);
+  cli("integrations", "add", "openapi", "--spec", spec, "--namespace", "pinned", "--base-url", "http://127.0.0.1:7/pinned");
+  cli("integrations", "add", "openapi", "--spec", spec, "--namespace", "follows");
+  const line = (ns) => cli("integrations", "list").split("\n").find((l) => l.startsWith(`${ns}\t`)) ?? "";
+  assert.match(line("pinned"), /\t3 tools\thttp:\/\/127\.0\.0\.1:7\/pinned\t/);
+  assert.match(line("follows"), /\t3 tools\thttp:\/\/127\.0\.0\.1:9\/v1\t/);
+
+  // The document moves its server and gains an operation.
+  const changed = original
+    .replace("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v2")
+    .replace("paths:\n", "paths:\n  /health:\n    get:\n      operationId: getHealth\n      summary: Health check\n      responses: { \"200\": { description: ok } }\n");
+  assert.notEqual(changed, original);
+  writeFileSync(spec, changed);
+  cli("integrations", "refresh", "pinned");
+  cli("integrations", "refresh", "follows");
+  assert.match(line("pinned"), /\t4 tools\thttp:\/\/127\.0\.0\.1:7\/pinned\t/);
+  assert.match(line("follows"), /\t4 tools\thttp:\/\/127\.0\.0\.1:8\/v2\t/);
+  const found = await run("return (await tools.search({ namespace: 'follows', query: 'health' })).items.map((i) => i.path)");
+  assert.ok(found.some((p) => p.startsWith("follows.") && p.endsWith("getHealth")), JSON.stringify(found));
+  cli("integrations", "remove", "pinned");
+  cli("integrations", "remove", "follows");
+  rmSync(dir, { recursive: true, force: true });
 });

@@ -252,14 +252,14 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
                 .find(|i| i.namespace == namespace)
                 .ok_or_else(|| format!("no integration {namespace:?}"))?;
             let previous: ImportedIntegration = serde_json::from_str(&record.document)?;
-            // Keep an operator-given base URL across refreshes.
-            let base_url = previous.base_url.filter(|_| record.base_url.is_some());
+            // An operator-given base URL is kept; one from the document
+            // follows the document.
             import_openapi(
                 store,
                 &org_id,
                 &record.source,
                 &namespace,
-                base_url,
+                previous.base_url_override,
                 allow_local_network,
             )
             .await

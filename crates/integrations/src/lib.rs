@@ -71,6 +71,10 @@ pub struct ImportedIntegration {
     /// defaults) or `schemes`/`host`/`basePath` (2.0); no trailing slash.
     /// None when the document gives no usable absolute URL.
     pub base_url: Option<String>,
+    /// The operator's `--base-url`, kept so that a refresh applies it
+    /// again while a document-derived URL follows the document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url_override: Option<String>,
     pub auth_methods: Vec<AuthMethod>,
     pub tools: Vec<OperationTool>,
     /// What was skipped or repaired, for the operator (bounded).
@@ -259,6 +263,7 @@ pub fn import_with_progress(
         spec_version: version,
         title: document::title(&doc),
         base_url,
+        base_url_override: options.base_url.clone(),
         auth_methods,
         tools,
         warnings: warnings.finish(),
