@@ -190,3 +190,33 @@ test("openapi: without --allow-local-network the SSRF guard refuses loopback", a
     await guarded.cleanup();
   }
 });
+
+test("openapi: a connection by reference (env://) resolves at call time; removing it stops the credential", async () => {
+  const referenced = "sk-ref-" + Math.random().toString(36).slice(2);
+  const other = await startServer({ args: ["--allow-local-network"], env: { PETSTORE_KEY: referenced } });
+  try {
+    const bearer = other.mint("ref@example.com");
+    const base = `http://127.0.0.1:${upstream.address().port}/v1`;
+    const cli = (...args) => other.cli([...args, "--data-dir", other.dataDir]);
+    cli("integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore", "--base-url", base);
+    cli("connections", "set", "petstore", "--secret-ref", "env://PETSTORE_KEY");
+    assert.match(cli("connections", "list"), /^petstore\tapi_key\tenv:\/\/PETSTORE_KEY$/m);
+    const { client: c } = await connectSdk(other, bearer);
+    const call = async () => (await c.callTool({ name: "execute", arguments: { code: "return await tools.petstore.pets.listPets({})" } })).structuredContent.result;
+    seen = [];
+    const ok = await call();
+    assert.equal(ok.ok, true, JSON.stringify(ok));
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0].headers["x-api-key"], referenced);
+    assert.ok(!JSON.stringify(ok).includes(referenced));
+    cli("connections", "remove", "petstore");
+    seen = [];
+    const missing = await call();
+    assert.equal(missing.ok, false);
+    assert.equal(missing.error.code, "connection_missing");
+    assert.equal(seen.length, 0);
+    await c.close();
+  } finally {
+    await other.cleanup();
+  }
+});

@@ -119,7 +119,7 @@ pub enum ConnectionsCommand {
         #[arg(long, group = "credential")]
         basic: Option<String>,
         /// `env://NAME`: read the secret from the server's environment.
-        #[arg(long)]
+        #[arg(long, group = "credential")]
         secret_ref: Option<String>,
         /// With --secret-ref: api_key, bearer or basic (user from --username).
         #[arg(long, default_value = "api_key")]

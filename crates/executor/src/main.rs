@@ -70,7 +70,10 @@ async fn run(cli: Cli) -> AnyResult<()> {
             let principal = store
                 .ensure_account(&opts.email, opts.org.as_deref())
                 .await?;
-            let server = Arc::new(McpServer::new(engine(store, &cli.global, &opts.engine)?));
+            let engine = engine(store, &cli.global, &opts.engine)?;
+            // Like `serve`, so that `executor resume` reaches runs paused here.
+            tokio::spawn(engine.clone().apply_posted_decisions());
+            let server = Arc::new(McpServer::new(engine));
             executor_wire::stdio::serve_stdio(server, principal).await?;
             Ok(())
         }
@@ -494,7 +497,7 @@ async fn connections(
             org,
         } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
-            let associated = format!("{org_id}/{namespace}");
+            let associated = secrets::connection_aad(&org_id, &namespace);
             let (kind, username, secret) = match (api_key, bearer, basic, secret_ref) {
                 (_, _, _, Some(reference)) => {
                     let parsed = SecretRef::parse(&reference)?;

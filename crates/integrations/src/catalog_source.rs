@@ -39,19 +39,24 @@ impl StoreCatalogs {
         (*v == version).then(|| catalog.clone())
     }
 
-    async fn build(&self, org_id: &str) -> Arc<Catalog> {
+    /// The org's catalog, and whether it is complete: a catalog built
+    /// while the integrations could not be read serves the core tools for
+    /// now but is not cached, so the next request tries again.
+    async fn build(&self, org_id: &str) -> (Arc<Catalog>, bool) {
         let mut entries = executor_engine::core_tool_entries(self.store.clone());
-        match self.store.list_integrations(org_id, true).await {
+        let complete = match self.store.list_integrations(org_id, true).await {
             Ok(records) => {
                 for record in records {
                     entries.extend(self.tools_of(org_id, record));
                 }
+                true
             }
             Err(e) => {
-                tracing::error!(error = %e, "could not load integrations; serving the core tools only")
+                tracing::error!(error = %e, "could not load integrations; serving the core tools only");
+                false
             }
-        }
-        Arc::new(Catalog::new(entries))
+        };
+        (Arc::new(Catalog::new(entries)), complete)
     }
 
     fn tools_of(&self, org_id: &str, record: IntegrationRecord) -> Vec<ToolEntry> {
@@ -101,8 +106,8 @@ impl CatalogSource for StoreCatalogs {
             if let Some(catalog) = self.cached(&org_id, version) {
                 return catalog;
             }
-            let catalog = self.build(&org_id).await;
-            if let Ok(mut cache) = self.cache.lock() {
+            let (catalog, complete) = self.build(&org_id).await;
+            if complete && let Ok(mut cache) = self.cache.lock() {
                 cache.insert(org_id, (version, catalog.clone()));
             }
             catalog

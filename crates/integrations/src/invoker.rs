@@ -44,8 +44,8 @@ impl Credentials {
         };
         let reference = SecretRef::parse(&connection.secret).map_err(|_| unavailable())?;
         let key = self.key.as_deref().ok_or_else(unavailable)?;
-        let secret =
-            secrets::resolve(key, &reference, &format!("{org_id}/{namespace}")).map_err(|e| {
+        let secret = secrets::resolve(key, &reference, &secrets::connection_aad(org_id, namespace))
+            .map_err(|e| {
                 // The error names a missing variable or a bad seal, never a value.
                 ToolError::new(
                     "connection_missing",

@@ -319,15 +319,18 @@ impl Sessions {
             let mut slots = self.slots();
             slots.retain(|_, slot| {
                 let Slot::Live(rt) = slot else { return true };
-                let limit = if rt.in_flight() > 0 {
-                    c.busy_ceiling
-                } else if self.inner.server.engine().has_paused_in_session(rt.id()) {
-                    c.paused_idle_timeout
-                } else {
-                    c.idle_timeout
-                };
                 let idle_for = now.saturating_sub(rt.last_activity_ms());
-                if idle_for >= limit.as_millis() as i64 {
+                let past = |limit: Duration| idle_for >= limit.as_millis() as i64;
+                // Cheapest checks first: the paused-execution scan runs only
+                // for a runtime that is otherwise due.
+                let due = if rt.in_flight() > 0 {
+                    past(c.busy_ceiling)
+                } else {
+                    past(c.idle_timeout)
+                        && (past(c.paused_idle_timeout)
+                            || !self.inner.server.engine().has_paused_in_session(rt.id()))
+                };
+                if due {
                     disposed.push(rt.clone());
                     false
                 } else {

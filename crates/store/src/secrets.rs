@@ -311,10 +311,16 @@ fn associated_data(associated: &str) -> Vec<u8> {
     aad
 }
 
+/// The associated data that binds a connection's sealed secret to that
+/// connection: sealing and opening must agree on it, byte for byte.
+pub fn connection_aad(org_id: &str, namespace: &str) -> String {
+    format!("{org_id}/{namespace}")
+}
+
 /// Seals `plaintext` with AES-256-GCM under a fresh random 96-bit nonce.
 ///
 /// Output: `v1:<base64(nonce || ciphertext || tag)>`. `associated` names the
-/// owner (e.g. `"<org_id>/<namespace>"`); the same string is needed to open
+/// owner (for connections, [`connection_aad`]); the same string is needed to open
 /// it, so a sealed value copied to another connection does not open.
 pub fn seal(key: &SecretKey, plaintext: &str, associated: &str) -> Result<String, SecretError> {
     let nonce_bytes = random_array::<NONCE_LEN>()?;

@@ -495,10 +495,14 @@ async fn post_sessionless(
         .cloned()
         .unwrap_or(Value::Null);
     let native = executor_mcp::native_mode(versions::SESSIONLESS, query.native(), &capabilities);
-    let tools = app
-        .server()
-        .build_tool_list(&ctx.principal.org_id, native)
-        .await;
+    // Only `tools/list` reads the list; other requests skip building it.
+    let tools = if req.method == "tools/list" {
+        app.server()
+            .build_tool_list(&ctx.principal.org_id, native)
+            .await
+    } else {
+        Arc::default()
+    };
     let scope = RequestScope {
         ctx: &ctx,
         protocol_version: versions::SESSIONLESS,
