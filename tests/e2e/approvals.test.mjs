@@ -81,11 +81,14 @@ test("approvals: concurrent duplicate resumes get one result; other clients and 
   const refused = await resume(id3, "accept", stranger.client);
   assert.equal(refused.isError, true);
   assert.equal(refused.structuredContent.status, "execution_forbidden");
+  assert.equal(refused.structuredContent.recovery, "re_execute");
+  assert.match(refused.content[0].text, /Run `execute` again/);
   const mine = await resume(id3, "accept");
   assert.equal(mine.structuredContent.status, "completed");
 
   const missing = await resume("exec_00000000-0000-0000-0000-000000000000", "accept");
   assert.equal(missing.structuredContent.status, "execution_not_found");
+  assert.equal(missing.structuredContent.recovery, "re_execute");
   await second.client.close();
   await stranger.client.close();
 });
@@ -96,6 +99,7 @@ test("approvals: the window closes with approval_timeout, then resume says expir
   const late = await resume(id, "accept");
   assert.equal(late.isError, true);
   assert.equal(late.structuredContent.status, "execution_expired");
+  assert.equal(late.structuredContent.recovery, "re_execute");
   const record = JSON.parse(srv.cli(["executions", "show", id, "--data-dir", srv.dataDir]));
   assert.equal(
     record.result,

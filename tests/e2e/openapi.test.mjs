@@ -105,6 +105,9 @@ test("openapi: POST requires approval by default, then sends the body", async ()
   seen = [];
   const paused = await call("execute", { code: "return await tools.petstore.pets.createPet({ body: { id: 3, name: 'Kit' } })" });
   assert.equal(paused.structuredContent.status, "waiting_for_interaction", JSON.stringify(paused));
+  // This server runs with the default window: 4 minutes (SPEC §9).
+  const ttl = paused.structuredContent.ttlMs;
+  assert.ok(ttl > 230_000 && ttl <= 240_000, `ttlMs ${ttl}`);
   assert.equal(seen.length, 0, "nothing reaches the upstream before approval");
   const done = await call("resume", { executionId: paused.structuredContent.executionId, action: "accept" });
   assert.deepEqual(done.structuredContent.result.data, { id: 3, name: "Kit" });

@@ -42,6 +42,9 @@ test("policies: block, require_approval and first match, live without a restart"
   const call = await run("return await tools.executor.coreTools.connections.list({})");
   assert.equal(call.ok, false);
   assert.equal(call.error.code, "tool_blocked");
+  // Block comes before validation: bad arguments to a blocked tool are still "blocked".
+  const badArgs = await run("return await tools.executor.coreTools.connections.list({ bogus: 1 })");
+  assert.equal(badArgs.error?.code, "tool_blocked", JSON.stringify(badArgs));
 
   const search = await run("return await tools.search({ query: 'connections' })");
   assert.ok(!search.items.some((i) => i.path === "executor.coreTools.connections.list"), JSON.stringify(search));

@@ -1,6 +1,5 @@
 //! Built-in tools under `executor.coreTools.*`, so an agent can inspect its
-//! own setup. Connections and policies arrive with the integrations work;
-//! until then their lists are empty but real.
+//! own setup: integrations, connections (never their secrets) and policies.
 
 use std::sync::Arc;
 

@@ -71,27 +71,20 @@ impl std::str::FromStr for Action {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
     pub execution_id: String,
-    /// The tool address, e.g. `github.issues.create`.
-    pub address: String,
-    pub args: Value,
     /// `Approve <address>?` with the arguments (≤ 4,000 chars).
     pub message: String,
-    pub expires_at_ms: i64,
 }
 
 impl ApprovalRequest {
-    pub(crate) fn of(execution_id: &str, pending: &PendingCall) -> Self {
+    fn new(execution_id: &str, address: &str, args: &Value) -> Self {
         ApprovalRequest {
             execution_id: execution_id.to_string(),
-            address: pending.path.clone(),
-            args: pending.args.clone(),
-            message: format!(
-                "Approve {}?\n\nArguments:\n{}",
-                pending.path,
-                args_preview(&pending.args)
-            ),
-            expires_at_ms: pending.expires_at_ms,
+            message: format!("Approve {address}?\n\nArguments:\n{}", args_preview(args)),
         }
+    }
+
+    pub(crate) fn of(execution_id: &str, pending: &PendingCall) -> Self {
+        Self::new(execution_id, &pending.path, &pending.args)
     }
 
     /// The request a paused envelope (SPEC §9) stands for.
@@ -100,13 +93,11 @@ impl ApprovalRequest {
             return None;
         }
         let sc = &paused["structuredContent"];
-        let pending = PendingCall {
-            index: 0,
-            path: sc["interaction"]["address"].as_str()?.to_string(),
-            args: sc["interaction"]["args"].clone(),
-            expires_at_ms: now_ms() + sc["ttlMs"].as_i64()?,
-        };
-        Some(Self::of(sc["executionId"].as_str()?, &pending))
+        Some(Self::new(
+            sc["executionId"].as_str()?,
+            sc["interaction"]["address"].as_str()?,
+            &sc["interaction"]["args"],
+        ))
     }
 }
 
@@ -413,21 +404,11 @@ impl Executions {
 
     /// Registers `live` unless another is already registered under its id
     /// (two resumes restoring at once); returns the one that is.
-    pub(crate) fn register(
-        &self,
-        id: &str,
-        live: Arc<LiveExecution>,
-    ) -> (Arc<LiveExecution>, bool) {
+    pub(crate) fn register(&self, id: &str, live: Arc<LiveExecution>) -> Arc<LiveExecution> {
         let Ok(mut map) = self.live.lock() else {
-            return (live, true);
+            return live;
         };
-        match map.get(id) {
-            Some(existing) => (existing.clone(), false),
-            None => {
-                map.insert(id.to_string(), live.clone());
-                (live, true)
-            }
-        }
+        map.entry(id.to_string()).or_insert(live).clone()
     }
 
     /// The run ended: nothing more can be resumed in memory.

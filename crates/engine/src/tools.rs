@@ -588,7 +588,7 @@ impl Engine {
             return Ok(live);
         }
         let live = self.start(saved, Some(decision_of(action))).await?;
-        let (live, _) = self.executions.register(id, live);
+        let live = self.executions.register(id, live);
         Ok(live)
     }
 

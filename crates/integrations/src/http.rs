@@ -1561,6 +1561,15 @@ mod tests {
     }
 
     #[test]
+    fn default_timeouts_are_specs() {
+        // SPEC §8: 110 s for the response headers, 60 s for the body.
+        let config = HttpConfig::default();
+        assert_eq!(config.header_timeout, Duration::from_secs(110));
+        assert_eq!(config.body_timeout, Duration::from_secs(60));
+        assert!(!config.allow_local_network);
+    }
+
+    #[test]
     fn base64_matches_rfc4648() {
         for (input, expected) in [
             ("", ""),
@@ -1643,6 +1652,7 @@ mod tests {
                     "application/json",
                     r#"{"error":"bad key s3cr3t-value"}"#,
                 ),
+                "/403" => respond("403 Forbidden", "application/json", "{}"),
                 "/500" => respond(
                     "500 Internal Server Error",
                     "text/plain",
@@ -1681,6 +1691,11 @@ mod tests {
             (CONNECTION_REJECTED, Some(401), Some(false))
         );
         assert_eq!(err.details, Some(json!({"error": "bad key [redacted]"})));
+        let err = call("/403").await.unwrap_err();
+        assert_eq!(
+            (err.code, err.status, err.retryable),
+            (CONNECTION_REJECTED, Some(403), Some(false))
+        );
 
         let err = call("/500").await.unwrap_err();
         assert_eq!(
