@@ -4,44 +4,34 @@
 // api.github.com that records what it receives.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer, connectSdk } from "./harness.mjs";
+import { startServer, connectSdk, recordingUpstream, runOk, specsDir } from "./harness.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const specsDir = () =>
-  process.env.EXECUTOR_SPECS_DIR || execFileSync(join(HERE, "..", "specs", "install"), { encoding: "utf8", timeout: 120_000 }).trim();
 const QUERIES = JSON.parse(readFileSync(join(HERE, "fixtures", "github-search-queries.json"), "utf8"));
 const TOKEN = "ghp_e2e" + Math.random().toString(36).slice(2);
 
 let srv;
 let client;
 let upstream;
-const seen = [];
+let seen;
 
 before(async () => {
   const spec = join(specsDir(), "node_modules", "@octokit", "openapi", "generated", "api.github.com.json");
   assert.ok(existsSync(spec), `no GitHub spec at ${spec}`);
-  upstream = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      seen.push({ method: req.method, url: req.url, headers: req.headers, body });
-      res.setHeader("content-type", "application/json");
-      if (req.method === "POST") {
-        res.statusCode = 201;
-        return res.end(JSON.stringify({ number: 42, ...JSON.parse(body || "{}") }));
-      }
-      res.end(JSON.stringify([{ number: 1, title: "First", state: "open" }]));
-    });
+  upstream = await recordingUpstream(({ method, body }, res) => {
+    if (method === "POST") {
+      res.statusCode = 201;
+      return res.end(JSON.stringify({ number: 42, ...JSON.parse(body || "{}") }));
+    }
+    res.end(JSON.stringify([{ number: 1, title: "First", state: "open" }]));
   });
-  await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+  seen = upstream.seen;
   srv = await startServer({ args: ["--allow-local-network"] });
   const bearer = srv.mint("github@example.com");
-  const out = srv.cli(["integrations", "add", "openapi", "--spec", spec, "--namespace", "github", "--base-url", `http://127.0.0.1:${upstream.address().port}`, "--data-dir", srv.dataDir]);
+  const out = srv.cli(["integrations", "add", "openapi", "--spec", spec, "--namespace", "github", "--base-url", `${upstream.base}`, "--data-dir", srv.dataDir]);
   assert.match(out, /github: \d{4} tools/);
   srv.cli(["connections", "set", "github", "--bearer", TOKEN, "--data-dir", srv.dataDir]);
   srv.cli(["policies", "add", "github.issues.create", "allow", "--data-dir", srv.dataDir]);
@@ -53,11 +43,7 @@ after(async () => {
   upstream?.close();
 });
 
-const run = async (code) => {
-  const r = await client.callTool({ name: "execute", arguments: { code } });
-  assert.equal(r.isError, undefined, JSON.stringify(r).slice(0, 2000));
-  return r.structuredContent.result;
-};
+const run = (code) => runOk(client, code);
 
 test("github: plain-language searches inside execute find the right operations", async () => {
   const queries = QUERIES.map((q) => q.query);

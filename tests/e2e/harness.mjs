@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
+import assert from "node:assert/strict";
 import net from "node:net";
 import { randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -475,3 +476,40 @@ export const metricMatching = (metrics, re) => {
 /** §11: sessions disposed / restored counters, found by name. */
 export const DISPOSED_RE = /^executor_sessions?_disposed(_total)?$/;
 export const RESTORED_RE = /^executor_sessions?_restored(_total)?$/;
+
+// ------------------------------------------------------------ upstreams
+
+/** The npm prefix holding the real API specs (tests/specs), installed on first use. */
+export const specsDir = () =>
+  process.env.EXECUTOR_SPECS_DIR || execFileSync(join(HERE, "..", "specs", "install"), { encoding: "utf8", timeout: 120_000 }).trim();
+
+/**
+ * A loopback HTTP server standing in for an integration's API: it records
+ * every request ({method, url, headers, body}) in `seen`, defaults the
+ * response to JSON, and lets `route(request, res)` answer. `seen` is emptied
+ * in place (`seen.length = 0`), so tests keep one reference to it.
+ */
+export const recordingUpstream = async (route) => {
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const request = { method: req.method, url: req.url, headers: req.headers, body };
+      seen.push(request);
+      res.setHeader("content-type", "application/json");
+      route(request, res);
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { seen, base: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
+};
+
+/** Runs `code` through `execute` and returns its result; the run must complete without a tool error. */
+export const runOk = async (client, code, transcript) => {
+  const r = await client.callTool({ name: "execute", arguments: { code } });
+  transcript?.push(JSON.stringify(r));
+  assert.equal(r.isError, undefined, `execute failed: ${JSON.stringify(r).slice(0, 2000)}`);
+  return r.structuredContent.result;
+};
+

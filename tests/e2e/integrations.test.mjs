@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { startServer, connectSdk, sleep } from "./harness.mjs";
+import { startServer, connectSdk, sleep, runOk } from "./harness.mjs";
 
 const SPEC = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
 let srv;
@@ -22,11 +22,7 @@ after(async () => {
 });
 
 const cli = (...args) => srv.cli([...args, "--data-dir", srv.dataDir]);
-const run = async (code) => {
-  const r = await client.callTool({ name: "execute", arguments: { code } });
-  assert.ok(!r.isError, JSON.stringify(r));
-  return r.structuredContent.result;
-};
+const run = (code) => runOk(client, code);
 
 test("integrations: open sessions get tools/list_changed and a fresh execute description", async () => {
   const { client: listening } = await connectSdk(srv, srv.mint("integrations@example.com"));

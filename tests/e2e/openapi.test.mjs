@@ -3,48 +3,41 @@
 // only, POST paused for approval, and the secret found nowhere else.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
 import { execFile } from "node:child_process";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer, connectSdk, BIN } from "./harness.mjs";
+import { startServer, connectSdk, BIN, recordingUpstream, runOk } from "./harness.mjs";
 
 const SPEC = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
 const SECRET = "sk-test-" + Math.random().toString(36).slice(2) + "-SECRET";
 let upstream;
-let seen = [];
+let seen;
 let srv;
 let client;
 const transcript = [];
 
 before(async () => {
-  upstream = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      seen.push({ method: req.method, url: req.url, headers: req.headers, body });
-      res.setHeader("content-type", "application/json");
-      if (req.url === "/spec.yaml") {
+  upstream = await recordingUpstream(({ method, url, body }, res) => {
+      if (url === "/spec.yaml") {
         res.setHeader("content-type", "application/yaml");
         return res.end(readFileSync(SPEC));
       }
-      if (req.url.startsWith("/v1/pets/missing")) {
+      if (url.startsWith("/v1/pets/missing")) {
         res.statusCode = 404;
         return res.end(JSON.stringify({ message: "no such pet" }));
       }
-      if (req.method === "POST") {
+      if (method === "POST") {
         res.statusCode = 201;
         return res.end(JSON.stringify({ id: 7, ...JSON.parse(body || "{}") }));
       }
-      if (req.url.startsWith("/v1/pets/")) return res.end(JSON.stringify({ id: 1, name: "Rex" }));
+      if (url.startsWith("/v1/pets/")) return res.end(JSON.stringify({ id: 1, name: "Rex" }));
       res.end(JSON.stringify([{ id: 1, name: "Rex" }, { id: 2, name: "Tom" }]));
-    });
   });
-  await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+  seen = upstream.seen;
   srv = await startServer({ args: ["--allow-local-network"] });
   const bearer = srv.mint("openapi@example.com");
-  const base = `http://127.0.0.1:${upstream.address().port}/v1`;
+  const base = `${upstream.base}/v1`;
   srv.cli(["integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore", "--base-url", base, "--data-dir", srv.dataDir]);
   srv.cli(["connections", "set", "petstore", "--api-key", SECRET, "--data-dir", srv.dataDir]);
   ({ client } = await connectSdk(srv, bearer));
@@ -60,14 +53,10 @@ const call = async (name, args) => {
   transcript.push(JSON.stringify(r));
   return r;
 };
-const run = async (code) => {
-  const r = await call("execute", { code });
-  assert.ok(!r.isError, JSON.stringify(r));
-  return r.structuredContent.result;
-};
+const run = (code) => runOk(client, code, transcript);
 
 test("openapi: GET with query and path params, the key injected by the host", async () => {
-  seen = [];
+  seen.length = 0;
   const list = await run("return await tools.petstore.pets.listPets({ limit: 2 })");
   assert.equal(list.ok, true);
   assert.deepEqual(list.data, [{ id: 1, name: "Rex" }, { id: 2, name: "Tom" }]);
@@ -89,7 +78,7 @@ test("openapi: upstream errors map to SPEC §7 codes; the sandbox never sees the
 });
 
 test("openapi: arguments are validated against the schema before any approval or request", async () => {
-  seen = [];
+  seen.length = 0;
   const noId = await run("return await tools.petstore.pets.showPetById({})");
   assert.equal(noId.ok, false);
   assert.equal(noId.error.code, "invalid_tool_arguments");
@@ -102,7 +91,7 @@ test("openapi: arguments are validated against the schema before any approval or
 });
 
 test("openapi: POST requires approval by default, then sends the body", async () => {
-  seen = [];
+  seen.length = 0;
   const paused = await call("execute", { code: "return await tools.petstore.pets.createPet({ body: { id: 3, name: 'Kit' } })" });
   assert.equal(paused.structuredContent.status, "waiting_for_interaction", JSON.stringify(paused));
   // This server runs with the default window: 4 minutes (SPEC §9).
@@ -126,7 +115,7 @@ test("openapi: executor call runs one tool from a shell through the same pipelin
         resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
       ),
     );
-  seen = [];
+  seen.length = 0;
   const ok = await callCli("petstore.pets.listPets", '{"limit": 1}');
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /"ok": true/);
@@ -142,7 +131,7 @@ test("openapi: a spec is imported from a URL through the same SSRF guard", async
     new Promise((resolve) =>
       execFile(
         BIN,
-        ["integrations", "add", "openapi", "--spec", `http://127.0.0.1:${upstream.address().port}/spec.yaml`, "--namespace", "remote", ...extra, "--data-dir", srv.dataDir],
+        ["integrations", "add", "openapi", "--spec", `${upstream.base}/spec.yaml`, "--namespace", "remote", ...extra, "--data-dir", srv.dataDir],
         (error, stdout, stderr) => resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
       ),
     );
@@ -176,11 +165,11 @@ test("openapi: without --allow-local-network the SSRF guard refuses loopback", a
   const guarded = await startServer();
   try {
     const bearer = guarded.mint("guarded@example.com");
-    const base = `http://127.0.0.1:${upstream.address().port}/v1`;
+    const base = `${upstream.base}/v1`;
     guarded.cli(["integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore", "--base-url", base, "--data-dir", guarded.dataDir]);
     guarded.cli(["connections", "set", "petstore", "--api-key", SECRET, "--data-dir", guarded.dataDir]);
     const { client: c } = await connectSdk(guarded, bearer);
-    seen = [];
+    seen.length = 0;
     const r = await c.callTool({ name: "execute", arguments: { code: "return await tools.petstore.pets.listPets({})" } });
     const result = r.structuredContent.result;
     assert.equal(result.ok, false);
@@ -199,21 +188,21 @@ test("openapi: a connection by reference (env://) resolves at call time; removin
   const other = await startServer({ args: ["--allow-local-network"], env: { PETSTORE_KEY: referenced } });
   try {
     const bearer = other.mint("ref@example.com");
-    const base = `http://127.0.0.1:${upstream.address().port}/v1`;
+    const base = `${upstream.base}/v1`;
     const cli = (...args) => other.cli([...args, "--data-dir", other.dataDir]);
     cli("integrations", "add", "openapi", "--spec", SPEC, "--namespace", "petstore", "--base-url", base);
     cli("connections", "set", "petstore", "--secret-ref", "env://PETSTORE_KEY");
     assert.match(cli("connections", "list"), /^petstore\tapi_key\tenv:\/\/PETSTORE_KEY$/m);
     const { client: c } = await connectSdk(other, bearer);
     const call = async () => (await c.callTool({ name: "execute", arguments: { code: "return await tools.petstore.pets.listPets({})" } })).structuredContent.result;
-    seen = [];
+    seen.length = 0;
     const ok = await call();
     assert.equal(ok.ok, true, JSON.stringify(ok));
     assert.equal(seen.length, 1);
     assert.equal(seen[0].headers["x-api-key"], referenced);
     assert.ok(!JSON.stringify(ok).includes(referenced));
     cli("connections", "remove", "petstore");
-    seen = [];
+    seen.length = 0;
     const missing = await call();
     assert.equal(missing.ok, false);
     assert.equal(missing.error.code, "connection_missing");

@@ -3,7 +3,7 @@
 // running server sees CLI changes at once.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, connectSdk } from "./harness.mjs";
+import { startServer, connectSdk, runOk } from "./harness.mjs";
 
 let srv;
 let client;
@@ -18,11 +18,7 @@ after(async () => {
 });
 
 const cli = (...args) => srv.cli([...args, "--data-dir", srv.dataDir]);
-const run = async (code) => {
-  const r = await client.callTool({ name: "execute", arguments: { code } });
-  assert.ok(!r.isError, `execute failed: ${JSON.stringify(r)}`);
-  return r.structuredContent.result;
-};
+const run = (code) => runOk(client, code);
 const cliFails = (args, pattern) => {
   assert.throws(() => cli(...args), (e) => pattern.test(String(e.stderr)), `executor ${args.join(" ")} should fail`);
 };

@@ -17,7 +17,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer, connectSdk, freePort, request, sleep } from "./harness.mjs";
+import { startServer, connectSdk, freePort, request, sleep, specsDir } from "./harness.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PRISM_BIN = join(HERE, "node_modules", ".bin", "prism");
@@ -28,7 +28,7 @@ const BASIC_PASSWORD = "pw-" + Math.random().toString(36).slice(2);
 
 /** ReadMe's Swagger 2.0 petstore, from the specs the importer's tests use. */
 const swaggerPetstore = () => {
-  const dir = process.env.EXECUTOR_SPECS_DIR || execFileSync(join(HERE, "..", "specs", "install"), { encoding: "utf8", timeout: 120_000 }).trim();
+  const dir = specsDir();
   const file = join(dir, "node_modules", "@readme", "oas-examples", "2.0", "yaml", "petstore.yaml");
   if (!existsSync(file)) throw new Error(`no Swagger 2.0 petstore at ${file}`);
   return file;
