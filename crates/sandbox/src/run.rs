@@ -125,13 +125,16 @@ impl Engine {
         // Drop the resolvers of calls still in flight: they hold JS values,
         // and the context must not outlive them.
         pending.borrow_mut().clear();
+        // Emitted values reach the agent like the result does, so they pass
+        // the same checks; a violation fails the run.
+        let (result, emitted) = match self.check_emitted(&take_strings(&host, "takeEmitted")) {
+            Ok(emitted) => (result, emitted),
+            Err(message) => (Err(message), Vec::new()),
+        };
         Ok(RunOutcome {
             result,
             logs: take_strings(&host, "takeLogs"),
-            emitted: take_strings(&host, "takeEmitted")
-                .iter()
-                .map(|s| serde_json::from_str(s).unwrap_or(serde_json::Value::Null))
-                .collect(),
+            emitted,
         })
     }
 
@@ -162,6 +165,22 @@ impl Engine {
             ));
         }
         parse_result_json(&json).map(Some)
+    }
+
+    /// Parses the emitted JSON texts under the result's limits (size in
+    /// total, depth, lone surrogates).
+    fn check_emitted(&self, texts: &[String]) -> Result<Vec<serde_json::Value>, String> {
+        let total: usize = texts.iter().map(String::len).sum();
+        if total > self.limits.max_result_bytes {
+            return Err(format!(
+                "emitted values are too large: {total} bytes of JSON (limit {} bytes); emit less",
+                self.limits.max_result_bytes
+            ));
+        }
+        texts
+            .iter()
+            .map(|text| parse_result_json(text).map_err(|e| format!("emit: {e}")))
+            .collect()
     }
 
     /// Turns a pending exception into an agent-facing message.

@@ -270,3 +270,28 @@ async fn emitted_values_are_kept_in_order_as_json() {
     assert_eq!(out.result, Err("after".into()));
     assert_eq!(out.emitted, vec![json!("before")]);
 }
+
+#[tokio::test]
+async fn emitted_values_get_the_results_checks() {
+    let p = Pool::new(
+        Limits {
+            max_result_bytes: 1000,
+            ..Limits::default()
+        },
+        2,
+    );
+    let big = failure(&p, "emit('x'.repeat(600)); emit('y'.repeat(600)); return 1").await;
+    assert!(big.starts_with("emitted values are too large"), "{big}");
+    let deep = failure(
+        &p,
+        "let v = 1; for (let i = 0; i < 200; i++) v = [v]; emit(v); return 1",
+    )
+    .await;
+    assert!(
+        deep.starts_with("emit: result is nested more than"),
+        "{deep}"
+    );
+    let fine = run(&p, "emit('\\ud800'); emit({ a: 1 }); return 2").await;
+    assert_eq!(fine.result, Ok(Some(json!(2))));
+    assert_eq!(fine.emitted, [json!("\u{fffd}"), json!({ "a": 1 })]);
+}
