@@ -117,6 +117,9 @@ pub struct Catalog {
     by_path: HashMap<String, usize>,
     index: SearchIndex,
     validators: Validators,
+    /// Namespaces with tool counts, sorted; the catalog never changes, so
+    /// this is counted once rather than per `tools/list` build or listing.
+    integrations: Vec<IntegrationSummary>,
 }
 
 impl Catalog {
@@ -134,11 +137,23 @@ impl Catalog {
             .enumerate()
             .map(|(i, t)| (t.path.clone(), i))
             .collect();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in &tools {
+            *counts.entry(&t.integration).or_default() += 1;
+        }
+        let integrations = counts
+            .into_iter()
+            .map(|(namespace, tool_count)| IntegrationSummary {
+                namespace: namespace.to_string(),
+                tool_count,
+            })
+            .collect();
         Catalog {
             tools: tools.into_iter().map(Arc::new).collect(),
             by_path,
             index,
             validators: Validators::default(),
+            integrations,
         }
     }
 
@@ -194,17 +209,7 @@ impl Catalog {
     }
 
     /// Integration namespaces with their tool counts, sorted.
-    pub fn integrations(&self) -> Vec<IntegrationSummary> {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in &self.tools {
-            *counts.entry(&t.integration).or_default() += 1;
-        }
-        counts
-            .into_iter()
-            .map(|(namespace, tool_count)| IntegrationSummary {
-                namespace: namespace.to_string(),
-                tool_count,
-            })
-            .collect()
+    pub fn integrations(&self) -> &[IntegrationSummary] {
+        &self.integrations
     }
 }

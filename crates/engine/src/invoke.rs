@@ -318,7 +318,7 @@ fn list_integrations(catalog: &Catalog, args: &Value) -> Result<Value, String> {
     let offset = opt_count(args, "offset", 0, u64::MAX, helper, shape)? as usize;
     let all: Vec<_> = catalog
         .integrations()
-        .into_iter()
+        .iter()
         .filter(|i| {
             query
                 .as_deref()

@@ -128,9 +128,9 @@ impl Engine {
             .catalog(org_id)
             .await
             .integrations()
-            .into_iter()
-            .map(|i| i.namespace)
-            .filter(|ns| ns != core_tools::NAMESPACE)
+            .iter()
+            .filter(|i| i.namespace != core_tools::NAMESPACE)
+            .map(|i| i.namespace.clone())
             .collect()
     }
 

@@ -34,12 +34,12 @@ impl Credentials {
                 format!("the connection of {namespace} could not be read"),
             )
         };
-        let connections = self
+        let connection = self
             .store
-            .list_connections(org_id)
+            .get_connection(org_id, namespace)
             .await
             .map_err(|_| unavailable())?;
-        let Some(connection) = connections.into_iter().find(|c| c.namespace == namespace) else {
+        let Some(connection) = connection else {
             return Ok(None);
         };
         let reference = SecretRef::parse(&connection.secret).map_err(|_| unavailable())?;

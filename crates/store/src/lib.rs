@@ -104,6 +104,12 @@ pub trait Store: Send + Sync + 'static {
     /// Sets the credential of one integration (`secret` is sealed or a reference).
     async fn set_connection(&self, connection: ConnectionRecord) -> StoreResult<()>;
     async fn list_connections(&self, org_id: &str) -> StoreResult<Vec<ConnectionRecord>>;
+    /// One connection, read on every tool call of its integration.
+    async fn get_connection(
+        &self,
+        org_id: &str,
+        namespace: &str,
+    ) -> StoreResult<Option<ConnectionRecord>>;
     async fn remove_connection(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
 
     // --- executions --------------------------------------------------------

@@ -493,7 +493,10 @@ impl Store for SqliteStore {
                 [before_ms],
             )?;
             let n = tx.execute("DELETE FROM sessions WHERE last_activity_at < ?1", [before_ms])?;
-                        Ok(n as u64)
+            // Paused executions expire within minutes; their saved states
+            // (kept for idempotent repeats) go with the same retention.
+            tx.execute("DELETE FROM execution_states WHERE updated_at < ?1", [before_ms])?;
+            Ok(n as u64)
         })
         .await
     }
@@ -848,17 +851,24 @@ impl Store for SqliteStore {
             let mut stmt = conn.prepare_cached(
                 "SELECT org_id, namespace, kind, username, secret, updated_at FROM connections WHERE org_id = ?1 ORDER BY namespace",
             )?;
-            let rows = stmt.query_map([org_id], |r| {
-                Ok(ConnectionRecord {
-                    org_id: r.get(0)?,
-                    namespace: r.get(1)?,
-                    kind: r.get(2)?,
-                    username: r.get(3)?,
-                    secret: r.get(4)?,
-                    updated_at_ms: r.get(5)?,
-                })
-            })?;
+            let rows = stmt.query_map([org_id], connection_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    async fn get_connection(
+        &self,
+        org_id: &str,
+        namespace: &str,
+    ) -> StoreResult<Option<ConnectionRecord>> {
+        let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT org_id, namespace, kind, username, secret, updated_at FROM connections WHERE org_id = ?1 AND namespace = ?2",
+                )?
+                .query_row([org_id, namespace], connection_row)
+                .optional()?)
         })
     }
 
@@ -917,6 +927,17 @@ fn prune_stream(
         }
     }
     Ok(())
+}
+
+fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRecord> {
+    Ok(ConnectionRecord {
+        org_id: r.get(0)?,
+        namespace: r.get(1)?,
+        kind: r.get(2)?,
+        username: r.get(3)?,
+        secret: r.get(4)?,
+        updated_at_ms: r.get(5)?,
+    })
 }
 
 #[cfg(test)]
@@ -1022,6 +1043,14 @@ mod tests {
         assert!(s.get_session("old").await.unwrap().is_none());
         assert!(s.get_session("recent").await.unwrap().is_some());
         assert!(s.events_after("old", "x", 0).await.unwrap().is_empty());
+        // Saved execution states follow the same retention.
+        s.save_execution_state("exec_old", "org", "{}".into())
+            .await
+            .unwrap();
+        s.gc_sessions(now_ms() - 60_000).await.unwrap();
+        assert!(s.load_execution_state("exec_old").await.unwrap().is_some());
+        s.gc_sessions(now_ms() + 1).await.unwrap();
+        assert!(s.load_execution_state("exec_old").await.unwrap().is_none());
         std::fs::remove_dir_all(dir).ok();
     }
 
