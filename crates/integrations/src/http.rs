@@ -469,12 +469,7 @@ fn body_value(bytes: &[u8], is_json: bool) -> Value {
 
 /// `application/json`, `application/problem+json`, … (parameters ignored).
 fn is_json_media(content_type: Option<&str>) -> bool {
-    let essence = content_type
-        .and_then(|c| c.split(';').next())
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    essence.ends_with("/json") || essence.ends_with("+json")
+    content_type.is_some_and(crate::media::names_json)
 }
 
 /// Response headers worth showing the agent; the rest may carry cookies or

@@ -29,6 +29,13 @@ fn rank(media_type: &str) -> u8 {
     }
 }
 
+/// Whether a media type is JSON (`…/json` or `…+json`): the one rule the
+/// importer (output schemas) and the invoker (parsing responses) share.
+pub(crate) fn names_json(media_type: &str) -> bool {
+    let essence = essence(media_type);
+    essence.ends_with("/json") || essence.ends_with("+json")
+}
+
 /// The type without parameters, lower case: `application/json`.
 fn essence(media_type: &str) -> String {
     media_type
@@ -53,7 +60,7 @@ pub(crate) fn preferred<'k>(types: impl IntoIterator<Item = &'k str>) -> Option<
 
 /// Whether a response of this type can be read as JSON.
 fn is_json(media_type: &str) -> bool {
-    rank(media_type) <= 1 || essence(media_type) == "*/*"
+    names_json(media_type) || essence(media_type) == "*/*"
 }
 
 /// The operation's request body: OpenAPI 3's `requestBody`, Swagger 2's
@@ -280,6 +287,10 @@ mod tests {
         assert!(is_json("application/problem+json"));
         assert!(is_json("*/*"));
         assert!(!is_json("text/html"));
+        // Line-delimited JSON is not one JSON value: the invoker returns it
+        // as text, so no JSON output schema is promised for it.
+        assert!(!is_json("application/x-ndjson"));
+        assert!(names_json("Application/Vnd.Api+JSON; charset=utf-8"));
     }
 
     #[test]
