@@ -6,15 +6,19 @@
 //!    returned; one named function declaration gets a call appended; an
 //!    `export default` is unwrapped the same way. A bare expression is left
 //!    alone (no implicit return).
-//! 3. Strip type syntax with oxc's TypeScript transform; `enum`, decorators
-//!    and `import` are refused with a clear message.
+//! 3. Strip type syntax with oxc's TypeScript transform. `enum` and
+//!    `const enum` compile as `tsc` compiles them: an enum becomes an object
+//!    with reverse mappings for numeric members, declarations of the same
+//!    name merge, a `declare enum` leaves nothing behind, and `const enum`
+//!    members are inlined where they are used. Decorators and `import` are
+//!    refused with a clear message.
 
 use std::path::Path;
 
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{
     Decorator, ExportDefaultDeclarationKind, Expression, ImportDeclaration, ImportExpression,
-    Program, Statement, TSEnumDeclaration,
+    Program, Statement,
 };
 use oxc::ast_visit::{Visit, walk};
 use oxc::codegen::Codegen;
@@ -152,13 +156,6 @@ impl UnsupportedFinder {
 }
 
 impl<'a> Visit<'a> for UnsupportedFinder {
-    fn visit_ts_enum_declaration(&mut self, it: &TSEnumDeclaration<'a>) {
-        self.note(
-            "TypeScript enums are not supported: use a union of string literals or a plain object",
-            it.span,
-        );
-    }
-
     fn visit_decorator(&mut self, it: &Decorator<'a>) {
         self.note("decorators are not supported in the sandbox", it.span);
     }
@@ -244,11 +241,20 @@ fn is_function_expression(e: &Expression<'_>) -> bool {
 
 /// Removes type syntax and prints the program back as JavaScript.
 fn strip_types<'a>(allocator: &'a Allocator, mut program: Program<'a>) -> String {
+    // The enum transform reads member values (`B = A + 1`, string members)
+    // from the scoping; without `enum_eval` it cannot inline const enums and
+    // gives string members such as `B = A` (`A` a string) a reverse mapping.
     let scoping = SemanticBuilder::new()
+        .with_enum_eval(true)
         .build(&program)
         .semantic
         .into_scoping();
-    let options = TransformOptions::default();
+    let mut options = TransformOptions::default();
+    // `tsc` inlines a const enum's members where they are used and emits no
+    // object for it. oxc does the same, and still emits the object when a
+    // use it cannot inline remains (`const e = E`, which tsc would reject),
+    // so no reference is left dangling.
+    options.typescript.optimize_const_enums = true;
     let _ = Transformer::new(allocator, Path::new("code.ts"), &options)
         .build_with_scoping(scoping, &mut program);
     Codegen::new().build(&program).code
@@ -311,11 +317,72 @@ mod tests {
     }
 
     #[test]
+    fn enums_compile_as_typescript_does() {
+        // (source, pieces the output must contain, pieces it must not).
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                "enum Color { Red, Green = 5, Blue }\nreturn Color[5];",
+                &[
+                    r#"Color[Color["Red"] = 0] = "Red";"#,
+                    r#"Color[Color["Green"] = 5] = "Green";"#,
+                    r#"Color[Color["Blue"] = 6] = "Blue";"#,
+                    "}(Color || {});",
+                ],
+                &["enum"],
+            ),
+            // String members get no reverse mapping.
+            (
+                "enum S { A = 'a', B = 'b' }\nreturn S.A;",
+                &[r#"S["A"] = "a";"#, r#"S["B"] = "b";"#],
+                &["S[S"],
+            ),
+            // Values computed from earlier members are folded, as tsc does.
+            (
+                "enum F { A = 1 << 2, B = A | 1 }\nreturn F.B;",
+                &[r#"F[F["A"] = 4] = "A";"#, r#"F[F["B"] = 5] = "B";"#],
+                &[],
+            ),
+            // A const enum is inlined where it is used and leaves no object.
+            (
+                "const enum D { Up = 1, Down }\nreturn D.Down;",
+                &["return 2;"],
+                &["D["],
+            ),
+            ("declare enum X { A }\nreturn 1;", &["return 1;"], &["X"]),
+            // A second declaration of the same name adds to the first.
+            (
+                "enum M { A = 1 }\nenum M { B = 2 }\nreturn M.B;",
+                &["var M = ", "\nM = ", r#"M[M["B"] = 2] = "B";"#],
+                &[],
+            ),
+            (
+                "export enum E { A }\nreturn E.A;",
+                &[r#"E[E["A"] = 0] = "A";"#],
+                &["export"],
+            ),
+        ];
+        for (code, present, absent) in cases {
+            let out = ok(code);
+            for piece in *present {
+                assert!(out.contains(piece), "{code:?} lacks {piece:?}:\n{out}");
+            }
+            for piece in *absent {
+                assert!(!out.contains(piece), "{code:?} has {piece:?}:\n{out}");
+            }
+        }
+        // Redeclaring an enum's name is still an early error with a place.
+        assert_eq!(
+            normalize("enum E { A }\nconst E = 1;").unwrap_err(),
+            "SyntaxError: Identifier `E` has already been declared (line 2, column 7)"
+        );
+    }
+
+    #[test]
     fn unsupported_syntax_is_refused_clearly() {
         assert!(
-            normalize("enum E { A }")
+            normalize("@dec class C {}")
                 .unwrap_err()
-                .contains("enums are not supported")
+                .contains("decorators are not supported")
         );
         assert!(
             normalize("import fs from 'fs';")
