@@ -6,12 +6,14 @@
 //! which database it talks to, so a Postgres implementation can satisfy the
 //! same trait.
 
+mod preflight;
 mod records;
 pub mod secrets;
 mod sqlite;
 pub mod tokens;
 mod writer;
 
+pub use preflight::Refusal;
 pub use records::*;
 pub use sqlite::SqliteStore;
 
@@ -27,6 +29,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// The store failed a start check; the text is the operator's message.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 impl From<rusqlite::Error> for StoreError {

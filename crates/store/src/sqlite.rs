@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::secrets::{KEY_ENV_VAR, SecretRef};
 use crate::writer::Writer;
 use crate::*;
 
@@ -135,6 +136,9 @@ ALTER TABLE execution_states ADD COLUMN decision TEXT;
 
 /// Connections kept open when idle; more are opened under load.
 const IDLE_CONNECTIONS: usize = 8;
+/// How long a statement waits for another connection's write lock (the
+/// server and CLI commands share the file) before giving up.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct SqliteStore {
     path: Arc<std::path::PathBuf>,
@@ -146,14 +150,20 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file and applies migrations.
+    /// Opens (creating if needed) the database file and applies migrations,
+    /// after the start checks of `preflight.rs`: a file that is not a store
+    /// of this release, or that this process cannot write, is refused with
+    /// [`StoreError::Refused`] before anything is written to it.
     pub fn open(path: &Path) -> StoreResult<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::Database(format!("cannot create {}: {e}", dir.display()))
-            })?;
+        preflight::prepare_files(path)?;
+        preflight::check_header(path)?;
+        {
+            let inspect = preflight::inspect_connection(path, BUSY_TIMEOUT)?;
+            preflight::check_schema(path, &inspect, MIGRATIONS.len())?;
+            preflight::check_writable(path, &inspect)?;
         }
-        let conn = open_connection(path)?;
+        // Switching to WAL can still fail on a `-wal` or `-shm` we cannot create.
+        let conn = connect(path).map_err(|e| preflight::explain(path, &e))?;
         migrate(&conn)?;
         Ok(SqliteStore {
             path: Arc::new(path.to_path_buf()),
@@ -168,6 +178,28 @@ impl SqliteStore {
             .strip_prefix("sqlite://")
             .ok_or_else(|| StoreError::Invalid(format!("not a sqlite:// URL: {url}")))?;
         Self::open(Path::new(path))
+    }
+
+    /// The start check for commands that seal or open connection secrets:
+    /// refuses ([`Refusal::LostSecretKey`]) when connections hold sealed
+    /// secrets but neither `EXECUTOR_SECRET_KEY` nor `<data_dir>/secret.key`
+    /// exists. Call it before the key is loaded, since loading creates a new
+    /// key when there is none.
+    pub fn check_secret_key(&self, data_dir: &Path) -> StoreResult<()> {
+        let key_in_env = std::env::var_os(KEY_ENV_VAR).is_some();
+        self.check_secret_key_with(key_in_env, data_dir)
+    }
+
+    /// `check_secret_key` with the environment passed in, for tests.
+    pub(crate) fn check_secret_key_with(
+        &self,
+        key_in_env: bool,
+        data_dir: &Path,
+    ) -> StoreResult<()> {
+        let sealed = self.read(sealed_connections)?;
+        Ok(preflight::check_secret_key(
+            &self.path, sealed, key_in_env, data_dir,
+        )?)
     }
 
     /// Runs a read with a pooled connection on the calling thread.
@@ -217,8 +249,14 @@ fn poisoned() -> StoreError {
 }
 
 fn open_connection(path: &Path) -> StoreResult<Connection> {
+    Ok(connect(path)?)
+}
+
+/// `open_connection` with SQLite's error kept whole, so the start checks can
+/// tell its causes apart.
+pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     // WAL + NORMAL: a commit survives a killed process (the WAL is in the OS
     // page cache); only an OS crash can lose the last commits.
     conn.execute_batch(
@@ -227,7 +265,7 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-fn migrate(conn: &Connection) -> StoreResult<()> {
+pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         // IMMEDIATE: two processes starting at once serialise here instead
@@ -883,6 +921,30 @@ impl Store for SqliteStore {
             })
             .await
     }
+}
+
+/// `org/namespace` of every connection whose secret is sealed (not an
+/// `env://` reference), by org name where the org still exists.
+fn sealed_connections(conn: &Connection) -> StoreResult<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT COALESCE(o.name, c.org_id), c.namespace, c.secret FROM connections c \
+         LEFT JOIN orgs o ON o.id = c.org_id ORDER BY 1, 2",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut sealed = Vec::new();
+    for row in rows {
+        let (org, namespace, secret) = row?;
+        if matches!(SecretRef::parse(&secret), Ok(SecretRef::Sealed(_))) {
+            sealed.push(format!("{org}/{namespace}"));
+        }
+    }
+    Ok(sealed)
 }
 
 /// Marks the org's catalog as changed, so servers rebuild it.

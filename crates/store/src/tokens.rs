@@ -108,6 +108,11 @@ pub fn verify(
     Ok(record.principal.clone())
 }
 
+/// Whether a token found earlier is still neither revoked nor expired.
+pub fn is_current(record: &TokenRecord, now_ms: i64) -> bool {
+    record.revoked_at_ms.is_none() && record.expires_at_ms.is_none_or(|e| e > now_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
