@@ -100,6 +100,14 @@ pub fn result_value(result: &ToolResult) -> Value {
 /// Runs the tools of one integration kind.
 pub trait ToolInvoker: Send + Sync + 'static {
     fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult>;
+
+    /// Refuses arguments that pass the input schema but cannot make the
+    /// request the tool names (a path value of `..`). Runs after validation
+    /// and before approval, so a human is never asked about a call that
+    /// would fail or reach something else. The default accepts everything.
+    fn check(&self, _tool: &ToolEntry, _args: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
 }
 
 /// An integration as listed by `tools.executor.integrations.list`.

@@ -146,6 +146,9 @@ impl BridgeInner {
                 format!("{path}: the input does not match its schema: {problems}"),
             )));
         }
+        if let Err(refused) = tool.invoker.check(&tool, &args) {
+            return Ok(Err(refused));
+        }
         if action == PolicyAction::RequireApproval
             && let Decision::Decline { reason } = self.gate.decide(index, path, &args).await
         {

@@ -108,14 +108,18 @@ pub enum Command {
 pub enum ConnectionsCommand {
     /// Set the credential of an integration. The value is sealed with the
     /// data dir's key (or EXECUTOR_SECRET_KEY); `--secret-ref env://NAME`
-    /// stores a reference resolved at call time instead.
+    /// stores a reference resolved at call time instead. Give secret values
+    /// as `-` (read from standard input) or `@FILE`, so that they stay out
+    /// of `ps` and shell history.
     Set {
         namespace: String,
+        /// The key, `-` for standard input, or `@FILE`.
         #[arg(long, group = "credential")]
         api_key: Option<String>,
+        /// The token, `-` for standard input, or `@FILE`.
         #[arg(long, group = "credential")]
         bearer: Option<String>,
-        /// USER:PASSWORD
+        /// USER:PASSWORD, `-` for standard input, or `@FILE`.
         #[arg(long, group = "credential")]
         basic: Option<String>,
         /// `env://NAME`: read the secret from the server's environment.
@@ -256,6 +260,13 @@ pub struct ServeOpts {
     /// Value of access-control-allow-origin.
     #[arg(long, env = "EXECUTOR_CORS_ORIGIN", default_value = "*")]
     pub cors_origin: String,
+    /// After SIGTERM, how long in-flight requests may run on (ms).
+    #[arg(
+        long,
+        env = "EXECUTOR_SHUTDOWN_DRAIN_DEADLINE_MS",
+        default_value_t = 10_000
+    )]
+    pub shutdown_drain_deadline: u64,
 }
 
 #[derive(Debug, Args)]

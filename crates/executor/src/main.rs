@@ -23,6 +23,7 @@ use executor_store::{
     ConnectionRecord, IntegrationRecord, PolicyRecord, SqliteStore, Store, now_ms, tokens,
 };
 use executor_wire::{App, HostPolicy, WireConfig};
+use zeroize::Zeroizing;
 
 use cli::{
     AddIntegration, Cli, Command, ConnectionsCommand, EngineOpts, ExecutionsCommand, GlobalOpts,
@@ -63,7 +64,7 @@ fn init_tracing() {
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 async fn run(cli: Cli) -> AnyResult<()> {
-    let store = open_store(&cli.global)?;
+    let store = open_store(&cli.global, uses_secret_key(&cli.command))?;
     match cli.command {
         Command::Serve(opts) => serve(store, &cli.global, opts).await,
         Command::Mcp(opts) => {
@@ -426,12 +427,38 @@ fn first_line(s: &str) -> String {
     line.chars().take(60).collect()
 }
 
-fn open_store(global: &GlobalOpts) -> AnyResult<Arc<dyn Store>> {
+/// Opens the store after its start checks (SPEC §11), whose refusals are
+/// the operator's message on stderr. `needs_secret_key`: the command seals or
+/// opens connection secrets, so their key must still be there.
+fn open_store(global: &GlobalOpts, needs_secret_key: bool) -> AnyResult<Arc<dyn Store>> {
     let url = global.database_url();
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Err("postgres:// is not supported yet: use the embedded default (sqlite)".into());
     }
-    Ok(Arc::new(SqliteStore::open_url(&url)?))
+    let store = SqliteStore::open_url(&url)?;
+    if needs_secret_key {
+        // Before anything calls `SecretKey::load_or_create`, which would make
+        // a new key that never opens the secrets already sealed.
+        store.check_secret_key(&global.data_dir())?;
+    }
+    Ok(Arc::new(store))
+}
+
+/// Whether `command` may seal or open connection secrets. Listing and
+/// removing connections never do (they are how an operator recovers from a
+/// lost key), nor do the commands below that never touch connections; a new
+/// command is checked until it is listed here.
+fn uses_secret_key(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Token(_)
+            | Command::Executions(_)
+            | Command::Policies(_)
+            | Command::Integrations(_)
+            | Command::Connections(
+                ConnectionsCommand::List { .. } | ConnectionsCommand::Remove { .. }
+            )
+    )
 }
 
 fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyResult<Arc<Engine>> {
@@ -480,6 +507,39 @@ fn store_catalogs(
     Ok(StoreCatalogs::new(store, Arc::new(invokers)))
 }
 
+/// A secret given to the CLI: `-` reads it from standard input, `@FILE`
+/// from a file (one trailing newline dropped), so that it stays out of
+/// `ps` and shell history; anything else is the value itself.
+fn secret_value(arg: String) -> AnyResult<Zeroizing<String>> {
+    let arg = Zeroizing::new(arg);
+    let mut text = if arg.as_str() == "-" {
+        let mut text = Zeroizing::new(String::new());
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| format!("cannot read the secret from standard input: {e}"))?;
+        text
+    } else if let Some(path) = arg.strip_prefix('@') {
+        Zeroizing::new(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the secret from {path}: {e}"))?,
+        )
+    } else {
+        eprintln!(
+            "note: a secret given on the command line can be seen in `ps` and shell history; \
+             pass `-` to read it from standard input or `@FILE` to read it from a file"
+        );
+        return Ok(arg);
+    };
+    for ending in ["\n", "\r"] {
+        if text.ends_with(ending) {
+            text.pop();
+        }
+    }
+    if text.is_empty() {
+        return Err("the secret is empty".into());
+    }
+    Ok(text)
+}
+
 async fn connections(
     store: &dyn Store,
     global: &GlobalOpts,
@@ -498,6 +558,8 @@ async fn connections(
         } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
             let associated = secrets::connection_aad(&org_id, &namespace);
+            let read = |value: Option<String>| value.map(secret_value).transpose();
+            let (api_key, bearer, basic) = (read(api_key)?, read(bearer)?, read(basic)?);
             let (kind, username, secret) = match (api_key, bearer, basic, secret_ref) {
                 (_, _, _, Some(reference)) => {
                     let parsed = SecretRef::parse(&reference)?;
@@ -509,12 +571,12 @@ async fn connections(
                 (Some(key), None, None, None) => (
                     "api_key".to_string(),
                     None,
-                    seal_with(global, &key, &associated)?,
+                    seal_with(global, key.as_str(), &associated)?,
                 ),
                 (None, Some(token), None, None) => (
                     "bearer".to_string(),
                     None,
-                    seal_with(global, &token, &associated)?,
+                    seal_with(global, token.as_str(), &associated)?,
                 ),
                 (None, None, Some(pair), None) => {
                     let (user, password) =
@@ -603,6 +665,7 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
     };
     let app = App {
         sessions,
+        in_flight: executor_wire::InFlight::default(),
         config: Arc::new(WireConfig {
             hosts,
             cors_origin: opts.cors_origin.clone(),
@@ -610,30 +673,55 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
         }),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
-    // On SIGTERM: stop accepting, end open streams (their sessions stay
-    // durable), let in-flight requests finish, and give up after a deadline.
-    let stopping = Arc::new(tokio::sync::Notify::new());
+    // SPEC §11: on SIGTERM, drain: `/healthz` turns 503, new `/mcp`
+    // requests get 503 + Retry-After, standalone GET streams end, and
+    // in-flight requests — JSON or SSE — finish and are recorded, up to the
+    // drain deadline. Then the listener closes, runtimes are disposed
+    // (records stay) and the process exits. A second signal exits at once.
+    let sessions = app.sessions.clone();
+    let in_flight = app.in_flight.clone();
+    let drain_deadline = Duration::from_millis(opts.shutdown_drain_deadline);
     let graceful = {
-        let (stopping, sessions) = (stopping.clone(), app.sessions.clone());
+        let sessions = sessions.clone();
         async move {
             shutdown_signal().await;
-            stopping.notify_one();
-            sessions.dispose_all().await;
+            sessions.drain();
+            tokio::spawn(async {
+                shutdown_signal().await;
+                tracing::warn!("second signal: exiting without waiting for in-flight requests");
+                std::process::exit(1);
+            });
+            let left = in_flight.current();
+            tracing::info!(in_flight = left, "draining");
+            if tokio::time::timeout(drain_deadline, in_flight.idle())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    in_flight = in_flight.current(),
+                    "in-flight requests outlived the shutdown deadline"
+                );
+            }
         }
     };
-    let deadline = async {
-        stopping.notified().await;
-        tokio::time::sleep(SHUTDOWN_DEADLINE).await;
-    };
+    // Once drained, the server stops; connections still open then (a
+    // request past the deadline) get a moment, not forever.
+    let served = executor_wire::serve(listener, app, graceful);
+    tokio::pin!(served);
     tokio::select! {
-        served = executor_wire::serve(listener, app, graceful) => served?,
-        _ = deadline => tracing::warn!("in-flight requests outlived the shutdown deadline"),
+        result = &mut served => result?,
+        _ = async {
+            let mut draining = sessions.draining();
+            let _ = draining.wait_for(|d| *d).await;
+            tokio::time::sleep(drain_deadline + CLOSE_GRACE).await;
+        } => tracing::warn!("connections still open after the drain; closing them"),
     }
+    sessions.dispose_all().await;
     Ok(())
 }
 
-/// How long in-flight requests may run on after SIGTERM.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+/// How long connections may stay open once the drain has ended.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

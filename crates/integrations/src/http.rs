@@ -19,6 +19,10 @@ use reqwest::{Method, Url};
 use rustls_platform_verifier::BuilderVerifierExt;
 use serde_json::{Map, Value};
 
+use zeroize::Zeroizing;
+
+pub use crate::credential::Credential;
+use crate::redact::Redactor;
 use crate::{AuthMethod, BodySpec, OperationTool, ParamLocation, ParamSpec, ParamStyle};
 
 /// SPEC §7 error codes this module produces.
@@ -31,11 +35,6 @@ pub const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
 const MAX_ERROR_DETAIL_BYTES: usize = 4096;
 /// Same-origin redirects followed before the 3xx is returned as is.
 const MAX_REDIRECTS: usize = 10;
-/// Shorter secrets are not scrubbed from output: replacing a 1–3 character
-/// string everywhere would mangle results without protecting anything.
-const MIN_REDACTED_LEN: usize = 4;
-const REDACTED: &str = "[redacted]";
-
 /// Everything but RFC 3986 unreserved characters is encoded: a value can
 /// never break out of its path segment, query pair or cookie.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -82,28 +81,6 @@ impl Default for HttpConfig {
             body_timeout: Duration::from_secs(60),
             max_response_bytes: 8 * 1024 * 1024,
         }
-    }
-}
-
-/// The secret of a connection, resolved in host code just before the call.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Credential {
-    None,
-    ApiKey(String),
-    Bearer(String),
-    Basic { username: String, password: String },
-}
-
-/// Written by hand so that no log line or error can print a secret.
-impl fmt::Debug for Credential {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self {
-            Credential::None => "None",
-            Credential::ApiKey(_) => "ApiKey([redacted])",
-            Credential::Bearer(_) => "Bearer([redacted])",
-            Credential::Basic { .. } => "Basic { [redacted] }",
-        };
-        write!(f, "Credential::{kind}")
     }
 }
 
@@ -211,9 +188,12 @@ impl HttpInvoker {
         args: &Value,
     ) -> Result<HttpSuccess, HttpFailure> {
         let redactor = Redactor::new(credential);
-        match self.send(base_url, tool, auth, credential, args).await {
-            Ok(success) => Ok(redactor.success(success)),
-            Err(failure) => Err(redactor.failure(failure)),
+        match self
+            .send(base_url, tool, auth, credential, args, &redactor)
+            .await
+        {
+            Ok(success) => Ok(redact_success(&redactor, success)),
+            Err(failure) => Err(redact_failure(&redactor, failure)),
         }
     }
 
@@ -224,6 +204,7 @@ impl HttpInvoker {
         auth: &[AuthMethod],
         credential: &Credential,
         args: &Value,
+        redactor: &Redactor,
     ) -> Result<HttpSuccess, HttpFailure> {
         let args = arg_map(args)?;
         let mut parts = RequestParts::from_args(tool, args)?;
@@ -255,7 +236,7 @@ impl HttpInvoker {
             Ok(Err(e)) => return Err(send_failure(&e, &host)),
             Ok(Ok(response)) => response,
         };
-        self.read_response(response, is_head).await
+        self.read_response(response, is_head, redactor).await
     }
 
     /// GETs a document (an API description) through the same client, SSRF
@@ -321,12 +302,15 @@ impl HttpInvoker {
         &self,
         response: reqwest::Response,
         is_head: bool,
+        redactor: &Redactor,
     ) -> Result<HttpSuccess, HttpFailure> {
         let status = response.status().as_u16();
         let headers = safe_headers(response.headers());
         let is_json = is_json_media(headers.get("content-type").map(String::as_str));
         if !(200..400).contains(&status) {
-            return Err(self.error_response(response, status, is_json).await);
+            return Err(self
+                .error_response(response, status, is_json, redactor)
+                .await);
         }
         let no_body = is_head || matches!(status, 204 | 205 | 304);
         let data = if no_body {
@@ -357,11 +341,20 @@ impl HttpInvoker {
         response: reqwest::Response,
         status: u16,
         is_json: bool,
+        redactor: &Redactor,
     ) -> HttpFailure {
         // The details are a courtesy: a body that cannot be read is dropped.
-        let details = match self.read_body(response, MAX_ERROR_DETAIL_BYTES).await {
+        // More than is kept is read, so that redaction runs before the cut.
+        let limit = MAX_ERROR_DETAIL_BYTES + redactor.slack();
+        let details = match self.read_body(response, limit).await {
             Ok((bytes, _)) if bytes.is_empty() => None,
-            Ok((bytes, truncated)) => Some(body_value(&bytes, is_json && !truncated)),
+            Ok((bytes, false)) if bytes.len() <= MAX_ERROR_DETAIL_BYTES => {
+                Some(body_value(&bytes, is_json))
+            }
+            Ok((bytes, _)) => {
+                let text = String::from_utf8_lossy(&bytes);
+                Some(Value::String(redactor.cut(&text, MAX_ERROR_DETAIL_BYTES)))
+            }
             Err(_) => None,
         };
         let mut failure = if matches!(status, 401 | 403) {
@@ -539,6 +532,13 @@ fn error_chain(error: &reqwest::Error) -> String {
 // ---------------------------------------------------------------------------
 // Building the request.
 
+/// Builds the request for `args` without sending it (and without the
+/// credential), to refuse before any approval what cannot be sent as the
+/// operation names it.
+pub fn check_args(tool: &OperationTool, args: &Value) -> Result<(), HttpFailure> {
+    RequestParts::from_args(tool, arg_map(args)?).map(drop)
+}
+
 fn arg_map(args: &Value) -> Result<&Map<String, Value>, HttpFailure> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
     match args {
@@ -624,7 +624,7 @@ impl RequestParts {
             None => {}
             Some(Placement::Header(name, secret)) => {
                 let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| header_error())?;
-                let value = sensitive_header(secret.to_string()).ok_or_else(header_error)?;
+                let value = sensitive_header(secret).ok_or_else(header_error)?;
                 self.headers.insert(name, value);
             }
             Some(Placement::Query(name, secret)) => self.query.push(format!(
@@ -639,12 +639,14 @@ impl RequestParts {
                 self.cookies.push((name.to_string(), value));
             }
             Some(Placement::Bearer(token)) => {
-                let value = sensitive_header(format!("Bearer {token}")).ok_or_else(header_error)?;
+                let text = Zeroizing::new(format!("Bearer {token}"));
+                let value = sensitive_header(&text).ok_or_else(header_error)?;
                 self.headers.insert(reqwest::header::AUTHORIZATION, value);
             }
             Some(Placement::Basic(user, password)) => {
-                let token = base64(format!("{user}:{password}").as_bytes());
-                let value = sensitive_header(format!("Basic {token}")).ok_or_else(header_error)?;
+                let token = Credential::basic_token(user, password);
+                let text = Zeroizing::new(format!("Basic {}", token.as_str()));
+                let value = sensitive_header(&text).ok_or_else(header_error)?;
                 self.headers.insert(reqwest::header::AUTHORIZATION, value);
             }
         }
@@ -659,7 +661,7 @@ impl RequestParts {
                 .map(|(n, v)| format!("{n}={v}"))
                 .collect::<Vec<_>>()
                 .join("; ");
-            let value = sensitive_header(cookie).ok_or_else(|| {
+            let value = sensitive_header(&cookie).ok_or_else(|| {
                 HttpFailure::invalid("a cookie parameter cannot be sent as a header")
             })?;
             self.headers.insert(COOKIE, value);
@@ -677,13 +679,18 @@ impl RequestParts {
 }
 
 /// Marked sensitive so that reqwest and hyper never print it.
-fn sensitive_header(text: String) -> Option<HeaderValue> {
-    let mut value = HeaderValue::from_str(&text).ok()?;
+fn sensitive_header(text: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(text).ok()?;
     value.set_sensitive(true);
     Some(value)
 }
 
 /// Substitutes each `{name}` of the template with its parameter's value.
+///
+/// A value that makes a path segment `.` or `..` (in any spelling the URL
+/// parser reads as one: `%2e`, `%2E`, mixes, a `label` value of `.`) is
+/// refused: the parser would remove the segment, and the upstream would
+/// receive another operation than the one the policy and the approval named.
 fn expand_path(
     template: &str,
     params: &[ParamSpec],
@@ -693,6 +700,8 @@ fn expand_path(
     if !template.starts_with('/') {
         path.push('/');
     }
+    // Where each substituted value landed, to name it in an error.
+    let mut substituted: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
     let mut rest = template;
     while let Some((before, after)) = rest.split_once('{') {
         let Some((name, tail)) = after.split_once('}') else {
@@ -711,11 +720,48 @@ fn expand_path(
             }
             Some(value) => value,
         };
+        let start = path.len();
         path.push_str(&path_text(spec, name, value));
+        substituted.push((start..path.len(), property));
         rest = tail;
     }
     path.push_str(rest);
+    check_dot_segments(&path, &substituted)?;
     Ok(path)
+}
+
+/// Refuses a path with a `.` or `..` segment that a substituted value
+/// produced (or took part in).
+fn check_dot_segments(
+    path: &str,
+    substituted: &[(std::ops::Range<usize>, &str)],
+) -> Result<(), HttpFailure> {
+    let mut start = 0;
+    for segment in path.split('/') {
+        let range = start..start + segment.len();
+        start = range.end + 1;
+        if !is_dot_segment(segment) {
+            continue;
+        }
+        let culprit = substituted
+            .iter()
+            .find(|(r, _)| r.start <= range.end && range.start <= r.end);
+        if let Some((_, property)) = culprit {
+            return Err(HttpFailure::invalid(format!(
+                "the path parameter `{property}` cannot be `.` or `..`: \
+                 the URL would then name a different path"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `.` or `..`, with each dot possibly written `%2e` or `%2E` (the WHATWG
+/// URL parser's single- and double-dot segments).
+fn is_dot_segment(segment: &str) -> bool {
+    let lower = segment.to_ascii_lowercase();
+    let dots = lower.replace("%2e", ".");
+    dots == "." || dots == ".."
 }
 
 /// A JSON value seen the way OpenAPI styles serialise it.
@@ -1018,9 +1064,9 @@ fn placement<'a>(
     let secret = match credential {
         Credential::None => return None,
         Credential::Basic { username, password } => {
-            return Some(Placement::Basic(username, password));
+            return Some(Placement::Basic(username, password.expose()));
         }
-        Credential::ApiKey(secret) | Credential::Bearer(secret) => secret.as_str(),
+        Credential::ApiKey(secret) | Credential::Bearer(secret) => secret.expose(),
     };
     Some(match method {
         Some(AuthMethod::ApiKeyHeader { name, .. }) => Placement::Header(name, secret),
@@ -1030,68 +1076,26 @@ fn placement<'a>(
     })
 }
 
-/// Standard base64 with padding (RFC 4648), for Basic credentials.
-fn base64(input: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(input)
+/// Scrubs the credential from a success: upstream APIs echo keys in
+/// bodies and headers.
+fn redact_success(redactor: &Redactor, mut success: HttpSuccess) -> HttpSuccess {
+    if !redactor.is_empty() {
+        redactor.value(&mut success.data);
+        success.headers.values_mut().for_each(|v| {
+            redactor.text_in_place(v);
+        });
+    }
+    success
 }
 
-/// Scrubs the credential's secret forms from everything returned: upstream
-/// APIs echo keys in error bodies, and transport errors may quote a URL.
-struct Redactor {
-    secrets: Vec<String>,
-}
-
-impl Redactor {
-    fn new(credential: &Credential) -> Self {
-        let mut secrets = match credential {
-            Credential::None => Vec::new(),
-            Credential::ApiKey(s) | Credential::Bearer(s) => vec![s.clone(), encode(s)],
-            Credential::Basic { username, password } => vec![
-                password.clone(),
-                encode(password),
-                base64(format!("{username}:{password}").as_bytes()),
-            ],
-        };
-        secrets.retain(|s| s.len() >= MIN_REDACTED_LEN);
-        // Longest first, so a secret containing another is replaced whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        Redactor { secrets }
+/// Scrubs the credential from a failure's message (transport errors may
+/// quote a URL) and details.
+fn redact_failure(redactor: &Redactor, mut failure: HttpFailure) -> HttpFailure {
+    redactor.text_in_place(&mut failure.message);
+    if let Some(details) = &mut failure.details {
+        redactor.value(details);
     }
-
-    fn text(&self, text: &mut String) {
-        for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                *text = text.replace(secret.as_str(), REDACTED);
-            }
-        }
-    }
-
-    fn value(&self, value: &mut Value) {
-        match value {
-            Value::String(s) => self.text(s),
-            Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
-            Value::Object(map) => map.values_mut().for_each(|v| self.value(v)),
-            _ => {}
-        }
-    }
-
-    fn success(&self, mut success: HttpSuccess) -> HttpSuccess {
-        if !self.secrets.is_empty() {
-            self.value(&mut success.data);
-            success.headers.values_mut().for_each(|v| self.text(v));
-        }
-        success
-    }
-
-    fn failure(&self, mut failure: HttpFailure) -> HttpFailure {
-        self.text(&mut failure.message);
-        if let Some(details) = &mut failure.details {
-            self.value(details);
-        }
-        failure
-    }
+    failure
 }
 
 // ---------------------------------------------------------------------------
@@ -1484,28 +1488,25 @@ mod tests {
         let cases: Vec<(Vec<AuthMethod>, Credential, &str, Option<&str>)> = vec![
             (
                 vec![key("header")],
-                Credential::ApiKey(secret.into()),
+                Credential::api_key(secret),
                 "x-key",
                 Some(secret),
             ),
             (
                 vec![key("cookie")],
-                Credential::ApiKey(secret.into()),
+                Credential::api_key(secret),
                 "cookie",
                 Some("X-Key=s3cr3t-value"),
             ),
             (
                 vec![AuthMethod::Bearer { scheme: "b".into() }],
-                Credential::Bearer(secret.into()),
+                Credential::bearer(secret),
                 "authorization",
                 Some("Bearer s3cr3t-value"),
             ),
             (
                 vec![AuthMethod::Basic { scheme: "b".into() }],
-                Credential::Basic {
-                    username: "user".into(),
-                    password: "pass".into(),
-                },
+                Credential::basic("user", "pass"),
                 "authorization",
                 Some("Basic dXNlcjpwYXNz"),
             ),
@@ -1522,7 +1523,7 @@ mod tests {
             &server.base,
             &t,
             &[key("query")],
-            &Credential::ApiKey("a b".into()),
+            &Credential::api_key("a b"),
             &json!({}),
         )
         .await
@@ -1533,8 +1534,8 @@ mod tests {
     #[test]
     fn auth_method_follows_security() {
         let auth = vec![key("header"), AuthMethod::Bearer { scheme: "b".into() }];
-        let key_cred = Credential::ApiKey("t".into());
-        let bearer_cred = Credential::Bearer("t".into());
+        let key_cred = Credential::api_key("t");
+        let bearer_cred = Credential::bearer("t");
         let chosen = |security: Option<&[String]>, cred: &Credential| {
             choose_auth_method(&auth, security, cred).map(AuthMethod::scheme)
         };
@@ -1565,16 +1566,10 @@ mod tests {
     }
 
     #[test]
-    fn base64_matches_rfc4648() {
-        for (input, expected) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(input.as_bytes()), expected);
-        }
+    fn basic_token_matches_rfc7617() {
+        // RFC 7617 §2's example.
+        let token = Credential::basic_token("Aladdin", "open sesame");
+        assert_eq!(token.as_str(), "QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
     }
 
     #[tokio::test]
@@ -1674,7 +1669,7 @@ mod tests {
                     &base,
                     &t,
                     &[key("header")],
-                    &Credential::ApiKey("s3cr3t-value".into()),
+                    &Credential::api_key("s3cr3t-value"),
                     &json!({}),
                 )
                 .await
@@ -1743,7 +1738,7 @@ mod tests {
         let server = serve(ok_json).await;
         let t = tool("GET", "/x", vec![], None);
         let guarded = HttpInvoker::new(config(false)).unwrap();
-        let cred = Credential::ApiKey("s3cr3t-value".into());
+        let cred = Credential::api_key("s3cr3t-value");
         for base in [
             server.base.clone(),
             format!("http://localhost:{}", server.port),
@@ -1826,7 +1821,7 @@ mod tests {
         }
         let server = serve(reply).await;
         let inv = invoker();
-        let cred = Credential::ApiKey("s3cr3t-value".into());
+        let cred = Credential::api_key("s3cr3t-value");
         let ok = inv
             .invoke(
                 &server.base,
@@ -1853,28 +1848,264 @@ mod tests {
         assert_eq!(ok.headers.get("location").unwrap(), "http://127.0.0.2:9/x");
     }
 
+    /// An upstream that echoes what it received, the ways SPEC §9 lists.
+    fn echo(raw: &str) -> Option<String> {
+        let target = raw.split(' ').nth(1).unwrap_or_default();
+        let key = header(raw, "x-key").unwrap_or_default().to_string();
+        let auth = header(raw, "authorization").unwrap_or_default().to_string();
+        let token = auth.split(' ').nth(1).unwrap_or_default().to_string();
+        let headers: BTreeMap<&str, &str> = raw
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(": "))
+            .collect();
+        let headers = serde_json::to_string(&headers).unwrap_or_default();
+        let lower = |s: &str| s.bytes().map(|b| format!("%{b:02x}")).collect::<String>();
+        Some(match target.split('?').next().unwrap_or_default() {
+            "/key-as-key" => respond(
+                "200 OK",
+                "application/json",
+                &json!({ key.clone(): "x-api-key", token.clone(): "basic" }).to_string(),
+            ),
+            "/escaped" => respond(
+                "200 OK",
+                "text/plain",
+                &format!(
+                    "json {} lower {} mixed {}",
+                    serde_json::to_string(&key).unwrap_or_default(),
+                    lower(&key),
+                    serde_json::to_string(&lower(&key)).unwrap_or_default(),
+                ),
+            ),
+            _ => respond(
+                "500 Internal Server Error",
+                "text/plain",
+                &format!("request {target} headers {headers}"),
+            ),
+        })
+    }
+
+    const LEAKY_KEY: &str = "AKEY-alpha-SECRET-0123456789abcdef";
+
+    fn assert_no_key(shown: &str, secret: &str) {
+        let cut = &secret[..secret.len() - 1];
+        assert!(!shown.contains(cut), "{cut:?} in {shown}");
+        let lower: String = secret.bytes().map(|b| format!("%{b:02x}")).collect();
+        assert!(
+            !shown.to_lowercase().contains(&lower[..lower.len() - 3]),
+            "{shown}"
+        );
+    }
+
+    #[tokio::test]
+    async fn echoed_credentials_never_come_back() {
+        let server = serve(echo).await;
+        let inv = invoker();
+        let q = param("q", ParamLocation::Query, ParamStyle::Form, true);
+        // The key as an object key; a Basic pair's base64 likewise.
+        for (cred, auth) in [
+            (Credential::api_key(LEAKY_KEY), key("header")),
+            (
+                Credential::basic("user", LEAKY_KEY),
+                AuthMethod::Basic { scheme: "b".into() },
+            ),
+        ] {
+            let ok = inv
+                .invoke(
+                    &server.base,
+                    &tool("GET", "/key-as-key", vec![], None),
+                    &[auth],
+                    &cred,
+                    &json!({}),
+                )
+                .await
+                .unwrap();
+            let shown = ok.data.to_string();
+            assert_no_key(&shown, LEAKY_KEY);
+            assert!(
+                !shown.contains(&*Credential::basic_token("user", LEAKY_KEY)),
+                "{shown}"
+            );
+            assert!(shown.contains("[redacted]"), "{shown}");
+        }
+        // JSON-escaped and lower-case percent-encoded copies.
+        let cred = Credential::api_key(LEAKY_KEY);
+        let ok = inv
+            .invoke(
+                &server.base,
+                &tool("GET", "/escaped", vec![], None),
+                &[key("header")],
+                &cred,
+                &json!({}),
+            )
+            .await
+            .unwrap();
+        let shown = ok.data.to_string();
+        assert_no_key(&shown, LEAKY_KEY);
+        assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");
+        // An error body cut at the detail bound, with the key in the header
+        // echo and in the URL, at every offset around the bound.
+        for (placement, tool_path) in [("header", "/items"), ("query", "/items")] {
+            for n in (MAX_ERROR_DETAIL_BYTES - 200)..(MAX_ERROR_DETAIL_BYTES + 50) {
+                let t = tool("GET", tool_path, vec![q.clone()], None);
+                let args = json!({"q": "p".repeat(n)});
+                let err = inv
+                    .invoke(&server.base, &t, &[key(placement)], &cred, &args)
+                    .await
+                    .unwrap_err();
+                let shown = err
+                    .details
+                    .as_ref()
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                assert_no_key(&shown, LEAKY_KEY);
+                assert!(
+                    shown.len() <= MAX_ERROR_DETAIL_BYTES + 64,
+                    "{}",
+                    shown.len()
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn dot_segments_in_path_values_send_nothing() {
+        use ParamLocation::Path;
+        let server = serve(ok_json).await;
+        let inv = invoker();
+        let repo = tool(
+            "GET",
+            "/repos/{owner}/{repo}",
+            vec![
+                param("owner", Path, ParamStyle::Simple, false),
+                param("repo", Path, ParamStyle::Simple, false),
+            ],
+            None,
+        );
+        let item = tool(
+            "DELETE",
+            "/pets/{id}",
+            vec![param("id", Path, ParamStyle::Simple, false)],
+            None,
+        );
+        let label = tool(
+            "GET",
+            "/pets/{id}",
+            vec![param("id", Path, ParamStyle::Label, false)],
+            None,
+        );
+        let base = format!("{}/api/v1", server.base);
+        for (t, args) in [
+            (&repo, json!({"owner": "..", "repo": "admin"})),
+            (&repo, json!({"owner": "o", "repo": "."})),
+            (&item, json!({"id": ".."})),
+            (&item, json!({"id": [".."]})),
+            (&label, json!({"id": "."})),
+        ] {
+            let err = inv
+                .invoke(&base, t, &[], &Credential::api_key(LEAKY_KEY), &args)
+                .await
+                .unwrap_err();
+            assert_eq!(err.code, INVALID_TOOL_ARGUMENTS, "{args}");
+            assert!(
+                err.message.contains("cannot be `.` or `..`"),
+                "{}",
+                err.message
+            );
+        }
+        assert_eq!(server.connections.load(Ordering::SeqCst), 0);
+        // Dots inside a value are fine, and so is an escaped dot: its `%`
+        // is encoded, so the upstream sees the text, never a dot segment.
+        for (id, sent) in [
+            ("a..b", "a..b"),
+            ("%2e%2E", "%252e%252E"),
+            (".%2e", ".%252e"),
+        ] {
+            inv.invoke(&base, &item, &[], &Credential::None, &json!({ "id": id }))
+                .await
+                .unwrap();
+            assert_eq!(
+                request_line(&server.last()),
+                format!("DELETE /api/v1/pets/{sent} HTTP/1.1")
+            );
+        }
+    }
+
+    fn path_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let text = prop_oneof![
+            Just(".".to_string()),
+            Just("..".to_string()),
+            Just("%2e".to_string()),
+            Just("%2E%2e".to_string()),
+            Just(".%2E".to_string()),
+            "[./%2eEa-c?#;=,\\ ]{0,6}",
+        ];
+        prop_oneof![
+            text.clone().prop_map(Value::String),
+            proptest::collection::vec(text.clone(), 0..3).prop_map(|v| json!(v)),
+            (text.clone(), text).prop_map(|(k, v)| json!({ k: v })),
+            any::<i32>().prop_map(|n| json!(n)),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+
+        /// Whatever the values, either nothing is sent or the URL the
+        /// upstream receives has exactly the template's segments: the fixed
+        /// ones unchanged, one per parameter.
+        #[test]
+        fn the_request_path_always_matches_the_template(
+            owner in path_value(),
+            repo in path_value(),
+            style in proptest::sample::select(vec![ParamStyle::Simple, ParamStyle::Label, ParamStyle::Matrix]),
+            explode in proptest::prelude::any::<bool>(),
+        ) {
+            use ParamLocation::Path;
+            let t = tool(
+                "GET",
+                "/repos/{owner}/x/{repo}",
+                vec![param("owner", Path, style, explode), param("repo", Path, style, explode)],
+                None,
+            );
+            let args = json!({"owner": owner, "repo": repo});
+            let built = RequestParts::from_args(&t, args.as_object().unwrap())
+                .and_then(|mut parts| parts.url("http://127.0.0.1:9/api/v1"));
+            match built {
+                Err(failure) => proptest::prop_assert_eq!(failure.code, INVALID_TOOL_ARGUMENTS),
+                Ok(url) => {
+                    let segments: Vec<&str> = url.path_segments().unwrap().collect();
+                    proptest::prop_assert_eq!(segments.len(), 6, "{}", url);
+                    proptest::prop_assert_eq!(&segments[..3], &["api", "v1", "repos"][..], "{}", url);
+                    proptest::prop_assert_eq!(segments[4], "x", "{}", url);
+                }
+            }
+        }
+    }
+
     #[test]
     fn secrets_never_print() {
         let secret = "s3cr3t value";
         let creds = [
-            Credential::ApiKey(secret.into()),
-            Credential::Bearer(secret.into()),
-            Credential::Basic {
-                username: "u".into(),
-                password: secret.into(),
-            },
+            Credential::api_key(secret),
+            Credential::bearer(secret),
+            Credential::basic("u", secret),
         ];
-        let basic = base64(b"u:s3cr3t value");
+        let basic = Credential::basic_token("u", "s3cr3t value").to_string();
         for cred in &creds {
             assert!(!format!("{cred:?}").contains("s3cr3t"));
             let echoed = match cred {
                 Credential::Basic { .. } => json!([secret, "s3cr3t%20value", basic]),
                 _ => json!([secret, "s3cr3t%20value"]),
             };
-            let failure = Redactor::new(cred).failure(HttpFailure {
-                details: Some(json!({"echo": echoed})),
-                ..HttpFailure::upstream("key s3cr3t value rejected", false)
-            });
+            let failure = redact_failure(
+                &Redactor::new(cred),
+                HttpFailure {
+                    details: Some(json!({"echo": echoed})),
+                    ..HttpFailure::upstream("key s3cr3t value rejected", false)
+                },
+            );
             for shown in [format!("{failure:?}"), failure.to_string()] {
                 assert!(!shown.contains("s3cr3t"), "{shown}");
                 assert!(!shown.contains(&basic), "{shown}");

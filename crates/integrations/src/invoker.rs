@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use executor_engine::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_engine::{ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_store::Store;
 use executor_store::secrets::{self, SecretKey, SecretRef};
 use futures::future::BoxFuture;
@@ -52,14 +52,14 @@ impl Credentials {
                     format!("the credential of {namespace} cannot be used: {e}"),
                 )
             })?;
-        let value = secret.expose().to_string();
+        // The resolved secret moves into the credential, never copied.
         Ok(Some(match connection.kind.as_str() {
             "basic" => Credential::Basic {
                 username: connection.username.unwrap_or_default(),
-                password: value,
+                password: secret,
             },
-            "bearer" => Credential::Bearer(value),
-            _ => Credential::ApiKey(value),
+            "bearer" => Credential::Bearer(secret),
+            _ => Credential::ApiKey(secret),
         }))
     }
 }
@@ -98,6 +98,13 @@ impl OpenApiInvoker {
 }
 
 impl ToolInvoker for OpenApiInvoker {
+    fn check(&self, entry: &ToolEntry, args: &serde_json::Value) -> Result<(), ToolError> {
+        match self.tools.get(&entry.name) {
+            Some(tool) => crate::http::check_args(tool, args).map_err(tool_error),
+            None => Ok(()),
+        }
+    }
+
     fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
         let tool = self.tools.get(&call.tool.name).cloned();
         let base_url = self.base_url.clone();

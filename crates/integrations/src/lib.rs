@@ -9,6 +9,7 @@
 
 mod auth;
 mod catalog_source;
+mod credential;
 mod document;
 mod error;
 pub mod http;
@@ -18,6 +19,7 @@ mod naming;
 mod operation;
 mod parameters;
 mod pointer;
+mod redact;
 mod schema;
 mod servers;
 mod text;

@@ -95,6 +95,9 @@ struct Inner {
     config: SessionsConfig,
     slots: Mutex<HashMap<String, Slot>>,
     metrics: SessionsMetrics,
+    /// Turns true once shutdown begins: standalone GET streams end and
+    /// `/healthz` answers 503, while in-flight requests finish.
+    draining: tokio::sync::watch::Sender<bool>,
 }
 
 /// The one entry point to sessions. Cheap to clone.
@@ -112,6 +115,7 @@ impl Sessions {
                 config,
                 slots: Mutex::new(HashMap::new()),
                 metrics: SessionsMetrics::default(),
+                draining: tokio::sync::watch::channel(false).0,
             }),
         }
     }
@@ -126,6 +130,22 @@ impl Sessions {
 
     pub fn metrics(&self) -> &SessionsMetrics {
         &self.inner.metrics
+    }
+
+    /// Begins shutdown (SPEC §11): standalone GET streams end; requests in
+    /// flight, and their POST streams, run to their answer. Runtimes are
+    /// disposed afterwards by [`Sessions::dispose_all`].
+    pub fn drain(&self) {
+        self.inner.draining.send_replace(true);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        *self.inner.draining.borrow()
+    }
+
+    /// A receiver that turns true when shutdown begins.
+    pub fn draining(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.draining.subscribe()
     }
 
     /// Runtimes in memory now.

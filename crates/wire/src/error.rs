@@ -32,6 +32,9 @@ pub enum WireError {
     BadRequest(String),
     #[error("Internal error")]
     Internal,
+    /// The server is shutting down: new work goes to another instance.
+    #[error("Service Unavailable: the server is shutting down")]
+    Draining,
 }
 
 impl WireError {
@@ -50,6 +53,7 @@ impl WireError {
             WireError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             WireError::Rpc(_) | WireError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WireError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            WireError::Draining => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -82,7 +86,7 @@ impl WireError {
                     h.insert(header::WWW_AUTHENTICATE, v);
                 }
             }
-            WireError::Session(AcquireError::Unavailable) => {
+            WireError::Session(AcquireError::Unavailable) | WireError::Draining => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}

@@ -25,7 +25,8 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::WireError;
-use crate::auth::authenticate;
+use crate::auth::{self, Authenticated, authenticate};
+use crate::drain::{InFlight, InFlightGuard};
 use crate::guard::HostPolicy;
 use crate::sse::{self, Source};
 
@@ -56,6 +57,8 @@ impl Default for WireConfig {
 pub struct App {
     pub sessions: Sessions,
     pub config: Arc<WireConfig>,
+    /// `/mcp` requests in flight; shutdown waits for them.
+    pub in_flight: InFlight,
 }
 
 impl App {
@@ -70,7 +73,7 @@ impl App {
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/mcp", any(mcp_endpoint))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route(
             "/.well-known/oauth-protected-resource/mcp",
             get(protected_resource),
@@ -81,6 +84,16 @@ pub fn router(app: App) -> Router {
         )
         .route("/metrics", get(metrics))
         .with_state(app)
+}
+
+/// `ok` while serving; 503 once shutdown has begun, so a load balancer
+/// stops sending new work while in-flight requests finish.
+async fn healthz(State(app): State<App>) -> Response {
+    if app.sessions.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
+    } else {
+        "ok".into_response()
+    }
 }
 
 /// Serves until `shutdown` resolves; accepted sockets get TCP_NODELAY
@@ -121,6 +134,7 @@ async fn mcp_endpoint(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let in_flight = app.in_flight.enter();
     // A request id ties the server log lines of one request together.
     let request_id = random_id(8);
     let span = tracing::debug_span!("mcp", %request_id, %method);
@@ -144,7 +158,25 @@ async fn mcp_endpoint(
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", v);
     }
-    response
+    held_until_sent(response, in_flight)
+}
+
+/// Keeps a streamed answer counted as in flight until its stream ends, so
+/// that shutdown waits for it; a JSON answer is complete already.
+fn held_until_sent(response: Response, in_flight: InFlightGuard) -> Response {
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !streamed {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let guarded = body.into_data_stream().map(move |chunk| {
+        let _counted = &in_flight;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(guarded))
 }
 
 /// The checks of SPEC §2, in order.
@@ -161,8 +193,14 @@ async fn route(
     if !matches!(method, Method::GET | Method::POST | Method::DELETE) {
         return Err(WireError::MethodNotAllowed);
     }
+    if app.sessions.is_draining() {
+        return Err(WireError::Draining);
+    }
     app.config.hosts.check(headers)?;
-    let principal = authenticate(
+    let Authenticated {
+        principal,
+        token_id,
+    } = authenticate(
         app.store().as_ref(),
         headers,
         resource_metadata_url(headers),
@@ -171,7 +209,7 @@ async fn route(
     let session_id = header_str(headers, SESSION_HEADER).map(str::to_string);
     match method {
         Method::POST => post(app, principal, session_id, query, headers, body).await,
-        Method::GET => listen(app, principal, session_id, headers).await,
+        Method::GET => listen(app, principal, token_id, session_id, headers).await,
         _ => delete(app, principal, session_id).await,
     }
 }
@@ -373,7 +411,7 @@ fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
             });
         stream.send(&response).await;
     });
-    sse::response(stream_lease, store, preamble, Source::Post(rx), false)
+    sse::response(stream_lease, store, preamble, Source::Post(rx), false, None)
 }
 
 /// The SSE stream of one POSTed request: each message is logged, then
@@ -519,6 +557,7 @@ async fn post_sessionless(
 async fn listen(
     app: &App,
     principal: Principal,
+    token_id: String,
     session_id: Option<String>,
     headers: &HeaderMap,
 ) -> Result<Response, WireError> {
@@ -559,12 +598,22 @@ async fn listen(
         ),
     }
     preamble.extend(replayed.iter().map(|e| e.frame()));
+    // The stream ends when the server drains or the token lapses.
+    let mut draining = app.sessions.draining();
+    let lapsed = auth::token_lapsed(app.store().clone(), token_id);
+    let until = Box::pin(async move {
+        tokio::select! {
+            _ = draining.wait_for(|d| *d) => {}
+            _ = lapsed => {}
+        }
+    });
     let mut res = sse::response(
         lease,
         app.store().clone(),
         preamble,
         Source::Listen(listener),
         true,
+        Some(until),
     );
     set_session_header(&mut res, &session_id);
     Ok(res)

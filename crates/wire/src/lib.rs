@@ -7,12 +7,14 @@
 //! the wire in one place.
 
 mod auth;
+mod drain;
 mod error;
 mod guard;
 mod http;
 mod sse;
 pub mod stdio;
 
+pub use drain::InFlight;
 pub use error::WireError;
 pub use guard::HostPolicy;
 pub use http::{App, WireConfig, router, serve};

@@ -2,6 +2,8 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +45,9 @@ struct StreamState {
     keepalive: Interval,
     rotate_at: Option<Instant>,
     disposed: watch::Receiver<bool>,
+    /// Ends a standalone GET stream before its rotation: the server
+    /// begins to drain, or the token that opened it is revoked.
+    until: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     store: Arc<dyn Store>,
     session_id: String,
     /// Keeps the runtime counted as busy while the stream is open.
@@ -51,19 +56,23 @@ struct StreamState {
 }
 
 /// Builds the 200 `text/event-stream` response. `preamble` goes first
-/// (priming event, replayed events); the headers are sent at once.
+/// (priming event, replayed events); the headers are sent at once. A
+/// stream with `rotate` ends after [`GET_ROTATION`]; one with `until` ends
+/// when that future resolves.
 pub fn response(
     lease: Lease,
     store: Arc<dyn Store>,
     preamble: Vec<String>,
     source: Source,
     rotate: bool,
+    until: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 ) -> Response {
     let state = StreamState {
         preamble: preamble.into_iter().map(Bytes::from).collect(),
         keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
         rotate_at: rotate.then(|| Instant::now() + GET_ROTATION),
         disposed: lease.disposed(),
+        until,
         session_id: lease.id().to_string(),
         store,
         source,
@@ -102,6 +111,7 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, S
         _ = st.keepalive.tick() => Step::Keepalive,
         _ = async { tokio::time::sleep_until(rotate_at.unwrap_or_else(Instant::now)).await }, if rotate_at.is_some() => Step::Rotate,
         _ = st.disposed.wait_for(|d| *d) => Step::End,
+        _ = async { if let Some(until) = st.until.as_mut() { until.await } }, if st.until.is_some() => Step::End,
     };
     let chunk = match step {
         Step::Event(event) => {

@@ -1,0 +1,97 @@
+//! The secret of a connection as the outbound path holds it: resolved in
+//! host code just before a call, wiped from memory when the call is done,
+//! never printed.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+use executor_store::secrets::SecretString;
+use zeroize::Zeroizing;
+
+/// Shorter secrets are not scrubbed from output: replacing a 1–3 character
+/// string everywhere would mangle results without protecting anything.
+pub(crate) const MIN_REDACTED_LEN: usize = 4;
+
+/// The secret of a connection. Every plaintext copy this crate makes of it
+/// (the header text, the base64 of a Basic pair, the redactor's patterns)
+/// is `Zeroizing`; the copies reqwest and hyper make inside a request
+/// (`HeaderValue`, the URL) live only as long as that request.
+#[derive(Clone)]
+pub enum Credential {
+    None,
+    ApiKey(SecretString),
+    Bearer(SecretString),
+    Basic {
+        username: String,
+        password: SecretString,
+    },
+}
+
+/// Written by hand so that no log line or error can print a secret.
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            Credential::None => "None",
+            Credential::ApiKey(_) => "ApiKey([redacted])",
+            Credential::Bearer(_) => "Bearer([redacted])",
+            Credential::Basic { .. } => "Basic { [redacted] }",
+        };
+        write!(f, "Credential::{kind}")
+    }
+}
+
+impl Credential {
+    pub fn api_key(secret: impl Into<String>) -> Self {
+        Credential::ApiKey(SecretString::from(secret.into()))
+    }
+
+    pub fn bearer(secret: impl Into<String>) -> Self {
+        Credential::Bearer(SecretString::from(secret.into()))
+    }
+
+    pub fn basic(username: impl Into<String>, password: impl Into<String>) -> Self {
+        Credential::Basic {
+            username: username.into(),
+            password: SecretString::from(password.into()),
+        }
+    }
+
+    /// The token of an `Authorization: Basic` header (RFC 7617).
+    pub(crate) fn basic_token(username: &str, password: &str) -> Zeroizing<String> {
+        let pair = Zeroizing::new(format!("{username}:{password}"));
+        Zeroizing::new(STANDARD.encode(pair.as_bytes()))
+    }
+
+    /// The byte strings an upstream could echo that reveal the secret, once
+    /// every escape (percent, JSON) is decoded: the secret itself and the
+    /// base64 forms a header carries. Longest first, none shorter than
+    /// [`MIN_REDACTED_LEN`].
+    pub(crate) fn forms(&self) -> Vec<Zeroizing<Vec<u8>>> {
+        let mut forms: Vec<Zeroizing<Vec<u8>>> = Vec::new();
+        let mut add_with_base64 = |plain: &[u8]| {
+            if plain.len() < MIN_REDACTED_LEN {
+                return;
+            }
+            forms.push(Zeroizing::new(plain.to_vec()));
+            // Unpadded, so that a padded copy matches too.
+            forms.push(Zeroizing::new(STANDARD_NO_PAD.encode(plain).into_bytes()));
+            forms.push(Zeroizing::new(URL_SAFE_NO_PAD.encode(plain).into_bytes()));
+        };
+        match self {
+            Credential::None => {}
+            Credential::ApiKey(secret) | Credential::Bearer(secret) => {
+                add_with_base64(secret.expose().as_bytes());
+            }
+            Credential::Basic { username, password } => {
+                add_with_base64(password.expose().as_bytes());
+                let pair = Zeroizing::new(format!("{username}:{}", password.expose()));
+                add_with_base64(pair.as_bytes());
+            }
+        }
+        forms.retain(|f| f.len() >= MIN_REDACTED_LEN);
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        forms.dedup();
+        forms
+    }
+}

@@ -1,0 +1,102 @@
+// SPEC §11 shutdown and §4 revocation, end to end: SIGTERM drains — the
+// standalone GET stream ends, /healthz and new requests answer 503, an
+// `execute` in flight on its POST's SSE stream still gets its answer and
+// its record — then the process exits; a second signal exits at once; a
+// revoked token's GET stream closes within 5 s.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { startServer, initSession, openGet, openStream, mcpHeaders, post, request, rpc, sleep } from "./harness.mjs";
+
+const LOOP_MS = 3000;
+const loop = { name: "execute", arguments: { code: `const t = Date.now(); while (Date.now() - t < ${LOOP_MS}) {} return 'finished';` } };
+
+const exited = (child) =>
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve(child.exitCode)
+    : new Promise((r) => child.once("exit", (code) => r(code)));
+
+const startExecute = async (srv, bearer, sessionId, protocolVersion) =>
+  openStream(srv.mcpUrl, {
+    method: "POST",
+    headers: { ...mcpHeaders({ bearer, sessionId, protocolVersion }), "content-type": "application/json" },
+    body: rpc("tools/call", loop, 77),
+  });
+
+test("shutdown: SIGTERM lets an execute in flight on SSE finish, recorded, while new work gets 503", async () => {
+  const srv = await startServer();
+  try {
+    const bearer = srv.mint("drain@example.com");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const get = await openGet(srv, { bearer, sessionId, protocolVersion });
+    assert.equal(get.status, 200);
+    const call = await startExecute(srv, bearer, sessionId, protocolVersion);
+    assert.equal(call.status, 200);
+    await call.waitFor((evs) => evs.length >= 1); // the priming event
+    await sleep(500);
+    const child = srv.child;
+    const t0 = Date.now();
+    child.kill("SIGTERM");
+    // The GET stream ends promptly.
+    await get.waitFor(() => get.ended, 3000).catch(() => {});
+    assert.ok(get.ended, "the standalone GET stream ends on SIGTERM");
+    // While draining: /healthz and new MCP requests answer 503.
+    const health = await request(`${srv.base}/healthz`, { method: "GET" });
+    assert.equal(health.status, 503);
+    const fresh = await post(srv, rpc("tools/list", {}), { bearer, sessionId, protocolVersion });
+    assert.equal(fresh.status, 503);
+    assert.equal(fresh.headers["retry-after"], "1");
+    // The in-flight execute still answers on its own stream.
+    const answer = await call.waitFor((evs) => evs.map((e) => e.message).find((m) => m?.id === 77), 15_000);
+    assert.equal(answer.result.structuredContent.result, "finished");
+    const code = await exited(child);
+    assert.equal(code, 0);
+    assert.ok(Date.now() - t0 >= LOOP_MS - 1000, "it waited for the execution");
+    // After a restart the execution is on record.
+    const list = srv.cli(["executions", "list", "--data-dir", srv.dataDir]);
+    assert.match(list, /completed/, list);
+    await srv.restart();
+    const again = await post(srv, rpc("tools/list", {}), { bearer, sessionId, protocolVersion });
+    assert.equal(again.status, 200, "the session survives the restart");
+  } finally {
+    await srv.cleanup();
+  }
+});
+
+test("shutdown: a second SIGTERM exits at once", async () => {
+  const srv = await startServer();
+  try {
+    const bearer = srv.mint("twice@example.com");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const call = await startExecute(srv, bearer, sessionId, protocolVersion);
+    await call.waitFor((evs) => evs.length >= 1);
+    const child = srv.child;
+    const t0 = Date.now();
+    child.kill("SIGTERM");
+    await sleep(200);
+    assert.equal(child.exitCode, null, "still draining after the first signal");
+    child.kill("SIGTERM");
+    await exited(child);
+    assert.ok(Date.now() - t0 < LOOP_MS - 1000, `exited after ${Date.now() - t0} ms`);
+  } finally {
+    await srv.cleanup();
+  }
+});
+
+test("revocation: a revoked token's open GET stream closes within 5 s", async () => {
+  const srv = await startServer();
+  try {
+    const bearer = srv.mint("revoke@example.com");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const get = await openGet(srv, { bearer, sessionId, protocolVersion });
+    assert.equal(get.status, 200);
+    const t0 = Date.now();
+    srv.revoke(bearer);
+    await get.waitFor(() => get.ended, 6000).catch(() => {});
+    assert.ok(get.ended, "the stream is closed");
+    assert.ok(Date.now() - t0 <= 5000, `closed after ${Date.now() - t0} ms`);
+    const refused = await post(srv, rpc("tools/list", {}), { bearer, sessionId, protocolVersion });
+    assert.equal(refused.status, 401);
+  } finally {
+    await srv.cleanup();
+  }
+});
