@@ -3,7 +3,7 @@
 // the call throw; a paused approval survives kill -9 of the server.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, connectSdk, sleep } from "./harness.mjs";
+import { startServer, connectSdk, waitUntil } from "./harness.mjs";
 
 const GATED = "executor.coreTools.connections.list";
 let srv;
@@ -94,8 +94,12 @@ test("approvals: concurrent duplicate resumes get one result; other clients and 
 });
 
 test("approvals: the window closes with approval_timeout, then resume says expired", async () => {
+  const pausedAt = Date.now();
   const id = expectPaused(await execute(`try { await tools.${GATED}({}); } catch (e) { return e.message; }`));
-  await sleep(3500);
+  // The run settles on its own once the window closes; its record says so.
+  const show = () => JSON.parse(srv.cli(["executions", "show", id, "--data-dir", srv.dataDir]));
+  await waitUntil("the approval window to close", () => show().status !== "waiting_for_interaction", { ms: 10_000, every: 100 });
+  assert.ok(Date.now() - pausedAt >= 2500, `settled after ${Date.now() - pausedAt} ms, before the 3000 ms window`);
   const late = await resume(id, "accept");
   assert.equal(late.isError, true);
   assert.equal(late.structuredContent.status, "execution_expired");

@@ -432,18 +432,72 @@ export const initSession = async (srv, bearer, protocolVersion = "2025-06-18", {
 
 export const randomSessionId = () => randomBytes(16).toString("hex");
 
-/** Connect the official SDK (1.x) client; pass sessionId to resume a session. */
+/**
+ * Connect the official SDK (1.x) client; pass sessionId to resume a session.
+ * `listening()` resolves once the standalone GET stream the SDK opens after
+ * `initialize` has delivered its priming event (so the server holds it).
+ */
 export const connectSdk = async (srv, bearer, { sessionId, name = "executor-e2e" } = {}) => {
   const client = new Client({ name, version: "0.0.1" }, { capabilities: {} });
+  let primed;
+  const opened = new Promise((r) => (primed = r));
   const transport = new StreamableHTTPClientTransport(new URL(srv.mcpUrl), {
     sessionId,
     requestInit: { headers: { authorization: `Bearer ${bearer}` } },
     reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 200, reconnectionDelayGrowFactor: 1.5, maxRetries: 0 },
+    fetch: watchGetStream(() => primed()),
   });
   const errors = [];
   client.onerror = (e) => errors.push(e);
   await client.connect(transport);
-  return { client, transport, errors };
+  const listening = (ms = 10_000) => within(opened, ms, "the SDK client's GET stream sent no priming event");
+  return { client, transport, errors, listening };
+};
+
+/** `fetch` that reads a copy of every GET stream and calls `onPrimed` at its first event id. */
+const watchGetStream = (onPrimed) => async (url, init) => {
+  const response = await fetch(url, init);
+  if ((init?.method ?? "GET") !== "GET" || !response.ok || !response.body) return response;
+  const [forClient, copy] = response.body.tee();
+  (async () => {
+    const reader = copy.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    for (;;) {
+      const { value, done } = await reader.read().catch(() => ({ done: true }));
+      if (done) return;
+      if (text !== undefined) {
+        text += decoder.decode(value, { stream: true });
+        if (/^id: ?\S/m.test(text)) {
+          text = undefined; // primed; keep reading so the copy never holds the stream back
+          onPrimed();
+        }
+      }
+    }
+  })();
+  return new Response(forClient, { status: response.status, statusText: response.statusText, headers: response.headers });
+};
+
+/** Resolves like `promise`, or rejects with `what` after `ms`. */
+export const within = (promise, ms, what) => {
+  let timer;
+  const late = new Promise((_, rej) => (timer = setTimeout(() => rej(new Error(`${what} (within ${ms} ms)`)), ms)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+};
+
+/**
+ * Polls `check` (sync or async) until it returns a truthy value, which is
+ * returned; fails after `ms` with `what` and the last value seen.
+ */
+export const waitUntil = async (what, check, { ms = 10_000, every = 50 } = {}) => {
+  const deadline = Date.now() + ms;
+  let last;
+  for (;;) {
+    last = await check();
+    if (last) return last;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
+    await sleep(every);
+  }
 };
 
 export const EXECUTE_ONE = { name: "execute", arguments: { code: "return 1;" } };
@@ -479,9 +533,17 @@ export const RESTORED_RE = /^executor_sessions?_restored(_total)?$/;
 
 // ------------------------------------------------------------ upstreams
 
-/** The npm prefix holding the real API specs (tests/specs), installed on first use. */
-export const specsDir = () =>
-  process.env.EXECUTOR_SPECS_DIR || execFileSync(join(HERE, "..", "specs", "install"), { encoding: "utf8", timeout: 120_000 }).trim();
+/**
+ * The npm prefix holding the real API specs (tests/specs), installed on
+ * first use. A test that needs them fails when they are not there.
+ */
+export const specsDir = () => {
+  const dir =
+    process.env.EXECUTOR_SPECS_DIR || execFileSync(join(HERE, "..", "specs", "install"), { encoding: "utf8", timeout: 120_000 }).trim();
+  if (!existsSync(join(dir, "node_modules")))
+    throw new Error(`no spec packages in ${dir}: run tests/specs/install and set EXECUTOR_SPECS_DIR to the directory it prints`);
+  return dir;
+};
 
 /**
  * A loopback HTTP server standing in for an integration's API: it records

@@ -25,12 +25,12 @@ const cli = (...args) => srv.cli([...args, "--data-dir", srv.dataDir]);
 const run = (code) => runOk(client, code);
 
 test("integrations: open sessions get tools/list_changed and a fresh execute description", async () => {
-  const { client: listening } = await connectSdk(srv, srv.mint("integrations@example.com"));
+  const { client: listening, listening: getStreamOpen } = await connectSdk(srv, srv.mint("integrations@example.com"));
   let notified = 0;
   listening.setNotificationHandler(ToolListChangedNotificationSchema, () => { notified++; });
   const before = (await listening.listTools()).tools.find((t) => t.name === "execute").description;
   assert.doesNotMatch(before, /- weather/);
-  await sleep(500); // the GET stream is open
+  await getStreamOpen(); // the notification goes out on the GET stream
   cli("integrations", "add", "openapi", "--spec", SPEC, "--namespace", "weather");
   const deadline = Date.now() + 10_000;
   while (notified === 0 && Date.now() < deadline) await sleep(100);

@@ -6,7 +6,7 @@ import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import {
   startServer, post, rpc, openGet, openStream, mcpHeaders, drain, initSession, responseTo, parseSse,
-  splitEventId, sleep, SESSION_VERSIONS, NEWEST_SESSION_VERSION, clientInfo,
+  splitEventId, waitUntil, randomSessionId, SESSION_VERSIONS, NEWEST_SESSION_VERSION, clientInfo,
 } from "./harness.mjs";
 
 let srv, bearer;
@@ -194,15 +194,19 @@ describe("requests on a session", () => {
 
   test("a response whose POST stream died is replayed on the next GET", async () => {
     const id = 43;
+    const tag = `late-${randomSessionId()}`; // finds this run in `executions list`
+    const code = `// ${tag}\nawait new Promise((r) => setTimeout(r, 1000)); return 'late';`;
     const st = await openStream(srv.mcpUrl, {
       method: "POST",
       headers: mcpHeaders({ bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion }),
-      body: rpc("tools/call", { name: "execute", arguments: { code: "await new Promise((r) => setTimeout(r, 1000)); return 'late';" } }, id),
+      body: rpc("tools/call", { name: "execute", arguments: { code } }, id),
     });
     assert.equal(st.status, 200);
     await st.waitFor((evs) => evs.find((e) => e.id), 5000); // the priming event
     st.close(); // the socket dies before the response is written
-    await sleep(2000);
+    // The run is recorded before its answer is logged for replay; no GET is open meanwhile.
+    const finished = new RegExp(`\\tcompleted\\t.*// ${tag}$`, "m");
+    await waitUntil("the execution to finish", () => finished.test(srv.cli(["executions", "list", "--data-dir", srv.dataDir])), { every: 100 });
     const g = await openGet(srv, { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion });
     try {
       assert.equal(g.status, 200, await (g.status === 200 ? "" : drain(g)));

@@ -5,7 +5,7 @@
 // revoked token's GET stream closes within 5 s.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, initSession, openGet, openStream, mcpHeaders, post, request, rpc, sleep } from "./harness.mjs";
+import { startServer, initSession, openGet, openStream, mcpHeaders, post, request, rpc, waitUntil } from "./harness.mjs";
 
 const LOOP_MS = 3000;
 const loop = { name: "execute", arguments: { code: `const t = Date.now(); while (Date.now() - t < ${LOOP_MS}) {} return 'finished';` } };
@@ -31,8 +31,8 @@ test("shutdown: SIGTERM lets an execute in flight on SSE finish, recorded, while
     assert.equal(get.status, 200);
     const call = await startExecute(srv, bearer, sessionId, protocolVersion);
     assert.equal(call.status, 200);
-    await call.waitFor((evs) => evs.length >= 1); // the priming event
-    await sleep(500);
+    // The priming event: the request is in flight (counted from its arrival).
+    await call.waitFor((evs) => evs.length >= 1);
     const child = srv.child;
     const t0 = Date.now();
     child.kill("SIGTERM");
@@ -72,7 +72,9 @@ test("shutdown: a second SIGTERM exits at once", async () => {
     const child = srv.child;
     const t0 = Date.now();
     child.kill("SIGTERM");
-    await sleep(200);
+    // The first signal was taken: the server drains (healthz 503) and waits for the run.
+    const health = () => request(`${srv.base}/healthz`, { method: "GET" }).then((r) => r.status === 503, () => false);
+    await waitUntil("the drain to start", health, { ms: 2000, every: 20 });
     assert.equal(child.exitCode, null, "still draining after the first signal");
     child.kill("SIGTERM");
     await exited(child);

@@ -19,6 +19,7 @@ impl ToolInvoker for Echo {
             Ok(ToolSuccess {
                 data: call.args,
                 http: None,
+                held: None,
             })
         })
     }

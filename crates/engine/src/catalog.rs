@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use executor_store::PolicyRecord;
 
 use crate::CallContext;
+use crate::budget::{HostBudget, HostHold};
 use crate::search::{SearchDoc, SearchIndex};
 use crate::validate::Validators;
 
@@ -42,13 +43,25 @@ pub struct ToolInvocation {
     pub catalog: Arc<Catalog>,
     /// The org's policy rules as stored (for `executor.coreTools.policies.list`).
     pub policies: Arc<Vec<PolicyRecord>>,
+    /// The host memory the execution's answers may hold while parsed.
+    pub budget: HostBudget,
 }
 
 /// What a tool returns: `{ok: true, data, http?}` …
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolSuccess {
     pub data: Value,
     pub http: Option<Value>,
+    /// Room `data` holds in the execution's [`HostBudget`], given back once
+    /// the answer has been handed to the sandbox.
+    pub held: Option<Arc<HostHold>>,
+}
+
+/// Equal when what the program sees is equal.
+impl PartialEq for ToolSuccess {
+    fn eq(&self, other: &Self) -> bool {
+        self.data == other.data && self.http == other.http
+    }
 }
 
 /// … or `{ok: false, error}` (SPEC §7).
@@ -83,15 +96,18 @@ impl ToolError {
 
 pub type ToolResult = Result<ToolSuccess, ToolError>;
 
-/// The value a tool call resolves to inside the sandbox.
-pub fn result_value(result: &ToolResult) -> Value {
+/// The value a tool call resolves to inside the sandbox (the data moves,
+/// it is not copied).
+pub fn result_value(result: ToolResult) -> Value {
     match result {
         Ok(ok) => {
-            let mut v = json!({ "ok": true, "data": ok.data });
-            if let Some(http) = &ok.http {
-                v["http"] = http.clone();
+            let mut v = serde_json::Map::with_capacity(3);
+            v.insert("ok".into(), Value::Bool(true));
+            v.insert("data".into(), ok.data);
+            if let Some(http) = ok.http {
+                v.insert("http".into(), http);
             }
-            v
+            Value::Object(v)
         }
         Err(e) => json!({ "ok": false, "error": e }),
     }

@@ -31,7 +31,11 @@ impl ToolInvoker for CoreInvoker {
                 "coreTools.policies.list" => json!({ "policies": *call.policies }),
                 _ => Value::Null,
             };
-            Ok(ToolSuccess { data, http: None })
+            Ok(ToolSuccess {
+                data,
+                http: None,
+                held: None,
+            })
         })
     }
 }

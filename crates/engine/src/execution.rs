@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use executor_sandbox::RunOutcome;
+
+use crate::admission::Slot;
 use executor_store::{Principal, now_ms};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -113,7 +115,12 @@ pub trait ApprovalPrompt: Send + Sync {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decision {
     Accept,
-    Decline { reason: &'static str },
+    Decline {
+        reason: &'static str,
+    },
+    /// The call could not wait for a human at all (the paused bounds of
+    /// SPEC §4): it throws with this message.
+    Unavailable(String),
 }
 
 /// The call an execution waits on.
@@ -138,39 +145,121 @@ pub struct JournalEntry {
 
 /// What the runner reports to whoever is waiting on the execution.
 pub(crate) enum RunEvent {
-    Paused(PendingCall, Vec<JournalEntry>),
+    Paused(PendingCall),
     Finished(RunOutcome),
+}
+
+/// Most bytes of tool-call arguments and answers an execution journals for
+/// replay (SPEC §12). Past it the journal is dropped: the run can still be
+/// resumed in this process, but not replayed after a restart.
+pub const MAX_JOURNAL_BYTES: usize = 16 * 1024 * 1024;
+
+/// The answers a paused run would replay after a restart, bounded.
+#[derive(Default)]
+struct Journal {
+    entries: Vec<JournalEntry>,
+    /// Indices of `entries`, so remembering a call is O(1).
+    indices: std::collections::HashSet<usize>,
+    bytes: usize,
+    /// The bound was passed and the entries dropped.
+    overflowed: bool,
 }
 
 /// Answers "may this call run?" for one execution. Created per run.
 pub(crate) struct ApprovalGate {
     events: mpsc::UnboundedSender<RunEvent>,
-    waiting: Mutex<Option<oneshot::Sender<Decision>>>,
+    /// The calls waiting for a human, by call index: two calls of one
+    /// `Promise.all` are decided each on its own.
+    waiting: Mutex<HashMap<usize, oneshot::Sender<Decision>>>,
     /// Decisions known in advance (replay after a restart), by call index.
     preset: Mutex<HashMap<usize, Decision>>,
-    journal: Mutex<Vec<JournalEntry>>,
+    journal: Mutex<Journal>,
+    max_journal_bytes: usize,
     /// Answers to replay for calls made before a restart, by call index.
     replay: HashMap<usize, JournalEntry>,
     next_index: AtomicUsize,
     window: Duration,
+    /// The execution's fair-share slot: given up while calls wait for a
+    /// human, released when the run ends.
+    slot: Mutex<Option<Slot>>,
+    /// Bumped whenever an answer is journaled, [`JOURNAL_CLOSED`] when the
+    /// run ends: a paused execution's saved state follows its journal.
+    journal_version: watch::Sender<u64>,
 }
+
+/// The journal version once the run has ended.
+pub(crate) const JOURNAL_CLOSED: u64 = u64::MAX;
 
 impl ApprovalGate {
     pub(crate) fn new(
         events: mpsc::UnboundedSender<RunEvent>,
         journal: Vec<JournalEntry>,
-        preset: Option<(usize, Decision)>,
+        preset: Vec<(usize, Decision)>,
         window: Duration,
     ) -> Self {
         ApprovalGate {
             window,
             events,
-            waiting: Mutex::new(None),
+            waiting: Mutex::new(HashMap::new()),
             preset: Mutex::new(preset.into_iter().collect()),
             replay: journal.iter().map(|e| (e.index, e.clone())).collect(),
-            journal: Mutex::new(journal),
+            journal: Mutex::new(Journal {
+                indices: journal.iter().map(|e| e.index).collect(),
+                bytes: journal.iter().map(JournalEntry::size).sum(),
+                entries: journal,
+                overflowed: false,
+            }),
+            max_journal_bytes: MAX_JOURNAL_BYTES,
             next_index: AtomicUsize::new(0),
+            slot: Mutex::new(None),
+            journal_version: watch::channel(0).0,
         }
+    }
+
+    /// Holds `slot` for the run: paused while calls wait, released by
+    /// [`ApprovalGate::release_slot`].
+    pub(crate) fn with_slot(self, slot: Slot) -> Self {
+        if let Ok(mut s) = self.slot.lock() {
+            *s = Some(slot);
+        }
+        self
+    }
+
+    /// Bounds the journal at `bytes` (SPEC §12: 16 MiB by default).
+    pub(crate) fn with_journal_bound(mut self, bytes: usize) -> Self {
+        self.max_journal_bytes = bytes;
+        self
+    }
+
+    /// The run ended: its slot goes back to the org's share.
+    pub(crate) fn release_slot(&self) {
+        if let Ok(mut s) = self.slot.lock() {
+            s.take();
+        }
+        self.journal_version.send_replace(JOURNAL_CLOSED);
+    }
+
+    /// Changes when an answer is journaled; [`JOURNAL_CLOSED`] at the end.
+    pub(crate) fn journal_changes(&self) -> watch::Receiver<u64> {
+        self.journal_version.subscribe()
+    }
+
+    /// Whether a call waits for a human now (the wall clock stops then).
+    pub(crate) fn is_paused(&self) -> bool {
+        self.waiting.lock().is_ok_and(|w| !w.is_empty())
+    }
+
+    /// The answers journaled so far, for the saved state.
+    pub(crate) fn journal_entries(&self) -> Vec<JournalEntry> {
+        self.journal
+            .lock()
+            .map(|j| j.entries.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether the journal passed its bound (no replay after a restart).
+    pub(crate) fn journal_overflowed(&self) -> bool {
+        self.journal.lock().is_ok_and(|j| j.overflowed)
     }
 
     /// Numbers a tool call in the order the program made it.
@@ -204,16 +293,32 @@ impl ApprovalGate {
         args: &Value,
         answer: &Result<Value, String>,
     ) {
-        if let Ok(mut j) = self.journal.lock()
-            && !j.iter().any(|e| e.index == index)
-        {
-            j.push(JournalEntry {
-                index,
-                path: path.to_string(),
-                args: args.clone(),
-                answer: answer.clone(),
-            });
+        let Ok(mut j) = self.journal.lock() else {
+            return;
+        };
+        if j.overflowed || j.indices.contains(&index) {
+            return;
         }
+        // Sized before it is copied: an answer that cannot fit is never cloned.
+        j.bytes += json_size(&(index, path, args, answer));
+        if j.bytes > self.max_journal_bytes {
+            *j = Journal {
+                overflowed: true,
+                ..Journal::default()
+            };
+            return;
+        }
+        let entry = JournalEntry {
+            index,
+            path: path.to_string(),
+            args: args.clone(),
+            answer: answer.clone(),
+        };
+        j.indices.insert(index);
+        j.entries.push(entry);
+        drop(j);
+        self.journal_version
+            .send_modify(|v| *v = v.saturating_add(1).min(JOURNAL_CLOSED - 1));
     }
 
     /// Pauses the execution until a decision arrives or the window closes.
@@ -228,8 +333,23 @@ impl ApprovalGate {
             return Box::pin(async move { decision });
         }
         let (tx, rx) = oneshot::channel();
-        if let Ok(mut w) = self.waiting.lock() {
-            *w = Some(tx);
+        {
+            let Ok(mut waiting) = self.waiting.lock() else {
+                return Box::pin(async {
+                    Decision::Unavailable("the execution state is unavailable".into())
+                });
+            };
+            // The first waiting call gives the running slot up.
+            if waiting.is_empty()
+                && let Some(Err(refused)) = self
+                    .slot
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.as_ref().map(Slot::pause))
+            {
+                return Box::pin(async move { Decision::Unavailable(refused.to_string()) });
+            }
+            waiting.insert(index, tx);
         }
         let pending = PendingCall {
             index,
@@ -237,11 +357,11 @@ impl ApprovalGate {
             args: args.clone(),
             expires_at_ms: now_ms() + self.window.as_millis() as i64,
         };
-        let journal = self.journal.lock().map(|j| j.clone()).unwrap_or_default();
-        let _ = self.events.send(RunEvent::Paused(pending, journal));
+        let _ = self.events.send(RunEvent::Paused(pending));
         let window = self.window;
+        let gate = self.clone();
         Box::pin(async move {
-            match tokio::time::timeout(window, rx).await {
+            let decision = match tokio::time::timeout(window, rx).await {
                 Ok(Ok(decision)) => decision,
                 Ok(Err(_)) => Decision::Decline {
                     reason: "cancelled",
@@ -249,15 +369,56 @@ impl ApprovalGate {
                 Err(_) => Decision::Decline {
                     reason: "approval_timeout",
                 },
-            }
+            };
+            gate.stop_waiting(index);
+            decision
         })
     }
 
-    /// Hands the human's decision to the waiting call. False when no call
-    /// is waiting (it timed out, or the run is gone).
-    pub(crate) fn answer(&self, decision: Decision) -> bool {
-        let waiting = self.waiting.lock().ok().and_then(|mut w| w.take());
+    /// Call `index` no longer waits; the last one takes the running slot back.
+    fn stop_waiting(&self, index: usize) {
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return;
+        };
+        waiting.remove(&index);
+        if waiting.is_empty()
+            && let Ok(slot) = self.slot.lock()
+            && let Some(slot) = slot.as_ref()
+        {
+            slot.resume();
+        }
+    }
+
+    /// Hands the human's decision to waiting call `index`. False when that
+    /// call is not waiting (it timed out, or the run is gone).
+    pub(crate) fn answer(&self, index: usize, decision: Decision) -> bool {
+        let waiting = self.waiting.lock().ok().and_then(|mut w| w.remove(&index));
         waiting.is_some_and(|tx| tx.send(decision).is_ok())
+    }
+}
+
+impl JournalEntry {
+    fn size(&self) -> usize {
+        json_size(self)
+    }
+}
+
+/// A value's size as JSON, counted without building the text.
+fn json_size<T: Serialize + ?Sized>(value: &T) -> usize {
+    let mut counter = ByteCounter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -319,6 +480,8 @@ pub enum ResumeRefusal {
     Expired,
     Forbidden,
     AlreadySettled,
+    /// Its journal was over the bound, so it was not kept across a restart.
+    NotReplayable,
 }
 
 impl ResumeRefusal {
@@ -328,6 +491,7 @@ impl ResumeRefusal {
             ResumeRefusal::Expired => "execution_expired",
             ResumeRefusal::Forbidden => "execution_forbidden",
             ResumeRefusal::AlreadySettled => "execution_already_settled",
+            ResumeRefusal::NotReplayable => "execution_expired",
         }
     }
 
@@ -337,6 +501,10 @@ impl ResumeRefusal {
             ResumeRefusal::Expired => "is no longer waiting: its approval window closed",
             ResumeRefusal::Forbidden => "belongs to another account",
             ResumeRefusal::AlreadySettled => "has already been settled with a different action",
+            ResumeRefusal::NotReplayable => {
+                "cannot be continued after the server restarted: its tool calls before the \
+                 pause exceeded the 16 MiB journal kept for replay"
+            }
         }
     }
 
@@ -363,6 +531,8 @@ pub(crate) struct LiveExecution {
     /// `posted` instead of a `resume`.
     pub(crate) asked_inline: AtomicBool,
     pub(crate) posted: watch::Sender<Option<Action>>,
+    /// A task keeps the saved state's journal current while paused.
+    pub(crate) persisting: AtomicBool,
 }
 
 impl LiveExecution {
@@ -377,6 +547,7 @@ impl LiveExecution {
             events: tokio::sync::Mutex::new(events),
             asked_inline: AtomicBool::new(false),
             posted: watch::channel(None).0,
+            persisting: AtomicBool::new(false),
         })
     }
 
@@ -461,6 +632,15 @@ pub struct SavedExecution {
     pub journal: Vec<JournalEntry>,
     /// The action and envelope of the resume that settled it.
     pub settled: Option<(Action, Value)>,
+    /// Decisions already given to calls whose answers may not be journaled
+    /// yet (two approvals of one `Promise.all`): a replay presets them, so a
+    /// human is never asked twice about one call.
+    #[serde(default)]
+    pub decided: Vec<(usize, Action)>,
+    /// The journal passed its bound before the pause: the run can be
+    /// resumed in this process, not replayed after a restart.
+    #[serde(default, rename = "journalDropped")]
+    pub journal_dropped: bool,
 }
 
 impl SavedExecution {
@@ -512,6 +692,32 @@ mod tests {
     }
 
     #[test]
+    fn the_journal_is_bounded_and_remembers_each_call_once() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let gate = ApprovalGate::new(tx, Vec::new(), Vec::new(), APPROVAL_WINDOW)
+            .with_journal_bound(1_000);
+        let answer = Ok(json!({"ok": true, "data": "x".repeat(100)}));
+        for index in 0..5 {
+            gate.remember(index, "a.b", &json!({}), &answer);
+            // A second answer for the same call is ignored.
+            gate.remember(index, "a.b", &json!({"other": true}), &answer);
+        }
+        let entries = gate.journal_entries();
+        assert_eq!(
+            entries.iter().map(|e| e.index).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4]
+        );
+        assert!(entries.iter().all(|e| e.args == json!({})));
+        assert!(!gate.journal_overflowed());
+        // Past the bound the journal is dropped whole, and stays dropped.
+        for index in 5..20 {
+            gate.remember(index, "a.b", &json!({}), &answer);
+        }
+        assert!(gate.journal_overflowed());
+        assert!(gate.journal_entries().is_empty());
+    }
+
+    #[test]
     fn replay_answers_matching_calls_and_refuses_divergent_ones() {
         let (tx, _rx) = mpsc::unbounded_channel();
         let entry = JournalEntry {
@@ -520,7 +726,7 @@ mod tests {
             args: json!({"x": 1}),
             answer: Ok(json!({"ok": true})),
         };
-        let gate = ApprovalGate::new(tx, vec![entry], None, APPROVAL_WINDOW);
+        let gate = ApprovalGate::new(tx, vec![entry], Vec::new(), APPROVAL_WINDOW);
         assert_eq!(
             gate.replayed(0, "a.b", &json!({"x": 1})),
             Some(Ok(json!({"ok": true})))

@@ -12,11 +12,21 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::CallContext;
+use crate::budget::{HostBudget, HostHold};
 use crate::catalog::{Catalog, ToolError, ToolInvocation, ToolResult, result_value};
 use crate::describe;
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
+
+/// Longest tool path accepted (SPEC §12).
+pub const MAX_TOOL_PATH_BYTES: usize = 512;
+
+/// Bounds of one execution's tool calls that the bridge enforces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallBounds {
+    pub max_path_bytes: usize,
+}
 
 /// One tool call of an execution, for its record.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -45,6 +55,9 @@ struct BridgeInner {
     policy_records: Arc<Vec<PolicyRecord>>,
     started: Instant,
     trace: Mutex<Vec<ToolCallTrace>>,
+    /// Host memory the execution's parsed answers may hold.
+    budget: HostBudget,
+    bounds: CallBounds,
 }
 
 impl ExecutionBridge {
@@ -53,6 +66,8 @@ impl ExecutionBridge {
         ctx: CallContext,
         policy_records: Vec<PolicyRecord>,
         gate: Arc<ApprovalGate>,
+        budget: HostBudget,
+        bounds: CallBounds,
     ) -> Self {
         ExecutionBridge {
             inner: Arc::new(BridgeInner {
@@ -63,6 +78,8 @@ impl ExecutionBridge {
                 policy_records: Arc::new(policy_records),
                 started: Instant::now(),
                 trace: Mutex::new(Vec::new()),
+                budget,
+                bounds,
             }),
         }
     }
@@ -79,22 +96,37 @@ impl ExecutionBridge {
 impl HostBridge for ExecutionBridge {
     fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>> {
         let inner = self.inner.clone();
+        // SPEC §12: a path this long is no tool's; it is neither numbered,
+        // journaled, recorded nor echoed.
+        let max = inner.bounds.max_path_bytes;
+        if path.len() > max {
+            let message = format!(
+                "a tool path is at most {max} bytes; this one has {}",
+                path.len()
+            );
+            return Box::pin(async move { Err(message) });
+        }
+        // Numbered now, in the order the program made the calls (the
+        // sandbox calls this synchronously), not when the tasks first run:
+        // a replay after a restart must give each call the same number.
+        let index = inner.gate.next_call_index();
         async move {
             let started = Instant::now();
-            let index = inner.gate.next_call_index();
             // After a restart, calls made before the pause are answered from
             // the journal instead of being run again.
             if let Some(answer) = inner.gate.replayed(index, &path, &args) {
                 inner.record(&path, &answer, started);
                 return answer;
             }
-            let answer = std::panic::AssertUnwindSafe(inner.answer(index, &path, args.clone()))
+            let answered = std::panic::AssertUnwindSafe(inner.answer(index, &path, args.clone()))
                 .catch_unwind()
                 .await;
-            let answer = answer.unwrap_or_else(|_| {
+            // `_held` keeps the answer's room in the host budget until it
+            // is handed to the sandbox, when this future resolves.
+            let (answer, _held) = answered.unwrap_or_else(|_| {
                 let id = internal_error_id();
                 tracing::error!(error_id = %id, %path, "tool call panicked");
-                Err(format!("Internal tool error [{id}]"))
+                (Err(format!("Internal tool error [{id}]")), None)
             });
             inner.gate.remember(index, &path, &args, &answer);
             inner.record(&path, &answer, started);
@@ -105,15 +137,24 @@ impl HostBridge for ExecutionBridge {
 }
 
 impl BridgeInner {
-    async fn answer(&self, index: usize, path: &str, args: Value) -> Result<Value, String> {
+    /// The call's answer, and the host-budget room it holds (if any).
+    async fn answer(
+        &self,
+        index: usize,
+        path: &str,
+        args: Value,
+    ) -> (Result<Value, String>, Option<Arc<HostHold>>) {
         match path {
-            "search" => search(&self.catalog, &self.policies, &args),
-            "describe.tool" => describe_tool(&self.catalog, &self.policies, &args),
-            "executor.integrations.list" => list_integrations(&self.catalog, &args),
-            _ => self
-                .invoke(index, path, args)
-                .await
-                .map(|r| result_value(&r)),
+            "search" => (search(&self.catalog, &self.policies, &args), None),
+            "describe.tool" => (describe_tool(&self.catalog, &self.policies, &args), None),
+            "executor.integrations.list" => (list_integrations(&self.catalog, &args), None),
+            _ => match self.invoke(index, path, args).await {
+                Ok(result) => {
+                    let held = result.as_ref().ok().and_then(|s| s.held.clone());
+                    (Ok(result_value(result)), held)
+                }
+                Err(thrown) => (Err(thrown), None),
+            },
         }
     }
 
@@ -149,10 +190,12 @@ impl BridgeInner {
         if let Err(refused) = tool.invoker.check(&tool, &args) {
             return Ok(Err(refused));
         }
-        if action == PolicyAction::RequireApproval
-            && let Decision::Decline { reason } = self.gate.decide(index, path, &args).await
-        {
-            return Err(declined_message(path, reason));
+        if action == PolicyAction::RequireApproval {
+            match self.gate.decide(index, path, &args).await {
+                Decision::Accept => {}
+                Decision::Decline { reason } => return Err(declined_message(path, reason)),
+                Decision::Unavailable(message) => return Err(message),
+            }
         }
         let invocation = ToolInvocation {
             tool: tool.clone(),
@@ -160,6 +203,7 @@ impl BridgeInner {
             ctx: self.ctx.clone(),
             catalog: self.catalog.clone(),
             policies: self.policy_records.clone(),
+            budget: self.budget.clone(),
         };
         Ok(tool.invoker.invoke(invocation).await)
     }

@@ -5,6 +5,8 @@
 //! calling, from which session) and tool arguments as JSON, and returns an
 //! MCP `CallToolResult` as JSON. Sessions and the wire layer sit above it.
 
+mod admission;
+mod budget;
 pub mod catalog;
 mod core_tools;
 mod describe;
@@ -19,6 +21,8 @@ mod skills;
 mod tools;
 mod validate;
 
+pub use admission::{Refused, ShareLimits};
+pub use budget::{HostBudget, HostHold};
 pub use catalog::{
     Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
@@ -27,7 +31,7 @@ pub use envelope::internal_error_id;
 pub use execution::{Action, ApprovalPrompt, ApprovalRequest, is_paused};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;
-pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError};
+pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError, WALL_CLOCK};
 
 use executor_store::Principal;
 

@@ -4,13 +4,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome};
+use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
 use executor_store::{ExecutionRecord, Store, now_ms};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::CallContext;
+use crate::admission::{Admission, Refused, ShareLimits, Slot};
+use crate::budget::HostBudget;
 use crate::catalog::Catalog;
 use crate::core_tools;
 use crate::envelope::{self, internal_error_id};
@@ -18,7 +20,7 @@ use crate::execution::{
     Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, Executions, LiveExecution,
     ResumeRefusal, RunEvent, SavedExecution, is_paused, paused_envelope,
 };
-use crate::invoke::{ExecutionBridge, ToolCallTrace};
+use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
 use crate::normalize::normalize;
 use crate::skills::SKILLS;
@@ -35,18 +37,35 @@ const MAX_LISTED_INTEGRATIONS: usize = 50;
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub limits: Limits,
-    /// Most executions that run at once; more queue.
-    pub max_concurrent_executions: usize,
+    /// Running executions in all and per org (SPEC §4, §12); more are
+    /// refused at once, never queued.
+    pub share: ShareLimits,
     /// How long a paused call waits for a human (SPEC §9: 4 minutes).
     pub approval_window: std::time::Duration,
+    /// An execution's wall clock — compute and tool waits, approval pauses
+    /// excluded — after which it is stopped (SPEC §12: 10 minutes).
+    pub wall_clock: Duration,
+    /// Bytes of tool-call arguments and answers journaled for replay.
+    pub max_journal_bytes: usize,
+    /// Longest tool path accepted.
+    pub max_tool_path_bytes: usize,
 }
+
+/// SPEC §12's execution wall clock.
+pub const WALL_CLOCK: Duration = Duration::from_secs(10 * 60);
+
+/// How often a running execution's wall clock is read.
+const WALL_CLOCK_TICK: Duration = Duration::from_millis(100);
 
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             limits: Limits::default(),
-            max_concurrent_executions: 64,
+            share: ShareLimits::default(),
             approval_window: crate::execution::APPROVAL_WINDOW,
+            wall_clock: WALL_CLOCK,
+            max_journal_bytes: crate::execution::MAX_JOURNAL_BYTES,
+            max_tool_path_bytes: crate::invoke::MAX_TOOL_PATH_BYTES,
         }
     }
 }
@@ -78,6 +97,11 @@ impl CatalogSource for StaticCatalog {
 pub struct Engine {
     store: Arc<dyn Store>,
     pool: Pool,
+    /// Fair share of running and paused executions between orgs.
+    admission: Arc<Admission>,
+    wall_clock: Duration,
+    max_journal_bytes: usize,
+    call_bounds: CallBounds,
     catalogs: Arc<dyn CatalogSource>,
     metrics: Arc<EngineMetrics>,
     executions: Arc<Executions>,
@@ -101,7 +125,15 @@ impl Engine {
         Engine {
             approval_window: config.approval_window,
             store,
-            pool: Pool::new(config.limits, config.max_concurrent_executions),
+            // Paused executions keep their sandbox thread parked, so the
+            // pool has room for the running and the paused bounds.
+            pool: Pool::new(config.limits, config.share.threads()),
+            admission: Admission::new(config.share),
+            wall_clock: config.wall_clock,
+            max_journal_bytes: config.max_journal_bytes,
+            call_bounds: CallBounds {
+                max_path_bytes: config.max_tool_path_bytes,
+            },
             catalogs,
             metrics: Arc::new(EngineMetrics::default()),
             executions: Arc::new(Executions::default()),
@@ -111,6 +143,21 @@ impl Engine {
 
     pub fn metrics(&self) -> &EngineMetrics {
         &self.metrics
+    }
+
+    /// Whether a new execution of `org` would be refused because the whole
+    /// server is at its limit (not the org's share): a transport that can
+    /// still choose its status answers 503 with `Retry-After` then.
+    pub fn server_full_for(&self, org_id: &str) -> bool {
+        matches!(
+            self.admission.would_refuse(org_id),
+            Some(Refused::ServerFull(_))
+        )
+    }
+
+    /// (running, paused) executions of `org`.
+    pub fn executions_of_org(&self, org_id: &str) -> (usize, usize) {
+        self.admission.of_org(org_id)
     }
 
     /// Whether an execution of this session waits for approval.
@@ -230,6 +277,12 @@ impl Engine {
             Ok(body) => body,
             Err(message) => return self.refuse_before_running(ctx, &id, code, message).await,
         };
+        // SPEC §4: over the org's share (or the server's limit) the answer
+        // comes at once, before anything runs or is recorded.
+        let slot = match self.admission.admit(&ctx.principal.org_id) {
+            Ok(slot) => slot,
+            Err(refused) => return envelope::tool_error(&refused.to_string(), &[]),
+        };
         let saved = SavedExecution {
             id: id.clone(),
             owner: ctx.principal.clone(),
@@ -239,8 +292,10 @@ impl Engine {
             pending: None,
             journal: Vec::new(),
             settled: None,
+            decided: Vec::new(),
+            journal_dropped: false,
         };
-        match self.start(saved, None).await {
+        match self.start(saved, None, slot).await {
             Ok(live) => {
                 let mut events = live.events.lock().await;
                 let answer = self.advance(&live, &mut events).await;
@@ -292,8 +347,11 @@ impl Engine {
                 Err(_) => Action::Decline,
             };
             // False when the window closed first; the run goes on either way.
-            live.gate.answer(decision_of(action));
-            live.update(|s| s.pending = None);
+            live.gate.answer(pending.index, decision_of(action));
+            live.update(|s| {
+                s.pending = None;
+                s.decided.push((pending.index, action));
+            });
             answer = self.advance(live, events).await;
             self.settle_if_finished(live, action, &answer).await;
         }
@@ -323,6 +381,7 @@ impl Engine {
         &self,
         saved: SavedExecution,
         decision: Option<Decision>,
+        slot: Slot,
     ) -> Result<Arc<LiveExecution>, Value> {
         let org = saved.owner.org_id.clone();
         let catalog = self.catalogs.catalog(&org).await;
@@ -332,23 +391,48 @@ impl Engine {
             .await
             .map_err(|e| internal_error("could not read policies", &e))?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let preset = decision
-            .zip(saved.pending.as_ref())
-            .map(|(d, p)| (p.index, d));
-        let gate = Arc::new(ApprovalGate::new(
-            events_tx.clone(),
-            saved.journal.clone(),
-            preset,
-            self.approval_window,
-        ));
+        // Decisions already given (their calls may not have answered before
+        // the restart), then the one for the pending call.
+        let preset: Vec<(usize, Decision)> = saved
+            .decided
+            .iter()
+            .map(|&(index, action)| (index, decision_of(action)))
+            .chain(
+                decision
+                    .zip(saved.pending.as_ref())
+                    .map(|(d, p)| (p.index, d)),
+            )
+            .collect();
+        let gate = Arc::new(
+            ApprovalGate::new(
+                events_tx.clone(),
+                saved.journal.clone(),
+                preset,
+                self.approval_window,
+            )
+            .with_journal_bound(self.max_journal_bytes)
+            .with_slot(slot),
+        );
         let ctx = saved.owner_context();
-        let bridge = ExecutionBridge::new(catalog, ctx.clone(), policies, gate.clone());
-        let live = LiveExecution::new(saved.clone(), gate, events_rx);
+        // The sandbox's memory cap bounds what its answers may hold on the host.
+        let budget = HostBudget::new(self.pool.limits().memory_bytes);
+        let bridge = ExecutionBridge::new(
+            catalog,
+            ctx.clone(),
+            policies,
+            gate.clone(),
+            budget.clone(),
+            self.call_bounds,
+        );
+        let live = LiveExecution::new(saved.clone(), gate.clone(), events_rx);
         let runner = Runner {
             pool: self.pool.clone(),
             store: self.store.clone(),
             metrics: self.metrics.clone(),
             executions: self.executions.clone(),
+            gate: gate.clone(),
+            wall_clock: self.wall_clock,
+            budget,
         };
         tokio::spawn(runner.run(ctx, saved, bridge, events_tx));
         Ok(live)
@@ -362,16 +446,25 @@ impl Engine {
         events: &mut mpsc::UnboundedReceiver<RunEvent>,
     ) -> Value {
         match events.recv().await {
-            Some(RunEvent::Paused(pending, journal)) => {
+            Some(RunEvent::Paused(pending)) => {
+                // The gate's journal now, not when the pause was queued: a
+                // call decided since may have answered meanwhile.
+                let journal = live.gate.journal_entries();
+                let dropped = live.gate.journal_overflowed();
                 let Some(saved) = live.update(|s| {
                     s.pending = Some(pending.clone());
                     s.journal = journal;
+                    s.journal_dropped = dropped;
                 }) else {
                     return internal_error("execution state lock poisoned", &"poisoned");
                 };
                 self.executions.register(&saved.id, live.clone());
                 if let Err(e) = self.save(&saved).await {
                     return internal_error("could not save paused execution", &e);
+                }
+                if !live.persisting.swap(true, Ordering::AcqRel) {
+                    // Detached: it ends with the run (the journal closes).
+                    tokio::spawn(persist_journal(self.store.clone(), live.clone()));
                 }
                 let record = ExecutionRecord {
                     status: "waiting_for_interaction".into(),
@@ -400,10 +493,7 @@ impl Engine {
     }
 
     async fn save(&self, saved: &SavedExecution) -> Result<(), executor_store::StoreError> {
-        let state = serde_json::to_string(saved).unwrap_or_default();
-        self.store
-            .save_execution_state(&saved.id, &saved.owner.org_id, state)
-            .await
+        save_state(&self.store, saved).await
     }
 
     /// `resume {executionId, action}` (SPEC §9).
@@ -440,10 +530,14 @@ impl Engine {
         if let Err(answer) = still_waiting(&saved, action, ResumeRefusal::AlreadySettled) {
             return answer;
         }
-        if !replayed && !live.gate.answer(decision_of(action)) {
+        let index = saved.pending.as_ref().map_or(0, |p| p.index);
+        if !replayed && !live.gate.answer(index, decision_of(action)) {
             return ResumeRefusal::Expired.envelope(id);
         }
-        live.update(|s| s.pending = None);
+        live.update(|s| {
+            s.pending = None;
+            s.decided.push((index, action));
+        });
         let answer = self.advance(&live, &mut events).await;
         self.settle_if_finished(&live, action, &answer).await;
         answer
@@ -581,13 +675,17 @@ impl Engine {
             return Err(ResumeRefusal::Forbidden.envelope(id));
         }
         still_waiting(&saved, action, ResumeRefusal::NotFound)?;
+        if saved.journal_dropped {
+            return Err(ResumeRefusal::NotReplayable.envelope(id));
+        }
         // One restore at a time: two resumes arriving together after a
         // restart must not replay the program twice.
         let _restoring = self.restoring.lock().await;
         if let Some(live) = self.executions.get(id) {
             return Ok(live);
         }
-        let live = self.start(saved, Some(decision_of(action))).await?;
+        let slot = self.admission.readmit(&saved.owner.org_id);
+        let live = self.start(saved, Some(decision_of(action)), slot).await?;
         let live = self.executions.register(id, live);
         Ok(live)
     }
@@ -673,6 +771,10 @@ struct Runner {
     store: Arc<dyn Store>,
     metrics: Arc<EngineMetrics>,
     executions: Arc<Executions>,
+    /// Holds the run's fair-share slot; released when the run ends.
+    gate: Arc<ApprovalGate>,
+    wall_clock: Duration,
+    budget: HostBudget,
 }
 
 impl Runner {
@@ -686,8 +788,24 @@ impl Runner {
         let started_at_ms = now_ms();
         let clock = Instant::now();
         let host: Arc<dyn HostBridge> = Arc::new(bridge.clone());
-        let mut outcome = match self.pool.run(saved.body.clone(), Some(host)).await {
+        let stop = Stop::default();
+        let watch = tokio::spawn(watch_wall_clock(
+            self.wall_clock,
+            self.gate.clone(),
+            stop.clone(),
+        ));
+        let ran = self
+            .pool
+            .run_until(saved.body.clone(), Some(host), stop)
+            .await;
+        watch.abort();
+        self.gate.release_slot();
+        self.budget.give_back_memory();
+        let mut outcome = match ran {
             Ok(outcome) => outcome,
+            Err(SandboxError::Busy) => RunOutcome::failed(
+                "the server is too busy to start this execution; retry in a moment",
+            ),
             Err(e) => {
                 let id = internal_error_id();
                 tracing::error!(error_id = %id, error = %e, "sandbox failure");
@@ -714,6 +832,64 @@ impl Runner {
         }
         self.executions.forget(&saved.id);
         let _ = events.send(RunEvent::Finished(outcome));
+    }
+}
+
+async fn save_state(
+    store: &Arc<dyn Store>,
+    saved: &SavedExecution,
+) -> Result<(), executor_store::StoreError> {
+    let state = serde_json::to_string(saved).unwrap_or_default();
+    store
+        .save_execution_state(&saved.id, &saved.owner.org_id, state)
+        .await
+}
+
+/// Keeps a paused execution's saved journal current: a call decided while
+/// another still waits (two approvals of one `Promise.all`) answers after
+/// the pause was saved, and a replay after a restart must not repeat it.
+async fn persist_journal(store: Arc<dyn Store>, live: Arc<LiveExecution>) {
+    let mut changes = live.gate.journal_changes();
+    while changes.changed().await.is_ok() {
+        if *changes.borrow() == crate::execution::JOURNAL_CLOSED {
+            return;
+        }
+        let journal = live.gate.journal_entries();
+        let Some(saved) = live.update(|s| {
+            if s.pending.is_some() {
+                s.journal = journal;
+            }
+        }) else {
+            return;
+        };
+        if saved.pending.is_some()
+            && let Err(e) = save_state(&store, &saved).await
+        {
+            tracing::warn!(error = %e, "could not save a paused execution's journal");
+        }
+    }
+}
+
+/// Stops the run once it has used `limit` of wall-clock time, not counting
+/// the time its calls wait for a human (SPEC §12).
+async fn watch_wall_clock(limit: Duration, gate: Arc<ApprovalGate>, stop: Stop) {
+    let mut used = Duration::ZERO;
+    let mut last = Instant::now();
+    loop {
+        tokio::time::sleep(WALL_CLOCK_TICK.min(limit)).await;
+        let now = Instant::now();
+        if !gate.is_paused() {
+            used += now - last;
+        }
+        last = now;
+        if used >= limit {
+            stop.request(format!(
+                "execution stopped: it ran for more than {} s of wall-clock time \
+                 (compute and tool calls, approval waits excluded)",
+                limit.as_secs_f64()
+            ));
+            return;
+        }
     }
 }
 

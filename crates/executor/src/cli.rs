@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +26,23 @@ pub struct GlobalOpts {
     /// `sqlite://PATH` (default: `sqlite://<data-dir>/executor.db`).
     #[arg(long, env = "EXECUTOR_DATABASE_URL", global = true)]
     pub database_url: Option<String>,
+    /// The log on stderr: `text` (coloured only on a terminal) or `json`
+    /// (one object per line). `RUST_LOG` sets the filter.
+    #[arg(
+        long,
+        env = "EXECUTOR_LOG_FORMAT",
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+}
+
+/// How the log is written (SPEC §11: structured logs, JSON on request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 impl GlobalOpts {
@@ -267,6 +284,48 @@ pub struct ServeOpts {
         default_value_t = 10_000
     )]
     pub shutdown_drain_deadline: u64,
+    /// How long a client may take to send a request's headers, in ms; also
+    /// how long a keep-alive connection may sit idle between requests (0:
+    /// no limit).
+    #[arg(
+        long,
+        env = "EXECUTOR_HEADER_READ_TIMEOUT_MS",
+        default_value_t = executor_wire::HEADER_READ_TIMEOUT.as_millis() as u64
+    )]
+    pub header_read_timeout: u64,
+    /// How long a request body may stall between two chunks, in ms (408;
+    /// 0: no limit).
+    #[arg(
+        long,
+        env = "EXECUTOR_BODY_READ_TIMEOUT_MS",
+        default_value_t = executor_wire::BODY_READ_TIMEOUT.as_millis() as u64
+    )]
+    pub body_read_timeout: u64,
+    /// Most client connections open at once; at the cap new ones wait in
+    /// the listen backlog (default: the descriptor limit less a quarter).
+    #[arg(long, env = "EXECUTOR_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Most messages in one JSON-RPC batch (2025-03-26 sessions).
+    #[arg(long, env = "EXECUTOR_MAX_BATCH", default_value_t = executor_mcp::MAX_BATCH)]
+    pub max_batch: usize,
+    /// Live sessions one (account, org) may hold, and may create within one
+    /// session idle timeout; over it, initialize answers 429.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_SESSIONS_PER_PRINCIPAL",
+        default_value_t = executor_sessions::MAX_SESSIONS_PER_PRINCIPAL
+    )]
+    pub max_sessions_per_principal: usize,
+    /// Standalone GET streams one session may hold open; over it, 429.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_GET_STREAMS_PER_SESSION",
+        default_value_t = executor_sessions::MAX_GET_STREAMS_PER_SESSION
+    )]
+    pub max_get_streams_per_session: usize,
+    /// When set, `/metrics` requires `Authorization: Bearer <token>`.
+    #[arg(long, env = "EXECUTOR_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -306,9 +365,43 @@ pub struct EngineOpts {
     /// How long a call that needs approval waits for a human, in ms.
     #[arg(long, env = "EXECUTOR_APPROVAL_WINDOW_MS", default_value_t = 240_000)]
     pub approval_window: u64,
-    /// Most executions running at once; more wait for a sandbox thread.
+    /// Most executions running at once in all; more are refused at once
+    /// (503 with Retry-After). Paused executions hold no slot.
     #[arg(long, env = "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", default_value_t = 64)]
     pub max_concurrent_executions: usize,
+    /// Most executions of one org running at once (its fair share); more
+    /// are refused at once with a clear error.
+    #[arg(long, env = "EXECUTOR_MAX_ORG_EXECUTIONS", default_value_t = 16)]
+    pub max_org_executions: usize,
+    /// Wall clock per execution, in ms: compute and tool calls, approval
+    /// waits excluded.
+    #[arg(
+        long,
+        env = "EXECUTOR_EXECUTION_WALL_CLOCK_MS",
+        default_value_t = 600_000
+    )]
+    pub execution_wall_clock: u64,
+    /// Tool calls one execution may have in flight at once.
+    #[arg(long, env = "EXECUTOR_MAX_CALLS_IN_FLIGHT", default_value_t = 32)]
+    pub max_calls_in_flight: usize,
+    /// Tool calls one execution may make in all.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_CALLS_PER_EXECUTION",
+        default_value_t = 10_000
+    )]
+    pub max_calls_per_execution: usize,
+    /// Bytes of tool-call arguments and answers kept per execution to
+    /// replay a paused run after a restart.
+    #[arg(long, env = "EXECUTOR_MAX_JOURNAL_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_journal_bytes: usize,
+    /// Longest tool path accepted, in bytes.
+    #[arg(long, env = "EXECUTOR_MAX_TOOL_PATH_BYTES", default_value_t = 512)]
+    pub max_tool_path_bytes: usize,
+    /// Largest upstream answer read, in bytes (its parsed size is counted
+    /// against the execution's sandbox memory).
+    #[arg(long, env = "EXECUTOR_MAX_UPSTREAM_RESPONSE_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_upstream_response_bytes: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -317,7 +410,9 @@ pub enum TokenCommand {
     Create {
         #[arg(long)]
         email: String,
-        /// Org name (default: the account's personal org, named after the email).
+        /// A shared org's name (default: the account's personal org, named
+        /// after the email, which belongs to that account alone; another
+        /// account's email is refused).
         #[arg(long)]
         org: Option<String>,
         #[arg(long)]

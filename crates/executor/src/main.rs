@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use executor_engine::CatalogSource;
 use executor_engine::policy::{Pattern, PolicyAction};
-use executor_engine::{Engine, EngineConfig};
+use executor_engine::{Engine, EngineConfig, ShareLimits};
 use executor_integrations::http::{HttpConfig, HttpInvoker};
 use executor_integrations::{
     Credentials, ImportOptions, ImportedIntegration, OpenApiInvokers, StoreCatalogs,
@@ -27,12 +27,13 @@ use zeroize::Zeroizing;
 
 use cli::{
     AddIntegration, Cli, Command, ConnectionsCommand, EngineOpts, ExecutionsCommand, GlobalOpts,
-    IntegrationsCommand, PoliciesCommand, ServeOpts, TokenCommand, ToolsCommand,
+    IntegrationsCommand, LogFormat, PoliciesCommand, ServeOpts, TokenCommand, ToolsCommand,
 };
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    let log_format = cli.global.log_format;
+    init_tracing(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -46,19 +47,32 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            match log_format {
+                // A log collector reads every line of stderr as JSON.
+                LogFormat::Json => tracing::error!(error = %e, "executor stopped"),
+                LogFormat::Text => eprintln!("error: {e}"),
+            }
             std::process::ExitCode::FAILURE
         }
     }
 }
 
-fn init_tracing() {
+/// The log goes to stderr. Colour codes only reach a terminal (and not with
+/// `NO_COLOR`): in a file or a pipe they are noise for whoever reads it.
+fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+        LogFormat::Text => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder.with_ansi(terminal && !no_color).init()
+        }
+    }
 }
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -468,6 +482,8 @@ fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyR
         stack_bytes: opts.sandbox_stack_kb.max(64) * 1024,
         max_log_bytes: opts.max_log_bytes,
         max_result_bytes: opts.max_result_bytes,
+        max_calls_in_flight: opts.max_calls_in_flight.max(1),
+        max_calls: opts.max_calls_per_execution.max(1),
     };
     let catalogs = Arc::new(store_catalogs(
         store.clone(),
@@ -478,8 +494,11 @@ fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyR
         store,
         EngineConfig {
             limits,
-            max_concurrent_executions: opts.max_concurrent_executions.max(1),
+            share: ShareLimits::new(opts.max_concurrent_executions, opts.max_org_executions),
             approval_window: Duration::from_millis(opts.approval_window),
+            wall_clock: Duration::from_millis(opts.execution_wall_clock.max(1)),
+            max_journal_bytes: opts.max_journal_bytes,
+            max_tool_path_bytes: opts.max_tool_path_bytes.max(1),
         },
         catalogs,
     )))
@@ -642,6 +661,8 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
             idle_timeout: Duration::from_millis(opts.session_idle_timeout),
             paused_idle_timeout: Duration::from_millis(opts.paused_session_idle_timeout),
             retention: Duration::from_secs(opts.session_retention_days * 24 * 3600),
+            max_sessions_per_principal: opts.max_sessions_per_principal,
+            max_get_streams_per_session: opts.max_get_streams_per_session,
             ..SessionsConfig::default()
         },
     );
@@ -669,6 +690,14 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
         config: Arc::new(WireConfig {
             hosts,
             cors_origin: opts.cors_origin.clone(),
+            max_batch: opts.max_batch,
+            header_read_timeout: Duration::from_millis(opts.header_read_timeout),
+            body_read_timeout: Duration::from_millis(opts.body_read_timeout),
+            max_connections: opts.max_connections,
+            metrics_token: opts
+                .metrics_token
+                .clone()
+                .map(executor_wire::MetricsToken::new),
             ..WireConfig::default()
         }),
     };

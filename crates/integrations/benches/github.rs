@@ -1,7 +1,8 @@
 //! Figures over GitHub's real spec (`cargo bench -p executor-integrations`,
 //! with `EXECUTOR_SPECS_DIR` set as for the tests): import time, and
 //! `tools.search` p50/p99 over the imported catalog for the plain-language
-//! query set of tests/e2e/fixtures/github-search-queries.json.
+//! query set of tests/e2e/fixtures/github-search-queries.json. Without the
+//! spec it fails, saying what to do, rather than printing no figures.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,15 +28,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn main() {
     let Some(dir) = std::env::var_os("EXECUTOR_SPECS_DIR") else {
-        eprintln!("skipped: set EXECUTOR_SPECS_DIR (tests/specs/install prints it)");
-        return;
+        panic!("set EXECUTOR_SPECS_DIR to the directory tests/specs/install prints");
     };
     let path =
         PathBuf::from(dir).join("node_modules/@octokit/openapi/generated/api.github.com.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("skipped: no GitHub spec at {}", path.display());
-        return;
-    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "no GitHub spec at {}: {e} (run tests/specs/install)",
+            path.display()
+        )
+    });
     let mut imports = Vec::new();
     let mut github = None;
     for _ in 0..5 {
@@ -44,8 +46,7 @@ fn main() {
         imports.push(started.elapsed());
     }
     let Some(github) = github else {
-        eprintln!("GitHub's spec did not import");
-        return;
+        panic!("GitHub's spec did not import");
     };
     imports.sort();
     let started = Instant::now();
@@ -56,9 +57,9 @@ fn main() {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
                 .join("../../tests/e2e/fixtures/github-search-queries.json"),
         )
-        .unwrap_or_default(),
+        .expect("the query set"),
     )
-    .unwrap_or_default();
+    .expect("the query set is JSON");
     let queries: Vec<&str> = queries.iter().filter_map(|q| q["query"].as_str()).collect();
     let mut times = Vec::new();
     for _ in 0..50 {

@@ -42,38 +42,61 @@ impl StoreCatalogs {
     /// The org's catalog, and whether it is complete: a catalog built
     /// while the integrations could not be read serves the core tools for
     /// now but is not cached, so the next request tries again.
+    ///
+    /// Runs on the blocking pool: it reads whole stored documents, parses
+    /// them and builds the search index (tens of ms for a large API), which
+    /// must not hold an async worker.
     async fn build(&self, org_id: &str) -> (Arc<Catalog>, bool) {
-        let mut entries = executor_engine::core_tool_entries(self.store.clone());
-        let complete = match self.store.list_integrations(org_id, true).await {
-            Ok(records) => {
-                for record in records {
-                    entries.extend(self.tools_of(org_id, record));
+        let (store, invokers, org) = (
+            self.store.clone(),
+            self.invokers.clone(),
+            org_id.to_string(),
+        );
+        let handle = tokio::runtime::Handle::current();
+        let built = tokio::task::spawn_blocking(move || {
+            let records = handle.block_on(store.list_integrations(&org, true));
+            let mut entries = executor_engine::core_tool_entries(store);
+            let complete = match records {
+                Ok(records) => {
+                    for record in records {
+                        entries.extend(tools_of(invokers.as_ref(), &org, record));
+                    }
+                    true
                 }
-                true
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "could not load integrations; serving the core tools only");
-                false
-            }
-        };
-        (Arc::new(Catalog::new(entries)), complete)
+                Err(e) => {
+                    tracing::error!(error = %e, "could not load integrations; serving the core tools only");
+                    false
+                }
+            };
+            (Arc::new(Catalog::new(entries)), complete)
+        })
+        .await;
+        built.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "building a catalog failed; serving the core tools only");
+            let core = executor_engine::core_tool_entries(self.store.clone());
+            (Arc::new(Catalog::new(core)), false)
+        })
     }
+}
 
-    fn tools_of(&self, org_id: &str, record: IntegrationRecord) -> Vec<ToolEntry> {
-        if record.kind != "openapi" {
-            tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
+fn tools_of(
+    invokers: &dyn InvokerFactory,
+    org_id: &str,
+    record: IntegrationRecord,
+) -> Vec<ToolEntry> {
+    if record.kind != "openapi" {
+        tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
+        return Vec::new();
+    }
+    let integration: ImportedIntegration = match serde_json::from_str(&record.document) {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::error!(error = %e, namespace = %record.namespace, "stored integration does not parse");
             return Vec::new();
         }
-        let integration: ImportedIntegration = match serde_json::from_str(&record.document) {
-            Ok(i) => i,
-            Err(e) => {
-                tracing::error!(error = %e, namespace = %record.namespace, "stored integration does not parse");
-                return Vec::new();
-            }
-        };
-        let invoker = self.invokers.openapi(org_id, integration.clone());
-        tool_entries(&integration, invoker)
-    }
+    };
+    let invoker = invokers.openapi(org_id, integration.clone());
+    tool_entries(&integration, invoker)
 }
 
 /// The catalog entries of an imported integration, all invoked by `invoker`.

@@ -24,6 +24,7 @@ use zeroize::Zeroizing;
 pub use crate::credential::Credential;
 use crate::redact::Redactor;
 use crate::{AuthMethod, BodySpec, OperationTool, ParamLocation, ParamSpec, ParamStyle};
+use executor_engine::{HostBudget, HostHold};
 
 /// SPEC §7 error codes this module produces.
 pub const INVALID_TOOL_ARGUMENTS: &str = "invalid_tool_arguments";
@@ -85,13 +86,52 @@ impl Default for HttpConfig {
 }
 
 /// A 2xx (or an unfollowed 3xx) response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct HttpSuccess {
     pub status: u16,
     /// A safe subset of the response headers, names in lower case.
     pub headers: BTreeMap<String, String>,
     /// Parsed JSON, else the body as text, or null when there is no body.
     pub data: Value,
+    /// Room `data` holds in the execution's host budget.
+    pub held: Option<HostHold>,
+}
+
+/// What one call carries through sending and reading.
+struct Call<'a> {
+    redactor: &'a Redactor,
+    budget: &'a HostBudget,
+}
+
+/// Host bytes per JSON value beyond its text: the value's enum, its slot in
+/// an array or a map entry (key, hash, index).
+const PARSED_VALUE_OVERHEAD: usize = 80;
+
+/// An upper estimate of what `bytes` takes once parsed: its text plus
+/// [`PARSED_VALUE_OVERHEAD`] per value (counted by the separators outside
+/// strings). Text that is not JSON is kept as one string.
+fn parsed_size_estimate(bytes: &[u8], is_json: bool) -> usize {
+    if !is_json {
+        return bytes.len();
+    }
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' | b':' => values += 1,
+                _ => {}
+            }
+        }
+    }
+    bytes.len() + values * PARSED_VALUE_OVERHEAD
 }
 
 /// A call that did not succeed, as SPEC §7's `error` object.
@@ -179,7 +219,34 @@ impl HttpInvoker {
     /// Builds and sends the request for `tool` with flat `args` (one property
     /// per parameter, plus `body`), injecting `credential` according to the
     /// first of `auth` the tool's `security` allows, else the first method.
-    pub async fn invoke(
+    /// A JSON answer is parsed only once its estimated parsed size is held
+    /// in `budget` (the execution's share of host memory).
+    pub async fn invoke_within(
+        &self,
+        base_url: &str,
+        tool: &OperationTool,
+        auth: &[AuthMethod],
+        credential: &Credential,
+        args: &Value,
+        budget: &HostBudget,
+    ) -> Result<HttpSuccess, HttpFailure> {
+        let redactor = Redactor::new(credential);
+        let call = Call {
+            redactor: &redactor,
+            budget,
+        };
+        match self
+            .send(base_url, tool, auth, credential, args, &call)
+            .await
+        {
+            Ok(success) => Ok(redact_success(&redactor, success)),
+            Err(failure) => Err(redact_failure(&redactor, failure)),
+        }
+    }
+
+    /// [`HttpInvoker::invoke_within`] with a budget of 64 MiB.
+    #[cfg(test)]
+    pub(crate) async fn invoke(
         &self,
         base_url: &str,
         tool: &OperationTool,
@@ -187,14 +254,9 @@ impl HttpInvoker {
         credential: &Credential,
         args: &Value,
     ) -> Result<HttpSuccess, HttpFailure> {
-        let redactor = Redactor::new(credential);
-        match self
-            .send(base_url, tool, auth, credential, args, &redactor)
+        let budget = HostBudget::new(64 << 20);
+        self.invoke_within(base_url, tool, auth, credential, args, &budget)
             .await
-        {
-            Ok(success) => Ok(redact_success(&redactor, success)),
-            Err(failure) => Err(redact_failure(&redactor, failure)),
-        }
     }
 
     async fn send(
@@ -204,7 +266,7 @@ impl HttpInvoker {
         auth: &[AuthMethod],
         credential: &Credential,
         args: &Value,
-        redactor: &Redactor,
+        call: &Call<'_>,
     ) -> Result<HttpSuccess, HttpFailure> {
         let args = arg_map(args)?;
         let mut parts = RequestParts::from_args(tool, args)?;
@@ -236,7 +298,7 @@ impl HttpInvoker {
             Ok(Err(e)) => return Err(send_failure(&e, &host)),
             Ok(Ok(response)) => response,
         };
-        self.read_response(response, is_head, redactor).await
+        self.read_response(response, is_head, call).await
     }
 
     /// GETs a document (an API description) through the same client, SSRF
@@ -302,17 +364,18 @@ impl HttpInvoker {
         &self,
         response: reqwest::Response,
         is_head: bool,
-        redactor: &Redactor,
+        call: &Call<'_>,
     ) -> Result<HttpSuccess, HttpFailure> {
         let status = response.status().as_u16();
         let headers = safe_headers(response.headers());
         let is_json = is_json_media(headers.get("content-type").map(String::as_str));
         if !(200..400).contains(&status) {
             return Err(self
-                .error_response(response, status, is_json, redactor)
+                .error_response(response, status, is_json, call.redactor)
                 .await);
         }
         let no_body = is_head || matches!(status, 204 | 205 | 304);
+        let mut held = None;
         let data = if no_body {
             Value::Null
         } else {
@@ -327,12 +390,24 @@ impl HttpInvoker {
                     )
                 });
             }
+            // Held before parsing: the parsed value is what costs memory.
+            let estimate = parsed_size_estimate(&bytes, is_json);
+            held = Some(
+                call.budget
+                    .hold(estimate)
+                    .await
+                    .map_err(|message| HttpFailure {
+                        status: Some(status),
+                        ..HttpFailure::upstream(message, false)
+                    })?,
+            );
             body_value(&bytes, is_json)
         };
         Ok(HttpSuccess {
             status,
             headers,
             data,
+            held,
         })
     }
 
@@ -420,19 +495,38 @@ fn tls_config() -> Result<rustls::ClientConfig, String> {
 /// keep the credential safely (a custom API-key header would otherwise be
 /// forwarded to another host), and their host is resolved through the guard
 /// again. A redirect elsewhere is returned as the 3xx with its `location`.
+/// One more same-origin redirect than [`MAX_REDIRECTS`] is an error
+/// ([`TooManyRedirects`]): the API is looping, and its last 3xx is no answer.
 fn redirect_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let same_origin = attempt
             .previous()
             .first()
             .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
+        // `previous` holds the first request's URL and every redirect's.
+        let followed = attempt.previous().len().saturating_sub(1);
+        if !same_origin {
+            attempt.stop()
+        } else if followed < MAX_REDIRECTS {
             attempt.follow()
         } else {
-            attempt.stop()
+            attempt.error(TooManyRedirects)
         }
     })
 }
+
+/// The same-origin redirect limit was reached; found in a send error's
+/// sources by [`send_failure`].
+#[derive(Debug)]
+struct TooManyRedirects;
+
+impl fmt::Display for TooManyRedirects {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("too many redirects")
+    }
+}
+
+impl StdError for TooManyRedirects {}
 
 async fn read_bounded(
     mut response: reqwest::Response,
@@ -490,6 +584,12 @@ fn safe_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
 fn send_failure(error: &reqwest::Error, host: &str) -> HttpFailure {
     if has_source::<LocalNetworkRefused>(error) {
         return HttpFailure::local_network(host);
+    }
+    if has_source::<TooManyRedirects>(error) {
+        return HttpFailure::upstream(
+            format!("{TooManyRedirects}: {host} redirected more than {MAX_REDIRECTS} times"),
+            false,
+        );
     }
     if error.is_timeout() {
         return HttpFailure::timeout(format!("{host} did not answer in time"));
@@ -1848,6 +1948,35 @@ mod tests {
         assert_eq!(ok.headers.get("location").unwrap(), "http://127.0.0.2:9/x");
     }
 
+    /// Hardening: a same-origin redirect loop is an upstream error after
+    /// MAX_REDIRECTS redirects, never `{ok:true}` with the last 302.
+    #[tokio::test]
+    async fn hardening_same_origin_redirect_loop_is_an_upstream_error() {
+        fn reply(_: &str) -> Option<String> {
+            Some("HTTP/1.1 302 Found\r\nlocation: /loop\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string())
+        }
+        let server = serve(reply).await;
+        let failure = invoker()
+            .invoke(
+                &server.base,
+                &tool("GET", "/loop", vec![], None),
+                &[],
+                &Credential::None,
+                &json!({}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(failure.code, UPSTREAM_HTTP_ERROR, "{failure}");
+        assert!(failure.message.contains("too many redirects"), "{failure}");
+        assert_eq!(failure.retryable, Some(false));
+        let requests = server.requests.lock().unwrap().len();
+        assert_eq!(
+            requests,
+            MAX_REDIRECTS + 1,
+            "the first request and each redirect"
+        );
+    }
+
     /// An upstream that echoes what it received, the ways SPEC §9 lists.
     fn echo(raw: &str) -> Option<String> {
         let target = raw.split(' ').nth(1).unwrap_or_default();
@@ -2082,6 +2211,80 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[tokio::test]
+    async fn parsed_answers_are_held_in_the_execution_budget() {
+        fn numbers(_: &str) -> Option<String> {
+            let body = format!("[{}1]", "1,".repeat(400));
+            Some(respond("200 OK", "application/json", &body))
+        }
+        let server = serve(numbers).await;
+        let inv = invoker();
+        let t = tool("GET", "/n", vec![], None);
+        // 801 bytes of text, about 32 KiB parsed: over a 16 KiB budget.
+        let small = HostBudget::new(16 * 1024);
+        let err = inv
+            .invoke_within(&server.base, &t, &[], &Credential::None, &json!({}), &small)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, UPSTREAM_HTTP_ERROR);
+        assert!(
+            err.message.contains("of memory once parsed"),
+            "{}",
+            err.message
+        );
+        // Within the budget it is parsed, and holds its room until dropped.
+        let budget = HostBudget::new(64 * 1024);
+        let ok = inv
+            .invoke_within(
+                &server.base,
+                &t,
+                &[],
+                &Credential::None,
+                &json!({}),
+                &budget,
+            )
+            .await
+            .unwrap();
+        assert_eq!(ok.data.as_array().map(Vec::len), Some(401));
+        let second = tokio::time::timeout(
+            Duration::from_millis(100),
+            inv.invoke_within(
+                &server.base,
+                &t,
+                &[],
+                &Credential::None,
+                &json!({}),
+                &budget,
+            ),
+        )
+        .await;
+        assert!(second.is_err(), "the second answer waits for room");
+        drop(ok);
+        inv.invoke_within(
+            &server.base,
+            &t,
+            &[],
+            &Credential::None,
+            &json!({}),
+            &budget,
+        )
+        .await
+        .unwrap();
+    }
+
+    #[test]
+    fn parsed_size_estimates_count_values_not_string_contents() {
+        assert_eq!(
+            parsed_size_estimate(b"[1,2]", true),
+            5 + 3 * PARSED_VALUE_OVERHEAD
+        );
+        assert_eq!(
+            parsed_size_estimate(br#"{"a,b":"c\",d"}"#, true),
+            15 + 3 * PARSED_VALUE_OVERHEAD
+        );
+        assert_eq!(parsed_size_estimate(b"[1,2]", false), 5);
     }
 
     #[test]

@@ -142,12 +142,13 @@ impl ToolInvoker for OpenApiInvoker {
                 None => Credential::None,
             };
             match http
-                .invoke(&base, &tool, &auth, &credential, &call.args)
+                .invoke_within(&base, &tool, &auth, &credential, &call.args, &call.budget)
                 .await
             {
                 Ok(ok) => Ok(ToolSuccess {
                     data: ok.data,
                     http: Some(json!({ "status": ok.status, "headers": ok.headers })),
+                    held: ok.held.map(Arc::new),
                 }),
                 Err(failure) => Err(tool_error(failure)),
             }

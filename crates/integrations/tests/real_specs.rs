@@ -5,8 +5,9 @@
 //! EXECUTOR_SPECS_DIR=/tmp/specs cargo test -p executor-integrations
 //! ```
 //!
-//! Without `EXECUTOR_SPECS_DIR` every test here passes after saying it
-//! skipped, so a clean checkout still builds green.
+//! `tests/specs/install` installs them and prints the directory. Without
+//! `EXECUTOR_SPECS_DIR`, or with a package missing, every test here fails
+//! and says so: a test that cannot run never passes silently.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -19,14 +20,21 @@ use serde_json::Value;
 
 const ENV: &str = "EXECUTOR_SPECS_DIR";
 
-/// `$EXECUTOR_SPECS_DIR/node_modules/<package>/<path>`, or None (with a
-/// message) when the variable is unset.
-fn spec_path(package_path: &str) -> Option<PathBuf> {
+/// `$EXECUTOR_SPECS_DIR/node_modules/<package>/<path>`; panics, saying
+/// what to do, when the variable is unset or the file is not there.
+fn spec_path(package_path: &str) -> PathBuf {
     let Some(dir) = std::env::var_os(ENV) else {
-        eprintln!("skipped: set {ENV} to an npm prefix holding the spec packages");
-        return None;
+        panic!(
+            "set {ENV} to the directory tests/specs/install prints (an npm prefix holding the spec packages)"
+        );
     };
-    Some(PathBuf::from(dir).join("node_modules").join(package_path))
+    let path = PathBuf::from(dir).join("node_modules").join(package_path);
+    assert!(
+        path.exists(),
+        "{} is missing: run tests/specs/install and set {ENV} to the directory it prints",
+        path.display()
+    );
+    path
 }
 
 fn read(path: &PathBuf) -> String {
@@ -120,9 +128,7 @@ fn assert_refs_resolve(document: &Value, name: &str) {
 
 #[test]
 fn github() {
-    let Some(path) = spec_path("@octokit/openapi/generated/api.github.com.json") else {
-        return;
-    };
+    let path = spec_path("@octokit/openapi/generated/api.github.com.json");
     let text = read(&path);
     let started = Instant::now();
     let github = import(&text, &ImportOptions::new("github")).unwrap_or_else(|e| panic!("{e}"));
@@ -203,9 +209,7 @@ fn github() {
 fn github_fully_dereferenced_stays_bounded() {
     // 70+ MB with every schema inlined at every use: the budgets, not the
     // document, decide how large the tool schemas get.
-    let Some(path) = spec_path("@octokit/openapi/generated/api.github.com.deref.json") else {
-        return;
-    };
+    let path = spec_path("@octokit/openapi/generated/api.github.com.deref.json");
     let text = read(&path);
     let started = Instant::now();
     let github = import(&text, &ImportOptions::new("github")).unwrap_or_else(|e| panic!("{e}"));
@@ -231,9 +235,7 @@ fn github_fully_dereferenced_stays_bounded() {
 /// `@readme/oas-examples`: every document imports and keeps the invariants.
 #[test]
 fn readme_examples() {
-    let Some(root) = spec_path("@readme/oas-examples") else {
-        return;
-    };
+    let root = spec_path("@readme/oas-examples");
     let mut imported = 0;
     for version in ["2.0", "3.0", "3.1"] {
         for format in ["json", "yaml"] {
@@ -257,9 +259,7 @@ fn readme_examples() {
 
 #[test]
 fn swagger_petstore() {
-    let Some(path) = spec_path("@readme/oas-examples/2.0/json/petstore.json") else {
-        return;
-    };
+    let path = spec_path("@readme/oas-examples/2.0/json/petstore.json");
     let petstore = import_file(&path, "petstore");
     assert_eq!(
         petstore.base_url.as_deref(),
@@ -310,9 +310,7 @@ fn swagger_petstore() {
 
 #[test]
 fn openapi_3_petstore_yaml() {
-    let Some(path) = spec_path("@readme/oas-examples/3.0/yaml/petstore.yaml") else {
-        return;
-    };
+    let path = spec_path("@readme/oas-examples/3.0/yaml/petstore.yaml");
     let petstore = import_file(&path, "petstore");
     let get = tool(&petstore, "pet.getPetById");
     assert_eq!(

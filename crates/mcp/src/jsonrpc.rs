@@ -83,6 +83,19 @@ impl RpcError {
     pub fn internal() -> Self {
         Self::new(Self::INTERNAL_ERROR, "Internal error")
     }
+    /// A batch over the limit: the limit is in the message, because most
+    /// clients show the message and not `data`.
+    pub fn batch_too_large(len: usize, limit: usize) -> Self {
+        RpcError {
+            detail: Some(format!(
+                "this batch has {len} messages; send at most {limit} per batch"
+            )),
+            ..Self::new(
+                Self::INVALID_REQUEST,
+                format!("Invalid Request: a batch may hold at most {limit} messages"),
+            )
+        }
+    }
 }
 
 pub fn result_response(id: &Value, result: Value) -> Value {
@@ -104,14 +117,23 @@ impl RpcError {
     }
 }
 
+/// Most messages in one JSON-RPC batch (SPEC §12). Every message of a
+/// batch is answered in one reply, so without a bound a 4 MiB body of tiny
+/// requests would build a reply dozens of times its size.
+pub const MAX_BATCH: usize = 64;
+
 /// Parses a POST body into messages. Invalid JSON is a parse error; JSON
-/// that is not JSON-RPC (or an empty batch) is an invalid request.
-pub fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
+/// that is not JSON-RPC (or an empty batch, or one of more than `max_batch`
+/// messages) is an invalid request, refused before any message is handled.
+pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, RpcError> {
     let value: Value = serde_json::from_slice(body).map_err(|_| RpcError::parse_error())?;
     match value {
         Value::Array(items) => {
             if items.is_empty() {
                 return Err(RpcError::invalid_request("empty batch"));
+            }
+            if items.len() > max_batch {
+                return Err(RpcError::batch_too_large(items.len(), max_batch));
             }
             items
                 .into_iter()
@@ -169,29 +191,59 @@ fn message(value: Value) -> Result<Message, RpcError> {
 mod tests {
     use super::*;
 
+    fn parse_default(body: &[u8]) -> Result<Incoming, RpcError> {
+        parse(body, MAX_BATCH)
+    }
+
+    #[test]
+    fn batches_over_the_limit_are_refused_naming_it() {
+        let batch = |n: usize| {
+            let items: Vec<Value> = (0..n)
+                .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/list"}))
+                .collect();
+            Value::Array(items).to_string()
+        };
+        assert!(matches!(
+            parse(batch(3).as_bytes(), 3),
+            Ok(Incoming::Batch(m)) if m.len() == 3
+        ));
+        let refused = parse(batch(4).as_bytes(), 3).unwrap_err();
+        assert_eq!(refused.code, RpcError::INVALID_REQUEST);
+        assert!(
+            refused.message.contains("at most 3 messages"),
+            "{refused:?}"
+        );
+        assert!(refused.detail.unwrap().contains("has 4 messages"));
+        // A single message is not a batch, whatever the limit.
+        assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 0).is_ok());
+    }
+
     #[test]
     fn classifies_messages() {
         assert!(matches!(
-            parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            parse_default(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
             Ok(Incoming::Single(Message::Request(_)))
         ));
         assert!(matches!(
-            parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            parse_default(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Ok(Incoming::Single(Message::Notification { .. }))
         ));
         assert!(matches!(
-            parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            parse_default(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
             Ok(Incoming::Single(Message::Response(_)))
         ));
         assert!(matches!(
-            parse(br#"[{"jsonrpc":"2.0","method":"a"}]"#),
+            parse_default(br#"[{"jsonrpc":"2.0","method":"a"}]"#),
             Ok(Incoming::Batch(_))
         ));
     }
 
     #[test]
     fn rejects_malformed_input_with_the_right_code() {
-        assert_eq!(parse(b"{nope").unwrap_err().code, RpcError::PARSE_ERROR);
+        assert_eq!(
+            parse_default(b"{nope").unwrap_err().code,
+            RpcError::PARSE_ERROR
+        );
         for bad in [
             &br#"[]"#[..],
             br#"42"#,
@@ -201,7 +253,7 @@ mod tests {
             br#"[{"jsonrpc":"2.0","method":"a"}, 5]"#,
         ] {
             assert_eq!(
-                parse(bad).unwrap_err().code,
+                parse_default(bad).unwrap_err().code,
                 RpcError::INVALID_REQUEST,
                 "{}",
                 String::from_utf8_lossy(bad)

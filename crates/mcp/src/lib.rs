@@ -8,5 +8,7 @@ mod server;
 pub mod versions;
 
 pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
-pub use jsonrpc::{Incoming, Message, Request, RpcError, error_response, parse, result_response};
+pub use jsonrpc::{
+    Incoming, MAX_BATCH, Message, Request, RpcError, error_response, parse, result_response,
+};
 pub use server::{McpServer, RequestScope};

@@ -93,6 +93,16 @@ impl McpServer {
         list
     }
 
+    /// Whether `req` starts an execution while the whole server is at its
+    /// limit of running executions (SPEC §4): the transport then answers
+    /// 503 with `Retry-After` before anything runs. An org over its own
+    /// share is answered by the engine instead, with a tool error.
+    pub fn refused_for_load(&self, ctx: &CallContext, req: &Request) -> bool {
+        req.method == "tools/call"
+            && req.params.get("name").and_then(Value::as_str) == Some("execute")
+            && self.engine.server_full_for(&ctx.principal.org_id)
+    }
+
     /// Answers one request with a full JSON-RPC response.
     pub async fn handle(&self, scope: &RequestScope<'_>, req: &Request) -> Value {
         match self.dispatch(scope, req).await {

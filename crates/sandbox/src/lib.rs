@@ -11,6 +11,8 @@ mod run;
 
 pub use pool::Pool;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -26,6 +28,10 @@ pub struct Limits {
     pub stack_bytes: usize,
     pub max_log_bytes: usize,
     pub max_result_bytes: usize,
+    /// Tool calls one run may have unanswered at once (SPEC §12).
+    pub max_calls_in_flight: usize,
+    /// Tool calls one run may make in all (SPEC §12).
+    pub max_calls: usize,
 }
 
 impl Default for Limits {
@@ -36,6 +42,8 @@ impl Default for Limits {
             stack_bytes: 1024 * 1024,
             max_log_bytes: 1024 * 1024,
             max_result_bytes: 1024 * 1024,
+            max_calls_in_flight: 32,
+            max_calls: 10_000,
         }
     }
 }
@@ -70,6 +78,40 @@ impl RunOutcome {
     }
 }
 
+/// Asks a run to end early: the host's wall-clock cap, which the sandbox
+/// cannot see (it stops its own clock while tool calls are in flight).
+/// Compute is interrupted, waits for tool calls end, the calls still in
+/// flight are aborted, and the run fails with the given message.
+#[derive(Clone, Default)]
+pub struct Stop(Arc<StopState>);
+
+#[derive(Default)]
+struct StopState {
+    requested: AtomicBool,
+    message: Mutex<String>,
+}
+
+impl Stop {
+    pub fn request(&self, message: impl Into<String>) {
+        if let Ok(mut m) = self.0.message.lock() {
+            *m = message.into();
+        }
+        self.0.requested.store(true, Ordering::Release);
+    }
+
+    pub fn is_requested(&self) -> bool {
+        self.0.requested.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn message(&self) -> String {
+        self.0
+            .message
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_else(|_| "the execution was stopped".into())
+    }
+}
+
 /// A failure of the sandbox machinery itself (not of the agent's program).
 /// The detail goes to the server log only.
 #[derive(Debug, thiserror::Error)]
@@ -80,4 +122,7 @@ pub enum SandboxError {
     WorkerLost,
     #[error("sandbox engine error: {0}")]
     Engine(String),
+    /// More runs are queued than the pool takes; the caller should retry.
+    #[error("the sandbox queue is full")]
+    Busy,
 }

@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::oneshot;
 
 use crate::run::{Engine, RunContext};
-use crate::{HostBridge, Limits, RunOutcome, SandboxError};
+use crate::{HostBridge, Limits, RunOutcome, SandboxError, Stop};
 
 /// Native stack of a sandbox thread: above the JS stack cap so QuickJS hits
 /// its own limit (a catchable "stack overflow") long before the OS guard page.
@@ -26,6 +26,12 @@ const BACKSTOP_GRACE: Duration = Duration::from_secs(30);
 
 /// How long a queued job waits before the pool grows for it.
 const SLOW_LANE_DELAY: Duration = Duration::from_millis(10);
+
+/// Jobs that may wait for a thread, per thread of the ceiling. Admission
+/// control above keeps the queue short; past this bound a run is refused
+/// (`SandboxError::Busy`, a 503 to the client) instead of queueing without
+/// bound.
+const QUEUED_PER_THREAD: usize = 4;
 
 struct Job {
     code: String,
@@ -52,11 +58,11 @@ pub struct Pool {
 impl Pool {
     /// `max_threads` bounds concurrent executions; jobs beyond it queue.
     pub fn new(limits: Limits, max_threads: usize) -> Self {
-        let (submit, jobs) = crossbeam_channel::unbounded();
+        let max_threads = max_threads.max(1);
+        let (submit, jobs) = crossbeam_channel::bounded(max_threads * QUEUED_PER_THREAD);
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
-        let max_threads = max_threads.max(1);
         Pool {
             shared: Arc::new(Shared {
                 limits,
@@ -80,6 +86,17 @@ impl Pool {
         code: String,
         bridge: Option<Arc<dyn HostBridge>>,
     ) -> Result<RunOutcome, SandboxError> {
+        self.run_until(code, bridge, Stop::default()).await
+    }
+
+    /// [`Pool::run`], ended early when `stop` is requested. Dropping the
+    /// returned future before the job starts drops the job too.
+    pub async fn run_until(
+        &self,
+        code: String,
+        bridge: Option<Arc<dyn HostBridge>>,
+        stop: Stop,
+    ) -> Result<RunOutcome, SandboxError> {
         let (reply, mut answer) = oneshot::channel();
         let started = Arc::new(AtomicBool::new(false));
         let deadline_ms = Arc::new(AtomicI64::new(0));
@@ -87,18 +104,22 @@ impl Pool {
             bridge,
             handle: tokio::runtime::Handle::current(),
             deadline_ms: deadline_ms.clone(),
+            stop,
         };
         if self.shared.threads.load(Ordering::Acquire) < self.shared.base_threads {
             self.grow();
         }
         self.submit
-            .send(Job {
+            .try_send(Job {
                 code,
                 context,
                 started: started.clone(),
                 reply,
             })
-            .map_err(|_| SandboxError::WorkerLost)?;
+            .map_err(|e| match e {
+                crossbeam_channel::TrySendError::Full(_) => SandboxError::Busy,
+                crossbeam_channel::TrySendError::Disconnected(_) => SandboxError::WorkerLost,
+            })?;
         // The host backstop (SPEC §6): a run still going 30 s after its
         // compute deadline (which moves while tool calls are in flight) is
         // abandoned; its thread is left to finish on its own.
@@ -155,15 +176,32 @@ impl Pool {
 }
 
 fn worker(shared: Arc<Shared>) {
-    let engine = Engine::new(shared.limits.clone());
+    let mut engine = Engine::new(shared.limits.clone());
     while let Ok(job) = shared.jobs.recv() {
+        // The requester gave up while the job was queued: nobody would
+        // read the outcome, so the program never runs.
+        if job.reply.is_closed() {
+            continue;
+        }
         job.started.store(true, Ordering::Release);
         let result = match &engine {
             // A panic inside the engine must cost one execution, not the thread.
-            Ok(engine) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                engine.run(&job.code, &job.context)
-            }))
-            .unwrap_or_else(|_| Err(SandboxError::Engine("the sandbox engine panicked".into()))),
+            Ok(e) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                e.run(&job.code, &job.context)
+            })) {
+                Ok(result) => {
+                    if e.is_poisoned() {
+                        engine = Engine::new(shared.limits.clone());
+                    }
+                    result
+                }
+                Err(_) => {
+                    // The runtime may be half-way through anything: it is
+                    // never reused, the next job gets a fresh one.
+                    engine = Engine::new(shared.limits.clone());
+                    Err(SandboxError::Engine("the sandbox engine panicked".into()))
+                }
+            },
             Err(e) => Err(SandboxError::Runtime(e.to_string())),
         };
         let _ = job.reply.send(result);

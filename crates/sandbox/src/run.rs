@@ -13,7 +13,7 @@ use rquickjs::{
     Context, Ctx, Function, Module, Object, Promise, Runtime, Value, promise::PromiseState,
 };
 
-use crate::{HostBridge, Limits, RunOutcome, SandboxError};
+use crate::{HostBridge, Limits, RunOutcome, SandboxError, Stop};
 
 const PRELUDE: &str = include_str!("prelude.js");
 
@@ -26,6 +26,8 @@ pub(crate) struct RunContext {
     pub handle: tokio::runtime::Handle,
     /// The compute deadline as Unix ms, published for the host backstop.
     pub deadline_ms: Arc<AtomicI64>,
+    /// Set by the host to end the run early.
+    pub stop: Stop,
 }
 
 type Reply = (u64, Result<serde_json::Value, String>);
@@ -35,6 +37,11 @@ type Reply = (u64, Result<serde_json::Value, String>);
 pub(crate) struct Engine {
     runtime: Runtime,
     deadline: Rc<Cell<Option<Instant>>>,
+    /// The current run's stop request, read by the interrupt handler.
+    stop: Rc<RefCell<Option<Stop>>>,
+    /// Set when host code panicked inside a callback of this runtime; the
+    /// pool then replaces the runtime rather than trust its state.
+    poisoned: Rc<Cell<bool>>,
     limits: Limits,
     /// The prelude, compiled once per runtime: loading bytecode into a
     /// fresh context is several times cheaper than parsing the source.
@@ -48,17 +55,22 @@ impl Engine {
         runtime.set_max_stack_size(limits.stack_bytes);
         runtime.set_gc_threshold(limits.memory_bytes / 4);
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
-        let probe = deadline.clone();
-        // Once the deadline passes, every check interrupts: the exception
-        // QuickJS raises for an interrupt is uncatchable, and `finally`
-        // blocks that try to keep running are interrupted too.
+        let stop: Rc<RefCell<Option<Stop>>> = Rc::new(RefCell::new(None));
+        let (probe, stop_probe) = (deadline.clone(), stop.clone());
+        // Once the deadline passes (or the host asks the run to stop), every
+        // check interrupts: the exception QuickJS raises for an interrupt is
+        // uncatchable, and `finally` blocks that try to keep running are
+        // interrupted too.
         runtime.set_interrupt_handler(Some(Box::new(move || {
             probe.get().is_some_and(|d| Instant::now() >= d)
+                || stop_probe.borrow().as_ref().is_some_and(Stop::is_requested)
         })));
         let prelude = compile_prelude(&runtime)?;
         Ok(Engine {
             runtime,
             deadline,
+            stop,
+            poisoned: Rc::new(Cell::new(false)),
             limits,
             prelude,
         })
@@ -68,8 +80,10 @@ impl Engine {
         let context =
             Context::full(&self.runtime).map_err(|e| SandboxError::Runtime(e.to_string()))?;
         self.set_deadline(Instant::now() + self.limits.timeout, rc);
+        *self.stop.borrow_mut() = Some(rc.stop.clone());
         let outcome = context.with(|ctx| self.run_in(&ctx, code, rc));
         self.deadline.set(None);
+        *self.stop.borrow_mut() = None;
         drop(context);
         self.runtime.run_gc();
         outcome
@@ -99,7 +113,14 @@ impl Engine {
     ) -> Result<RunOutcome, SandboxError> {
         let (reply_tx, replies) = crossbeam_channel::unbounded::<Reply>();
         let pending: Pending<'js> = Rc::new(RefCell::new(HashMap::new()));
-        let host_call = host_call_function(ctx, pending.clone(), rc, reply_tx)?;
+        let host_call = host_call_function(
+            ctx,
+            pending.clone(),
+            rc,
+            reply_tx,
+            &self.limits,
+            self.poisoned.clone(),
+        )?;
         let factory = self
             .load_prelude(ctx)
             .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(ctx, e))))?;
@@ -122,9 +143,12 @@ impl Engine {
             Settled::Value(value) => self.serialize(ctx, &host, value),
             Settled::Thrown(message) => Err(message),
         };
-        // Drop the resolvers of calls still in flight: they hold JS values,
-        // and the context must not outlive them.
-        pending.borrow_mut().clear();
+        // Calls still in flight are abandoned: their host tasks are aborted
+        // (no upstream request outlives the run), and their resolvers, which
+        // hold JS values the context must not outlive, are dropped.
+        for (_, call) in pending.borrow_mut().drain() {
+            call.task.abort();
+        }
         // Emitted values reach the agent like the result does, so they pass
         // the same checks; a violation fails the run.
         let (result, emitted) = match self.check_emitted(&take_strings(&host, "takeEmitted")) {
@@ -185,6 +209,9 @@ impl Engine {
 
     /// Turns a pending exception into an agent-facing message.
     fn thrown<'js>(&self, ctx: &Ctx<'js>, host: &Object<'js>, err: rquickjs::Error) -> String {
+        if let Some(message) = self.stop_message() {
+            return message;
+        }
         if self.past_deadline() {
             return self.timeout_message();
         }
@@ -223,6 +250,19 @@ impl Engine {
         used.max(0) as usize >= self.limits.memory_bytes / 10 * 9
     }
 
+    /// The host's message when it asked the run to stop.
+    fn stop_message(&self) -> Option<String> {
+        let stop = self.stop.borrow();
+        stop.as_ref()
+            .filter(|s| s.is_requested())
+            .map(Stop::message)
+    }
+
+    /// Whether host code panicked inside this runtime.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.get()
+    }
+
     fn past_deadline(&self) -> bool {
         self.deadline.get().is_some_and(|d| Instant::now() >= d)
     }
@@ -254,8 +294,16 @@ fn compile_prelude(runtime: &Runtime) -> Result<Vec<u8>, SandboxError> {
     })
 }
 
-/// Resolvers of tool calls in flight, by call id.
-type Pending<'js> = Rc<RefCell<HashMap<u64, (Function<'js>, Function<'js>)>>>;
+/// A tool call in flight: its promise's resolvers and the host task that
+/// answers it (aborted if the run ends first).
+struct PendingCall<'js> {
+    resolve: Function<'js>,
+    reject: Function<'js>,
+    task: tokio::task::AbortHandle,
+}
+
+/// Tool calls in flight, by call id.
+type Pending<'js> = Rc<RefCell<HashMap<u64, PendingCall<'js>>>>;
 
 /// The `hostCall(path, argsJson)` function the prelude's proxy calls: it
 /// returns a promise and hands the call to the bridge on the async runtime.
@@ -264,31 +312,74 @@ fn host_call_function<'js>(
     pending: Pending<'js>,
     rc: &RunContext,
     replies: Sender<Reply>,
+    limits: &Limits,
+    poisoned: Rc<Cell<bool>>,
 ) -> Result<Function<'js>, SandboxError> {
     let bridge = rc.bridge.clone();
     let handle = rc.handle.clone();
     let next_id = Cell::new(0u64);
+    let (max_in_flight, max_calls) = (limits.max_calls_in_flight, limits.max_calls);
     Function::new(
         ctx.clone(),
         move |ctx: Ctx<'js>, path: String, args: String| {
             let (promise, resolve, reject) = ctx.promise()?;
+            // SPEC §12: calls in flight and in all are bounded; a call over
+            // either bound is rejected at once and never leaves the sandbox.
+            let refusal = if next_id.get() >= max_calls as u64 {
+                Some(format!(
+                    "this execution has made {max_calls} tool calls, the most one execution may make; \
+                     split the work across executions"
+                ))
+            } else if pending.borrow().len() >= max_in_flight {
+                Some(format!(
+                    "{max_in_flight} tool calls are already in flight, the most one execution may have; \
+                     await some before starting more"
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = refusal {
+                let error = rquickjs::Exception::from_message(ctx.clone(), &message)?;
+                reject.call::<_, ()>((error,))?;
+                return Ok::<_, rquickjs::Error>(promise);
+            }
             let id = next_id.get();
             next_id.set(id + 1);
-            pending.borrow_mut().insert(id, (resolve, reject));
             let args = serde_json::from_str(&args).unwrap_or(serde_json::Value::Null);
             let replies = replies.clone();
-            match &bridge {
+            let task = match &bridge {
                 Some(bridge) => {
-                    let call = bridge.call(path, args);
+                    // A panic here would unwind through QuickJS; it costs
+                    // this call, and the runtime is replaced after the run.
+                    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        bridge.call(path, args)
+                    }));
+                    let call = match made {
+                        Ok(call) => call,
+                        Err(_) => {
+                            poisoned.set(true);
+                            Box::pin(async {
+                                Err("the host failed while making this tool call".to_string())
+                            })
+                        }
+                    };
                     handle.spawn(async move {
                         let _ = replies.send((id, call.await));
-                    });
+                    })
                 }
-                None => {
+                None => handle.spawn(async move {
                     let _ =
                         replies.send((id, Err("tools are not available in this sandbox".into())));
-                }
-            }
+                }),
+            };
+            pending.borrow_mut().insert(
+                id,
+                PendingCall {
+                    resolve,
+                    reject,
+                    task: task.abort_handle(),
+                },
+            );
             Ok::<_, rquickjs::Error>(promise)
         },
     )
@@ -326,6 +417,9 @@ impl<'js> Driver<'_, 'js> {
         };
         loop {
             while self.ctx.execute_pending_job() {}
+            if let Some(message) = self.engine.stop_message() {
+                return Settled::Thrown(message);
+            }
             if self.engine.past_deadline() {
                 return Settled::Thrown(self.engine.timeout_message());
             }
@@ -382,11 +476,13 @@ impl<'js> Driver<'_, 'js> {
             }
         } else if let Some(wait) = timer_wait {
             let remaining = self.engine.remaining();
-            if wait >= remaining {
+            if wait >= remaining && remaining <= MAX_WAIT {
                 std::thread::sleep(remaining);
                 return Err(Settled::Thrown(self.engine.timeout_message()));
             }
-            std::thread::sleep(wait);
+            // Sleep in slices, so a stop request is seen within MAX_WAIT;
+            // firing timers early is harmless (only due ones fire).
+            std::thread::sleep(wait.min(MAX_WAIT));
         }
         if timer_wait.is_some() {
             let fired = self
@@ -401,7 +497,10 @@ impl<'js> Driver<'_, 'js> {
     }
 
     fn settle_call(&mut self, (id, outcome): Reply) -> Result<(), Settled<'js>> {
-        let Some((resolve, reject)) = self.pending.borrow_mut().remove(&id) else {
+        let Some(PendingCall {
+            resolve, reject, ..
+        }) = self.pending.borrow_mut().remove(&id)
+        else {
             return Ok(());
         };
         let settled = match outcome {

@@ -295,3 +295,226 @@ async fn emitted_values_get_the_results_checks() {
     assert_eq!(fine.result, Ok(Some(json!(2))));
     assert_eq!(fine.emitted, [json!("\u{fffd}"), json!({ "a": 1 })]);
 }
+
+/// Counts calls that started and that ran to their end; `hang` never
+/// answers, `boom` panics while the call is made.
+#[derive(Default)]
+struct Counting {
+    started: std::sync::atomic::AtomicUsize,
+    finished: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HostBridge for Counting {
+    fn call(&self, path: String, _args: Value) -> BoxFuture<'static, Result<Value, String>> {
+        use std::sync::atomic::Ordering;
+        if path == "boom" {
+            panic!("a bridge that panics");
+        }
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let finished = self.finished.clone();
+        Box::pin(async move {
+            let wait = if path == "hang" { 3_600_000 } else { 300 };
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            finished.fetch_add(1, Ordering::SeqCst);
+            Ok(json!({"ok": true}))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_are_bounded_in_flight_and_in_all() {
+    use std::sync::atomic::Ordering;
+    let p = Pool::new(
+        Limits {
+            max_calls_in_flight: 4,
+            max_calls: 10,
+            ..Limits::default()
+        },
+        2,
+    );
+    let bridge = Arc::new(Counting::default());
+    // Five at once: the fifth is refused without leaving the sandbox.
+    let out = p
+        .run(
+            "const r = await Promise.allSettled([1,2,3,4,5].map(() => tools.x())); \
+             return r.map(x => x.status === 'fulfilled' ? 'ok' : x.reason.message);"
+                .into(),
+            Some(bridge.clone()),
+        )
+        .await
+        .unwrap();
+    let results = out.result.unwrap().unwrap();
+    let results = results.as_array().unwrap();
+    assert_eq!(
+        results[..4],
+        [json!("ok"), json!("ok"), json!("ok"), json!("ok")]
+    );
+    assert!(
+        results[4]
+            .as_str()
+            .unwrap()
+            .contains("4 tool calls are already in flight"),
+        "{results:?}"
+    );
+    assert_eq!(bridge.started.load(Ordering::SeqCst), 4);
+    // Sequential calls past the total are refused.
+    let out = p
+        .run(
+            "let n = 0; try { for (;;) { await tools.x(); n++; } } catch (e) { return [n, e.message]; }".into(),
+            Some(bridge.clone()),
+        )
+        .await
+        .unwrap();
+    let [n, message] = out
+        .result
+        .unwrap()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+        .try_into()
+        .unwrap();
+    assert_eq!(n, json!(10));
+    assert!(
+        message.as_str().unwrap().contains("made 10 tool calls"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_still_in_flight_are_cancelled_when_the_run_ends() {
+    use std::sync::atomic::Ordering;
+    let p = pool(5_000);
+    let bridge = Arc::new(Counting::default());
+    // The program returns without awaiting its calls.
+    let out = p
+        .run(
+            "tools.x(); tools.x(); tools.hang(); return 1;".into(),
+            Some(bridge.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.result, Ok(Some(json!(1))));
+    assert_eq!(bridge.started.load(Ordering::SeqCst), 3);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        bridge.finished.load(Ordering::SeqCst),
+        0,
+        "no call ran on after the run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_request_ends_compute_and_waits() {
+    let p = pool(60_000);
+    for code in [
+        "for (;;) {}",
+        "await tools.hang()",
+        "await new Promise(r => setTimeout(r, 50_000))",
+    ] {
+        let stop = executor_sandbox::Stop::default();
+        let started = Instant::now();
+        let stopper = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            stopper.request("the execution ran past its wall-clock limit");
+        });
+        let out = p
+            .run_until(code.into(), Some(Arc::new(Counting::default())), stop)
+            .await
+            .unwrap();
+        assert_eq!(
+            out.result,
+            Err("the execution ran past its wall-clock limit".into()),
+            "{code}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{code}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_job_whose_requester_left_never_runs() {
+    use std::sync::atomic::Ordering;
+    // One thread, busy with a long run; a second run is queued, then its
+    // requester gives up.
+    let p = Pool::new(Limits::default(), 1);
+    let bridge = Arc::new(Counting::default());
+    let busy = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            p.run(
+                "const t = Date.now(); while (Date.now() - t < 800) {} return 1".into(),
+                None,
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        p.run("await tools.x(); return 2".into(), Some(bridge.clone())),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the second run waited for the thread");
+    assert_eq!(busy.await.unwrap().unwrap().result, Ok(Some(json!(1))));
+    // The next run proves the thread moved past the abandoned job.
+    assert_eq!(
+        p.run("return 3".into(), None).await.unwrap().result,
+        Ok(Some(json!(3)))
+    );
+    assert_eq!(
+        bridge.started.load(Ordering::SeqCst),
+        0,
+        "the abandoned program never ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_instead_of_growing() {
+    let p = Pool::new(Limits::default(), 1);
+    let long = "const t = Date.now(); while (Date.now() - t < 500) {} return 1";
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let p = p.clone();
+            tokio::spawn(async move { p.run(long.into(), None).await })
+        })
+        .collect();
+    let mut busy = 0;
+    for run in runs {
+        match run.await.unwrap() {
+            Ok(out) => assert_eq!(out.result, Ok(Some(json!(1)))),
+            Err(executor_sandbox::SandboxError::Busy) => busy += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(busy > 0, "some runs must be refused as busy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_costs_one_run_and_the_runtime_is_replaced() {
+    let p = Pool::new(Limits::default(), 1);
+    let bridge = Arc::new(Counting::default());
+    let out = p
+        .run("await tools.boom()".into(), Some(bridge.clone()))
+        .await
+        .unwrap();
+    let message = out.result.unwrap_err();
+    assert!(
+        message.contains("the host failed while making this tool call"),
+        "{message}"
+    );
+    for _ in 0..3 {
+        let out = p
+            .run(
+                "await tools.x(); return 'fine'".into(),
+                Some(bridge.clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.result, Ok(Some(json!("fine"))));
+    }
+}

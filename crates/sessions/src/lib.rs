@@ -10,6 +10,11 @@ mod lifecycle;
 mod runtime;
 mod streams;
 
-pub use lifecycle::{AcquireError, Sessions, SessionsConfig, SessionsMetrics};
+pub use lifecycle::{
+    AcquireError, MAX_GET_STREAMS_PER_SESSION, MAX_SESSIONS_PER_PRINCIPAL, REPLAY_WINDOW, Sessions,
+    SessionsConfig, SessionsMetrics,
+};
 pub use runtime::{ClientResponse, Lease, Runtime};
-pub use streams::{Listener, OutboundStream, SseEvent, mark_delivered, parse_event_id, replay};
+pub use streams::{
+    Listener, OutboundStream, SseEvent, StreamLimit, mark_delivered, parse_event_id, replay,
+};

@@ -15,6 +15,14 @@
 //! window in which exactly one task restores it while any number of
 //! requests wait for that one result. The map below is the only place a
 //! runtime is created, stored or disposed.
+//!
+//! Limits (SPEC §12): an (account, org) may hold at most
+//! `max_sessions_per_principal` live sessions — runtimes in memory, the
+//! `Live` and `Building` boxes above — and may create at most as many within
+//! one idle timeout. Dormant records do not count: they cost a row, not
+//! memory, and a client that never sends DELETE leaves one behind per run
+//! for the retention period. Both `initialize` and a restore are refused
+//! over the cap, with an error for that caller only.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -40,7 +48,22 @@ pub struct SessionsConfig {
     pub busy_ceiling: Duration,
     /// Records untouched this long are garbage-collected.
     pub retention: Duration,
+    /// Live sessions (runtimes in memory) one (account, org) may hold, and
+    /// sessions it may create within one idle timeout.
+    pub max_sessions_per_principal: usize,
+    /// Standalone GET streams one session may hold open at once.
+    pub max_get_streams_per_session: usize,
+    /// How long the delivered events of a POST stream stay in the log after
+    /// its last event; replay cannot need them afterwards.
+    pub replay_window: Duration,
 }
+
+/// Default cap on live sessions per (account, org) (SPEC §12).
+pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 1_000;
+/// Default cap on open GET streams per session (SPEC §12).
+pub const MAX_GET_STREAMS_PER_SESSION: usize = 8;
+/// Default replay window of a finished POST stream's events (SPEC §12).
+pub const REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
 
 impl Default for SessionsConfig {
     fn default() -> Self {
@@ -49,6 +72,9 @@ impl Default for SessionsConfig {
             paused_idle_timeout: Duration::from_secs(540),
             busy_ceiling: Duration::from_secs(35 * 60),
             retention: Duration::from_secs(30 * 24 * 3600),
+            max_sessions_per_principal: MAX_SESSIONS_PER_PRINCIPAL,
+            max_get_streams_per_session: MAX_GET_STREAMS_PER_SESSION,
+            replay_window: REPLAY_WINDOW,
         }
     }
 }
@@ -66,6 +92,12 @@ pub enum AcquireError {
     /// The store failed; the detail is logged, never shown.
     #[error("session store unavailable")]
     Unavailable,
+    /// The session's owner holds the most live sessions allowed, or created
+    /// that many within one idle timeout (SPEC §12).
+    #[error(
+        "Too many live sessions for this account and org (limit {0}): end unused sessions with DELETE or let idle ones expire"
+    )]
+    SessionLimit(usize),
 }
 
 /// Counters for `/metrics`.
@@ -80,6 +112,9 @@ pub struct SessionsMetrics {
 
 /// How often catalog versions are compared for `tools/list_changed`.
 const CATALOG_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often delivered events past their replay window are deleted: often
+/// enough that the log holds minutes of events, not days.
+const EVENT_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>>>;
 
@@ -89,11 +124,24 @@ enum Slot {
     Live(Arc<Runtime>),
 }
 
+/// What one (account, org) holds, for the session cap.
+struct Usage {
+    /// Runtimes in memory or being restored.
+    live: usize,
+    /// When the current creation window began, and sessions created in it.
+    window_started: Instant,
+    created: usize,
+}
+
 struct Inner {
     store: Arc<dyn Store>,
     server: Arc<McpServer>,
     config: SessionsConfig,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Per-(account, org) counts behind the session cap. A std lock: held
+    /// for one map update, never across an await, and never together with
+    /// `slots`.
+    usage: Mutex<HashMap<Principal, Usage>>,
     metrics: SessionsMetrics,
     /// Turns true once shutdown begins: standalone GET streams end and
     /// `/healthz` answers 503, while in-flight requests finish.
@@ -114,6 +162,7 @@ impl Sessions {
                 server,
                 config,
                 slots: Mutex::new(HashMap::new()),
+                usage: Mutex::new(HashMap::new()),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
             }),
@@ -162,6 +211,48 @@ impl Sessions {
         self.inner.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn usage(&self) -> MutexGuard<'_, HashMap<Principal, Usage>> {
+        self.inner.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one more runtime of `owner` against the cap (and, when
+    /// `creating`, one more session created in the window), or refuses.
+    fn reserve(&self, owner: &Principal, creating: bool) -> Result<Reservation, AcquireError> {
+        let limit = self.inner.config.max_sessions_per_principal;
+        // A session that is not deleted stays live for at least the idle
+        // timeout; creating more than the cap within one means sessions are
+        // being made and deleted in a loop.
+        let window = self.inner.config.idle_timeout;
+        let mut usage = self.usage();
+        let u = usage.entry(owner.clone()).or_insert_with(|| Usage {
+            live: 0,
+            window_started: Instant::now(),
+            created: 0,
+        });
+        if u.window_started.elapsed() >= window {
+            u.window_started = Instant::now();
+            u.created = 0;
+        }
+        if u.live >= limit || (creating && u.created >= limit) {
+            return Err(AcquireError::SessionLimit(limit));
+        }
+        u.live += 1;
+        if creating {
+            u.created += 1;
+        }
+        Ok(Reservation {
+            sessions: self.clone(),
+            owner: Some(owner.clone()),
+        })
+    }
+
+    /// A runtime of `owner` left the map.
+    fn release(&self, owner: &Principal) {
+        if let Some(u) = self.usage().get_mut(owner) {
+            u.live = u.live.saturating_sub(1);
+        }
+    }
+
     /// Creates a session for `owner` (the `initialize` path). The durable
     /// record is written before this returns, so before the response.
     pub async fn create(
@@ -172,6 +263,7 @@ impl Sessions {
         client_capabilities: Value,
         elicitation_mode: &str,
     ) -> Result<Lease, AcquireError> {
+        let reservation = self.reserve(&owner, true)?;
         let now = now_ms();
         let record = SessionRecord {
             id: executor_store::tokens::random_id(24),
@@ -196,6 +288,7 @@ impl Sessions {
         self.inner.metrics.created.fetch_add(1, Ordering::Relaxed);
         let mut slots = self.slots();
         slots.insert(runtime.id().to_string(), Slot::Live(runtime.clone()));
+        reservation.keep();
         Ok(Lease::new(runtime))
     }
 
@@ -283,7 +376,11 @@ impl Sessions {
         if record.terminated_at_ms.is_some() {
             return Err(AcquireError::Terminated);
         }
-        Ok(self.build_runtime(record).await)
+        let reservation = self.reserve(&record.owner, false)?;
+        let runtime = self.build_runtime(record).await;
+        // The caller inserts the runtime as `Live` without awaiting.
+        reservation.keep();
+        Ok(runtime)
     }
 
     async fn build_runtime(&self, record: SessionRecord) -> Runtime {
@@ -301,7 +398,7 @@ impl Sessions {
             .server
             .build_tool_list(&record.owner.org_id, native)
             .await;
-        let runtime = Runtime::new(record, tools);
+        let runtime = Runtime::new(record, tools, self.inner.config.max_get_streams_per_session);
         runtime.set_catalog_version(version);
         runtime
     }
@@ -325,6 +422,7 @@ impl Sessions {
         let removed = self.slots().remove(session_id);
         if let Some(Slot::Live(rt)) = removed {
             rt.dispose();
+            self.release(&rt.record.owner);
         }
         drop(lease);
         Ok(())
@@ -369,7 +467,11 @@ impl Sessions {
         for rt in &disposed {
             tracing::debug!(session = rt.id(), "disposed idle session runtime");
             rt.dispose();
+            self.release(&rt.record.owner);
         }
+        let window = self.inner.config.idle_timeout;
+        self.usage()
+            .retain(|_, u| u.live > 0 || u.window_started.elapsed() < window);
         let count = disposed.len();
         drop(disposed);
         self.inner
@@ -400,6 +502,7 @@ impl Sessions {
             .collect();
         for rt in &live {
             rt.dispose();
+            self.release(&rt.record.owner);
         }
         let touches = live
             .iter()
@@ -466,8 +569,23 @@ impl Sessions {
         }
     }
 
-    /// Runs the reaper, activity flushes and retention GC until the process
-    /// ends. Spawn once per server.
+    /// Deletes the delivered events of POST streams whose last event is
+    /// older than the replay window (SPEC §12): a `Last-Event-ID` replay
+    /// cannot need them any more. Undelivered events stay until the
+    /// session's next GET takes them. Returns how many were deleted.
+    pub async fn delete_lapsed_events(&self) -> u64 {
+        let before = now_ms() - self.inner.config.replay_window.as_millis() as i64;
+        match self.inner.store.delete_replayed_events(before).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not delete lapsed events");
+                0
+            }
+        }
+    }
+
+    /// Runs the reaper, activity flushes, event-log sweeps and retention GC
+    /// until the process ends. Spawn once per server.
     pub async fn run_maintenance(self) {
         let tick = (self.inner.config.idle_timeout / 5)
             .clamp(Duration::from_millis(50), Duration::from_secs(5));
@@ -475,6 +593,7 @@ impl Sessions {
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_flush = Instant::now();
         let mut last_gc: Option<Instant> = None;
+        let mut last_event_sweep: Option<Instant> = None;
         let mut last_catalog_check = Instant::now();
         loop {
             interval.tick().await;
@@ -482,6 +601,10 @@ impl Sessions {
             if last_catalog_check.elapsed() >= CATALOG_CHECK_EVERY {
                 last_catalog_check = Instant::now();
                 self.refresh_tool_lists().await;
+            }
+            if last_event_sweep.is_none_or(|t| t.elapsed() >= EVENT_SWEEP_EVERY) {
+                last_event_sweep = Some(Instant::now());
+                self.delete_lapsed_events().await;
             }
             if last_flush.elapsed() >= Duration::from_secs(30) {
                 last_flush = Instant::now();
@@ -496,6 +619,29 @@ impl Sessions {
                     Err(e) => tracing::warn!(error = %e, "session retention GC failed"),
                 }
             }
+        }
+    }
+}
+
+/// A runtime counted against its owner's cap before it is in the map.
+/// Dropped without [`Reservation::keep`] (the store failed, the build task
+/// died), it gives the count back.
+struct Reservation {
+    sessions: Sessions,
+    owner: Option<Principal>,
+}
+
+impl Reservation {
+    /// The runtime is in the map now; its removal releases the count.
+    fn keep(mut self) {
+        self.owner = None;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.take() {
+            self.sessions.release(&owner);
         }
     }
 }

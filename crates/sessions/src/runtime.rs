@@ -9,7 +9,7 @@ use executor_store::{SessionRecord, now_ms};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::streams::{Listener, ListenerRegistry, SseEvent};
+use crate::streams::{Listener, ListenerRegistry, SseEvent, StreamLimit};
 
 /// The in-memory half of a session: built from the durable record on
 /// demand, thrown away when idle.
@@ -24,6 +24,8 @@ pub struct Runtime {
     last_activity_ms: AtomicI64,
     in_flight: AtomicUsize,
     listeners: Mutex<ListenerRegistry>,
+    /// Most GET streams open at once (SPEC §12).
+    max_listeners: usize,
     /// Server-initiated requests (elicitation) waiting for the client's
     /// response, by JSON-encoded request id.
     awaiting_client: Mutex<HashMap<String, oneshot::Sender<Value>>>,
@@ -32,7 +34,7 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub(crate) fn new(record: SessionRecord, tools: Arc<Vec<Value>>) -> Self {
+    pub(crate) fn new(record: SessionRecord, tools: Arc<Vec<Value>>, max_listeners: usize) -> Self {
         let ctx = CallContext {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
@@ -45,6 +47,7 @@ impl Runtime {
             last_activity_ms: AtomicI64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
             listeners: Mutex::new(ListenerRegistry::default()),
+            max_listeners,
             awaiting_client: Mutex::new(HashMap::new()),
             disposed: watch::channel(false).0,
         }
@@ -119,13 +122,18 @@ impl Runtime {
         }
     }
 
-    /// Registers a standalone (GET) stream.
-    pub fn add_listener(&self, stream_id: String) -> Listener {
-        let (listener, sender) = Listener::new(stream_id);
-        if let Ok(mut l) = self.listeners.lock() {
-            l.add(sender);
+    /// Registers a standalone (GET) stream, unless the session already has
+    /// the most open that it may. A stream counts until its [`Listener`] is
+    /// dropped (the client went away) or it is cut off as a slow reader.
+    pub fn add_listener(&self, stream_id: String) -> Result<Listener, StreamLimit> {
+        // A poisoned lock only means a panic elsewhere while it was held.
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        if listeners.open() >= self.max_listeners {
+            return Err(StreamLimit(self.max_listeners));
         }
-        listener
+        let (listener, sender) = Listener::new(stream_id);
+        listeners.add(sender);
+        Ok(listener)
     }
 
     /// Hands an event to an open GET stream: the one with `stream_id` if it

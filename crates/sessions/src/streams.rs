@@ -17,6 +17,11 @@ const SLOW_READER_CAP_BYTES: usize = 8 * 1024 * 1024;
 /// Reconnection delay suggested to clients in priming events.
 const RECONNECT_HINT_MS: u32 = 1000;
 
+/// A session already holds the most open GET streams it may (SPEC §12).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("Too many open GET streams on this session (limit {0}): close one before opening another")]
+pub struct StreamLimit(pub usize);
+
 /// One SSE event carrying a JSON-RPC message (or the empty priming event).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SseEvent {
@@ -227,6 +232,12 @@ impl ListenerRegistry {
     pub(crate) fn add(&mut self, sender: ListenerSender) {
         self.senders.retain(|s| !s.tx.is_closed());
         self.senders.push(sender);
+    }
+
+    /// Streams still open (their receiver not dropped).
+    pub(crate) fn open(&mut self) -> usize {
+        self.senders.retain(|s| !s.tx.is_closed());
+        self.senders.len()
     }
 
     pub(crate) fn deliver(&mut self, stream_id: &str, event: SseEvent) -> bool {

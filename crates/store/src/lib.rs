@@ -29,9 +29,21 @@ pub enum StoreError {
     NotFound(String),
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// `--org` named another account's personal org (SPEC §4: a personal
+    /// org belongs to its account alone). The text is the operator's message.
+    #[error(
+        "the org {org:?} is the personal org of the account {org}, and a personal org \
+         belongs to its account alone: name a shared org (without '@') or use that \
+         account's own token"
+    )]
+    ForeignPersonalOrg { org: String },
     /// The store failed a start check; the text is the operator's message.
     #[error(transparent)]
     Refused(#[from] Refusal),
+    /// More writes are queued than the writer takes (SPEC §12): the caller
+    /// answers 503 with `Retry-After` rather than queue without bound.
+    #[error("the store is busy: too many writes are queued")]
+    Busy,
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -47,8 +59,12 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     // --- tenancy -----------------------------------------------------------
-    /// Finds or creates the account for `email` and the org named `org`
-    /// (default: the account's personal org), and makes the account a member.
+    /// Finds or creates the account for `email` and its org, and makes the
+    /// account a member. Without `org` (or with the account's own email) it
+    /// is the account's personal org, which it owns alone; any other name
+    /// is a shared org. A name with an `@` is some account's personal org,
+    /// so naming another account's is [`StoreError::ForeignPersonalOrg`],
+    /// whether that account exists yet or not.
     async fn ensure_account(&self, email: &str, org: Option<&str>) -> StoreResult<Principal>;
     async fn insert_token(&self, token: TokenRecord) -> StoreResult<()>;
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>>;
@@ -79,6 +95,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<EventRecord>>;
     /// Undelivered events of the session, oldest first, marked delivered.
     async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
+    /// Deletes the delivered events of every stream whose newest event was
+    /// created before `before_ms` (its replay window has lapsed); undelivered
+    /// events stay. Returns how many were deleted.
+    async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
 
     // --- orgs and policies --------------------------------------------------
     /// The id of the org with this name (or id).

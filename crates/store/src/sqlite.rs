@@ -132,6 +132,20 @@ CREATE TABLE connections (
     r#"
 ALTER TABLE execution_states ADD COLUMN decision TEXT;
 "#,
+    // Personal orgs belong to their account (SPEC §4). Before, a personal
+    // org was only an org named after the email, so `--org <someone's
+    // email>` could create or join it. An org named exactly like an
+    // account's email is that account's personal org. Any other name with
+    // an `@` was made with `--org` by someone else (emails are stored
+    // lowercased and the owner had no account yet): it is renamed to its id
+    // (which `--org` also accepts), so that the name stays free for the
+    // personal org of the account it looks like.
+    r#"
+ALTER TABLE orgs ADD COLUMN owner_account_id TEXT REFERENCES accounts(id);
+UPDATE orgs SET owner_account_id = (SELECT a.id FROM accounts a WHERE a.email = orgs.name);
+UPDATE orgs SET name = id WHERE owner_account_id IS NULL AND name LIKE '%@%';
+CREATE UNIQUE INDEX orgs_owner ON orgs(owner_account_id) WHERE owner_account_id IS NOT NULL;
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -338,6 +352,40 @@ fn execution_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord
     })
 }
 
+/// The org `ensure_account` is asked for (SPEC §4).
+enum OrgChoice {
+    /// The account's own org, found by its owner and named after the email.
+    Personal,
+    /// An org any account may join by name.
+    Shared(String),
+}
+
+impl OrgChoice {
+    /// `email` is already normalised. A name with an `@` is an email, so it
+    /// is the personal org of that address: the caller's own, or refused.
+    /// Refusing it even before that account exists keeps the name free for
+    /// it, since shared org names are unique.
+    fn new(email: &str, org: Option<&str>) -> StoreResult<Self> {
+        let Some(name) = org.map(str::trim).filter(|s| !s.is_empty()) else {
+            return Ok(OrgChoice::Personal);
+        };
+        if !name.contains('@') {
+            return Ok(OrgChoice::Shared(name.to_string()));
+        }
+        let name = name.to_lowercase();
+        if name == email {
+            Ok(OrgChoice::Personal)
+        } else {
+            Err(StoreError::ForeignPersonalOrg { org: name })
+        }
+    }
+}
+
+/// `(id, owner_account_id)` of an org.
+fn org_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<String>)> {
+    Ok((r.get(0)?, r.get(1)?))
+}
+
 const EXECUTION_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms";
 
 #[async_trait]
@@ -349,11 +397,7 @@ impl Store for SqliteStore {
                 "not an email address: {email:?}"
             )));
         }
-        let org_name = org
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .unwrap_or_else(|| email.clone());
+        let choice = OrgChoice::new(&email, org)?;
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let now = now_ms();
@@ -373,18 +417,41 @@ impl Store for SqliteStore {
                     id
                 }
             };
-            let org_id: String = match tx
-                .query_row("SELECT id FROM orgs WHERE name = ?1", [&org_name], |r| {
-                    r.get(0)
-                })
-                .optional()?
-            {
-                Some(id) => id,
+            // A personal org is found by its owner, never by its name.
+            let (name, owner, found) = match &choice {
+                OrgChoice::Personal => (
+                    email.as_str(),
+                    Some(account_id.as_str()),
+                    tx.query_row(
+                        "SELECT id, owner_account_id FROM orgs WHERE owner_account_id = ?1",
+                        [&account_id],
+                        org_row,
+                    )
+                    .optional()?,
+                ),
+                OrgChoice::Shared(name) => (
+                    name.as_str(),
+                    None,
+                    tx.query_row(
+                        "SELECT id, owner_account_id FROM orgs WHERE name = ?1",
+                        [name],
+                        org_row,
+                    )
+                    .optional()?,
+                ),
+            };
+            let org_id = match found {
+                Some((_, Some(found_owner))) if found_owner != account_id => {
+                    return Err(StoreError::ForeignPersonalOrg {
+                        org: name.to_string(),
+                    });
+                }
+                Some((id, _)) => id,
                 None => {
                     let id = format!("org_{}", uuid::Uuid::new_v4().simple());
                     tx.execute(
-                        "INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)",
-                        params![id, org_name, now],
+                        "INSERT INTO orgs (id, name, created_at, owner_account_id) VALUES (?1, ?2, ?3, ?4)",
+                        params![id, name, now, owner],
                     )?;
                     id
                 }
@@ -601,6 +668,22 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64> {
+        self.writer
+            .write(move |conn| {
+                // A stream is judged by its newest event, so a stream that is
+                // still being written keeps all of its delivered events.
+                let n = conn.execute(
+                    "DELETE FROM events WHERE undelivered = 0 AND (session_id, stream_id) IN \
+                     (SELECT session_id, stream_id FROM events GROUP BY session_id, stream_id \
+                      HAVING MAX(created_at) < ?1)",
+                    [before_ms],
+                )?;
+                Ok(n as u64)
+            })
+            .await
+    }
+
     async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
         self.writer.write(move |conn| {
             let logs = serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into());
@@ -654,7 +737,13 @@ impl Store for SqliteStore {
     }
 
     async fn find_org(&self, name: &str) -> StoreResult<Option<String>> {
-        let name = name.trim().to_string();
+        let name = name.trim();
+        // Personal orgs are named after the (lowercased) email.
+        let name = if name.contains('@') {
+            name.to_lowercase()
+        } else {
+            name.to_string()
+        };
         self.read(move |conn| {
             Ok(conn
                 .prepare_cached("SELECT id FROM orgs WHERE name = ?1 OR id = ?1")?
@@ -1039,6 +1128,93 @@ mod tests {
         assert_eq!(c.account_id, a.account_id);
         assert_ne!(c.org_id, a.org_id);
         assert!(s.ensure_account("nope", None).await.is_err());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    fn is_foreign_personal_org(result: StoreResult<Principal>, org: &str) -> bool {
+        matches!(result, Err(StoreError::ForeignPersonalOrg { org: named }) if named == org)
+    }
+
+    /// Hardening: `--org <someone's email>` neither creates nor joins that
+    /// account's personal org, before or after the account exists.
+    #[tokio::test]
+    async fn hardening_personal_orgs_belong_to_their_account() {
+        let (s, dir) = temp_store();
+        let early = s.ensure_account("carol@c.test", Some("dave@d.test")).await;
+        assert!(is_foreign_personal_org(early, "dave@d.test"));
+        let dave = s.ensure_account("dave@d.test", None).await.unwrap();
+        let carol = s.ensure_account("carol@c.test", None).await.unwrap();
+        assert_ne!(carol.org_id, dave.org_id);
+        for name in ["dave@d.test", " Dave@D.test "] {
+            let late = s.ensure_account("carol@c.test", Some(name)).await;
+            assert!(is_foreign_personal_org(late, "dave@d.test"), "{name}");
+        }
+        // The owner may name his own; shared orgs are joined by name.
+        let own = s
+            .ensure_account("dave@d.test", Some("DAVE@d.test"))
+            .await
+            .unwrap();
+        assert_eq!(own, dave);
+        let shared_by_dave = s.ensure_account("dave@d.test", Some("acme")).await.unwrap();
+        let shared_by_carol = s
+            .ensure_account("carol@c.test", Some("acme"))
+            .await
+            .unwrap();
+        assert_eq!(shared_by_dave.org_id, shared_by_carol.org_id);
+        assert_ne!(shared_by_dave.org_id, dave.org_id);
+        // Operator commands still find a personal org by its email.
+        assert_eq!(
+            s.find_org("Dave@D.test").await.unwrap(),
+            Some(dave.org_id.clone())
+        );
+        let message = StoreError::ForeignPersonalOrg {
+            org: "dave@d.test".into(),
+        }
+        .to_string();
+        assert!(message.contains("personal org"), "{message}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Hardening: a store made before personal orgs had owners. An org named
+    /// like an account's email becomes its personal org; one named like an
+    /// email nobody has (made by someone else's `--org`) gives the name up.
+    #[tokio::test]
+    async fn hardening_migration_gives_personal_orgs_their_owner() {
+        let dir = std::env::temp_dir().join(format!(
+            "executor-store-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("executor.db");
+        {
+            let conn = connect(&db).unwrap();
+            let before = MIGRATIONS.len() - 1;
+            for sql in &MIGRATIONS[..before] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.execute_batch(&format!(
+                "PRAGMA user_version = {before};
+                 INSERT INTO accounts VALUES ('acc_carol', 'carol@c.test', 1);
+                 INSERT INTO orgs VALUES ('org_carol', 'carol@c.test', 1);
+                 INSERT INTO orgs VALUES ('org_hijack', 'dave@d.test', 1);
+                 INSERT INTO orgs VALUES ('org_team', 'team', 1);
+                 INSERT INTO memberships VALUES ('acc_carol', 'org_carol');
+                 INSERT INTO memberships VALUES ('acc_carol', 'org_hijack');"
+            ))
+            .unwrap();
+        }
+        let s = SqliteStore::open(&db).unwrap();
+        let carol = s.ensure_account("carol@c.test", None).await.unwrap();
+        assert_eq!(carol.org_id, "org_carol");
+        let dave = s.ensure_account("dave@d.test", None).await.unwrap();
+        assert_ne!(dave.org_id, "org_hijack");
+        assert_eq!(s.find_org("dave@d.test").await.unwrap(), Some(dave.org_id));
+        assert_eq!(
+            s.find_org("org_hijack").await.unwrap().as_deref(),
+            Some("org_hijack")
+        );
+        let team = s.ensure_account("dave@d.test", Some("team")).await.unwrap();
+        assert_eq!(team.org_id, "org_team");
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -19,6 +19,11 @@ use crate::{StoreError, StoreResult};
 /// Writes taken into one transaction at most.
 const MAX_BATCH: usize = 512;
 
+/// Writes that may wait for the writer (SPEC §12: bounded). A group commit
+/// takes up to [`MAX_BATCH`] at once, so this is several commits' worth;
+/// past it a write fails at once with [`StoreError::Busy`].
+const MAX_QUEUED: usize = 8 * MAX_BATCH;
+
 type Output = Box<dyn Any + Send>;
 type Work = Box<dyn FnOnce(&Connection) -> StoreResult<Output> + Send>;
 
@@ -38,8 +43,11 @@ impl Writer {
         path: &Path,
         open: fn(&Path) -> StoreResult<Connection>,
     ) -> StoreResult<Self> {
-        let conn = open(path)?;
-        let (jobs, queue) = crossbeam_channel::unbounded();
+        Self::start_with(open(path)?, MAX_QUEUED)
+    }
+
+    fn start_with(conn: Connection, capacity: usize) -> StoreResult<Self> {
+        let (jobs, queue) = crossbeam_channel::bounded(capacity);
         std::thread::Builder::new()
             .name("executor-store-writer".into())
             .spawn(move || run(conn, queue))
@@ -56,11 +64,14 @@ impl Writer {
         let (reply, answer) = oneshot::channel();
         let work: Work = Box::new(move |c| f(c).map(|v| Box::new(v) as Output));
         self.jobs
-            .send(Job {
+            .try_send(Job {
                 work,
                 reply: Some(reply),
             })
-            .map_err(|_| writer_gone())?;
+            .map_err(|e| match e {
+                crossbeam_channel::TrySendError::Full(_) => StoreError::Busy,
+                crossbeam_channel::TrySendError::Disconnected(_) => writer_gone(),
+            })?;
         let out = answer.await.map_err(|_| writer_gone())??;
         out.downcast::<T>()
             .map(|b| *b)
@@ -73,7 +84,8 @@ impl Writer {
         F: FnOnce(&Connection) -> StoreResult<()> + Send + 'static,
     {
         let work: Work = Box::new(move |c| f(c).map(|()| Box::new(()) as Output));
-        let _ = self.jobs.send(Job { work, reply: None });
+        // A full queue drops it, as the contract allows.
+        let _ = self.jobs.try_send(Job { work, reply: None });
     }
 }
 
@@ -109,7 +121,14 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
         let out = match conn.execute_batch("SAVEPOINT job") {
             Err(e) => Err(StoreError::from(e)),
             Ok(()) => {
-                let out = (job.work)(conn);
+                // A panicking job fails alone: its savepoint is rolled back
+                // and the writer thread lives on for every later write.
+                let work = job.work;
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(conn)))
+                    .unwrap_or_else(|_| {
+                        tracing::error!("a store write panicked; it was rolled back");
+                        Err(StoreError::Database("the write failed unexpectedly".into()))
+                    });
                 let end = if out.is_ok() {
                     "RELEASE job"
                 } else {
@@ -140,5 +159,78 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
 fn reply(to: Option<oneshot::Sender<StoreResult<Output>>>, out: StoreResult<Output>) {
     if let Some(to) = to {
         let _ = to.send(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn writer(capacity: usize) -> Writer {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
+        Writer::start_with(conn, capacity).unwrap()
+    }
+
+    fn count(w: &Writer) -> impl std::future::Future<Output = StoreResult<i64>> + '_ {
+        w.write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_write_fails_alone() {
+        let w = writer(64);
+        let insert = || {
+            w.write(|c| {
+                c.execute("INSERT INTO t VALUES (1)", [])?;
+                Ok(())
+            })
+        };
+        insert().await.unwrap();
+        // The panicking job wrote a row before panicking: rolled back.
+        let failed = w
+            .write::<(), _>(|c| {
+                c.execute("INSERT INTO t VALUES (2)", []).unwrap();
+                panic!("an injected fault");
+            })
+            .await;
+        assert!(matches!(failed, Err(StoreError::Database(_))), "{failed:?}");
+        for _ in 0..3 {
+            insert().await.unwrap();
+        }
+        assert_eq!(count(&w).await.unwrap(), 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_queue_refuses_at_once() {
+        let w = writer(2);
+        // Hold the writer thread, then fill its queue.
+        let (started, is_started) = std::sync::mpsc::channel();
+        let holder = w.clone();
+        let held = tokio::spawn(async move {
+            holder
+                .write(move |_| {
+                    let _ = started.send(());
+                    std::thread::sleep(Duration::from_millis(500));
+                    Ok(())
+                })
+                .await
+        });
+        is_started.recv().unwrap();
+        let queued: Vec<_> = (0..2)
+            .map(|_| {
+                let w = w.clone();
+                tokio::spawn(async move { w.write(|_| Ok(())).await })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(w.write(|_| Ok(())).await, Err(StoreError::Busy)));
+        held.await.unwrap().unwrap();
+        for q in queued {
+            q.await.unwrap().unwrap();
+        }
+        // Once drained, writes go through again.
+        w.write(|_| Ok(())).await.unwrap();
     }
 }

@@ -1,5 +1,5 @@
 //! Bearer authentication, on every request (a revoked token stops working
-//! at once, also on live sessions).
+//! at once, also on live sessions), and the operator's token for `/metrics`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, header};
 use executor_store::tokens::{self, TokenRejection};
 use executor_store::{Principal, Store, now_ms};
+use subtle::ConstantTimeEq;
 
 use crate::WireError;
 
@@ -48,6 +49,40 @@ pub async fn authenticate(
         principal,
         token_id: record.id,
     })
+}
+
+/// The bearer `/metrics` requires when the operator sets one. Its `Debug`
+/// never shows the token.
+#[derive(Clone)]
+pub struct MetricsToken(String);
+
+impl MetricsToken {
+    pub fn new(token: impl Into<String>) -> Self {
+        MetricsToken(token.into())
+    }
+
+    /// Whether `headers` carry `Authorization: Bearer <this token>`. The
+    /// digests are compared, in constant time, so neither the content nor
+    /// the length of the token shows in the timing.
+    pub fn admits(&self, headers: &HeaderMap) -> bool {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .unwrap_or("");
+        let (presented, expected) = (tokens::hash(presented), tokens::hash(&self.0));
+        bool::from(presented.as_slice().ct_eq(expected.as_slice()))
+    }
+}
+
+impl std::fmt::Debug for MetricsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsToken(…)")
+    }
 }
 
 /// How often an open GET stream checks that its token still holds (SPEC §4:

@@ -3,7 +3,9 @@
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use executor_mcp::RpcError;
-use executor_sessions::AcquireError;
+use std::time::Duration;
+
+use executor_sessions::{AcquireError, StreamLimit};
 use executor_store::tokens::TokenRejection;
 use serde_json::json;
 
@@ -20,12 +22,17 @@ pub enum WireError {
     },
     #[error(transparent)]
     Session(#[from] AcquireError),
+    #[error(transparent)]
+    Streams(#[from] StreamLimit),
     #[error("Not Acceptable: {0}")]
     NotAcceptable(&'static str),
     #[error("Unsupported Media Type: Content-Type must be application/json")]
     UnsupportedMediaType,
     #[error("Payload Too Large: the request body is over {0} bytes")]
     PayloadTooLarge(usize),
+    /// The client stopped sending its body (SPEC §12, between chunks).
+    #[error("Request Timeout: the request body stalled for over {} ms", .0.as_millis())]
+    BodyTimeout(Duration),
     #[error("{}", .0.message)]
     Rpc(RpcError),
     #[error("Bad Request: {0}")]
@@ -35,6 +42,11 @@ pub enum WireError {
     /// The server is shutting down: new work goes to another instance.
     #[error("Service Unavailable: the server is shutting down")]
     Draining,
+    /// Every execution slot of the server is taken (SPEC §4); retry soon.
+    #[error(
+        "Service Unavailable: the server is running as many executions as it may; retry shortly"
+    )]
+    Overloaded,
 }
 
 impl WireError {
@@ -48,12 +60,16 @@ impl WireError {
             }
             WireError::Session(AcquireError::Forbidden) => StatusCode::FORBIDDEN,
             WireError::Session(AcquireError::Unavailable) => StatusCode::SERVICE_UNAVAILABLE,
+            WireError::Session(AcquireError::SessionLimit(_)) | WireError::Streams(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             WireError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             WireError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             WireError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            WireError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             WireError::Rpc(_) | WireError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WireError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            WireError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            WireError::Draining | WireError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -86,7 +102,9 @@ impl WireError {
                     h.insert(header::WWW_AUTHENTICATE, v);
                 }
             }
-            WireError::Session(AcquireError::Unavailable) | WireError::Draining => {
+            WireError::Session(AcquireError::Unavailable)
+            | WireError::Draining
+            | WireError::Overloaded => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}

@@ -34,7 +34,21 @@ impl HostPolicy {
         }
     }
 
+    /// The DNS-rebinding guard of `/mcp`: Host, then Origin.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), WireError> {
+        self.check_host(headers)?;
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !self.origin_allowed(origin) {
+                return Err(WireError::HostNotAllowed("Origin not allowed"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The Host check alone, for documents that answer any origin (the
+    /// protected-resource metadata) but name this server by its Host.
+    pub fn check_host(&self, headers: &HeaderMap) -> Result<(), WireError> {
         if let Some(hosts) = &self.allowed_hosts {
             let host = headers
                 .get(header::HOST)
@@ -45,12 +59,6 @@ impl HostPolicy {
                 .any(|h| h.eq_ignore_ascii_case(host_name(host)))
             {
                 return Err(WireError::HostNotAllowed("Host header not allowed"));
-            }
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("");
-            if !self.origin_allowed(origin) {
-                return Err(WireError::HostNotAllowed("Origin not allowed"));
             }
         }
         Ok(())

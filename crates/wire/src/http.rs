@@ -1,13 +1,13 @@
 //! The HTTP surface: `/mcp`, `/healthz`, protected-resource metadata,
 //! `/metrics`.
 
-use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, BodyDataStream};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::WireError;
-use crate::auth::{self, Authenticated, authenticate};
+use crate::auth::{self, Authenticated, MetricsToken, authenticate};
 use crate::drain::{InFlight, InFlightGuard};
 use crate::guard::HostPolicy;
 use crate::sse::{self, Source};
@@ -34,12 +34,30 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 
+/// How long a client may take to send a request's headers (SPEC §12). It
+/// also closes a keep-alive connection idle for that long between requests.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request body may stall between two chunks (SPEC §12).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[derive(Debug, Clone)]
 pub struct WireConfig {
     pub hosts: HostPolicy,
     /// `access-control-allow-origin`; `*` suits a bearer-only API.
     pub cors_origin: String,
     pub max_body_bytes: usize,
+    /// Most messages in one JSON-RPC batch.
+    pub max_batch: usize,
+    /// See [`HEADER_READ_TIMEOUT`]; applied by [`crate::serve`]. Zero
+    /// turns it off.
+    pub header_read_timeout: Duration,
+    /// See [`BODY_READ_TIMEOUT`]. Zero turns it off.
+    pub body_read_timeout: Duration,
+    /// Most client connections open at once; `None` derives it from the
+    /// process's descriptor limit (see [`crate::serve`]).
+    pub max_connections: Option<usize>,
+    /// When set, `/metrics` answers only `Authorization: Bearer <token>`.
+    pub metrics_token: Option<MetricsToken>,
 }
 
 impl Default for WireConfig {
@@ -48,6 +66,11 @@ impl Default for WireConfig {
             hosts: HostPolicy::loopback(),
             cors_origin: "*".into(),
             max_body_bytes: 4 * 1024 * 1024,
+            max_batch: executor_mcp::MAX_BATCH,
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            body_read_timeout: BODY_READ_TIMEOUT,
+            max_connections: None,
+            metrics_token: None,
         }
     }
 }
@@ -94,25 +117,6 @@ async fn healthz(State(app): State<App>) -> Response {
     } else {
         "ok".into_response()
     }
-}
-
-/// Serves until `shutdown` resolves; accepted sockets get TCP_NODELAY
-/// (SSE answers are several small writes).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: App,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(
-        listener,
-        router(app).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -344,6 +348,11 @@ async fn post_in_session(
         // Notifications and responses only: accepted, nothing to answer.
         return Ok(StatusCode::ACCEPTED.into_response());
     }
+    if let [req] = requests.as_slice()
+        && app.server().refused_for_load(&lease.ctx, req)
+    {
+        return Err(WireError::Overloaded);
+    }
     let session_id = lease.id().to_string();
     let mut res = match requests.as_slice() {
         [req] if !batch && accepts.sse && (req.method == "tools/call" || !accepts.json) => {
@@ -526,6 +535,9 @@ async fn post_sessionless(
         principal,
         session_id: None,
     };
+    if app.server().refused_for_load(&ctx, &req) {
+        return Err(WireError::Overloaded);
+    }
     // The client's capabilities ride in each request's `_meta` here.
     let capabilities = req
         .params
@@ -577,16 +589,18 @@ async fn listen(
         )));
     }
     let last_event = header_str(headers, LAST_EVENT_HEADER).and_then(parse_event_id);
+    let stream_id = last_event
+        .map(|(s, _)| s.to_string())
+        .unwrap_or_else(|| random_id(9));
+    // Registered before the replay, which takes the undelivered events: a
+    // stream refused over the limit must leave them for the next GET.
+    let listener = lease.add_listener(stream_id.clone())?;
     let replayed = replay(app.store(), &session_id, last_event)
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "could not read the event log");
             WireError::Internal
         })?;
-    let stream_id = last_event
-        .map(|(s, _)| s.to_string())
-        .unwrap_or_else(|| random_id(9));
-    let listener = lease.add_listener(stream_id.clone());
     let mut preamble = Vec::with_capacity(replayed.len() + 1);
     match last_event {
         // A resumed stream keeps its ids; a comment flushes the headers.
@@ -690,7 +704,18 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Incomin
     }
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
+    let stalled = app.config.body_read_timeout;
+    // The timer restarts with every chunk (SPEC §12: between chunks). On a
+    // stall the body is left unread, so the connection closes after the 408.
+    let next_chunk = async |stream: &mut BodyDataStream| {
+        if stalled.is_zero() {
+            return Ok(stream.next().await);
+        }
+        tokio::time::timeout(stalled, stream.next())
+            .await
+            .map_err(|_| WireError::BodyTimeout(stalled))
+    };
+    while let Some(chunk) = next_chunk(&mut stream).await? {
         let chunk = chunk
             .map_err(|_| WireError::BadRequest("the request body could not be read".into()))?;
         if bytes.len() + chunk.len() > limit {
@@ -699,7 +724,7 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Incomin
         }
         bytes.extend_from_slice(&chunk);
     }
-    executor_mcp::parse(&bytes).map_err(WireError::Rpc)
+    executor_mcp::parse(&bytes, app.config.max_batch).map_err(WireError::Rpc)
 }
 
 /// Reads and discards the rest of an oversized body (bounded in bytes and
@@ -796,7 +821,13 @@ fn resource_metadata_url(headers: &HeaderMap) -> String {
     )
 }
 
+/// RFC 9728 metadata. Any origin may read it (CORS), but the Host is
+/// checked as on `/mcp`: the document names this server by its Host, and a
+/// rebinding page must not get its own name back as the resource.
 async fn protected_resource(State(app): State<App>, headers: HeaderMap) -> Response {
+    if let Err(e) = app.config.hosts.check_host(&headers) {
+        return with_cors(&app.config, e.into_response());
+    }
     let origin = origin_of(&headers);
     let body = json!({
         "resource": format!("{origin}/mcp"),
@@ -807,7 +838,17 @@ async fn protected_resource(State(app): State<App>, headers: HeaderMap) -> Respo
     with_cors(&app.config, json_response(body))
 }
 
-async fn metrics(State(app): State<App>) -> Response {
+async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
+    if let Some(token) = &app.config.metrics_token
+        && !token.admits(&headers)
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "Unauthorized: /metrics needs the metrics token as a bearer\n",
+        )
+            .into_response();
+    }
     let m = app.sessions.metrics();
     let restored = m.restored.load(Ordering::Relaxed);
     let text = format!(

@@ -11,10 +11,13 @@ mod drain;
 mod error;
 mod guard;
 mod http;
+mod server;
 mod sse;
 pub mod stdio;
 
+pub use auth::MetricsToken;
 pub use drain::InFlight;
 pub use error::WireError;
 pub use guard::HostPolicy;
-pub use http::{App, WireConfig, router, serve};
+pub use http::{App, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, WireConfig, router};
+pub use server::serve;

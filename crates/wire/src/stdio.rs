@@ -26,7 +26,8 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
         if line.trim().is_empty() {
             continue;
         }
-        let answers: Vec<Value> = match executor_mcp::parse(line.as_bytes()) {
+        let parsed = executor_mcp::parse(line.as_bytes(), executor_mcp::MAX_BATCH);
+        let answers: Vec<Value> = match parsed {
             Err(e) => vec![error_response(&Value::Null, &e)],
             Ok(incoming) => {
                 let mut out = Vec::new();

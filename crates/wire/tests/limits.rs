@@ -1,0 +1,354 @@
+//! SPEC §12 limits and the hardening of the side routes, driven through
+//! `router()`: batch size, body stalls, session and GET-stream caps, the
+//! Host check of the protected-resource metadata, the `/metrics` token.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::http::{Request, Response, StatusCode, header};
+use executor_engine::{Engine, EngineConfig};
+use executor_mcp::McpServer;
+use executor_sessions::{OutboundStream, Sessions, SessionsConfig};
+use executor_store::{SqliteStore, Store, now_ms, tokens};
+use executor_wire::{App, InFlight, MetricsToken, WireConfig, router};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct Fixture {
+    app: App,
+    store: Arc<dyn Store>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn fixture(wire: WireConfig, sessions: SessionsConfig) -> Fixture {
+    let dir = std::env::temp_dir().join(format!(
+        "executor-wire-limits-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+    let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
+    let server = Arc::new(McpServer::new(engine));
+    let app = App {
+        sessions: Sessions::new(store.clone(), server, sessions),
+        config: Arc::new(wire),
+        in_flight: InFlight::default(),
+    };
+    Fixture { app, store, dir }
+}
+
+impl Fixture {
+    async fn bearer(&self, email: &str) -> String {
+        let principal = self.store.ensure_account(email, None).await.unwrap();
+        let minted = tokens::mint(principal, now_ms(), None);
+        self.store.insert_token(minted.record).await.unwrap();
+        minted.plaintext
+    }
+
+    async fn send(&self, request: Request<Body>) -> Response<Body> {
+        router(self.app.clone()).oneshot(request).await.unwrap()
+    }
+
+    async fn post(&self, bearer: &str, session: Option<&str>, body: Value) -> Response<Body> {
+        let mut request = mcp(bearer, "POST", session);
+        *request.body_mut() = Body::from(body.to_string());
+        self.send(request).await
+    }
+
+    /// `initialize`; the session id, or the refusal.
+    async fn initialize(&self, bearer: &str, version: &str) -> Result<String, Response<Body>> {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}
+        }});
+        let res = self.post(bearer, None, init).await;
+        match res.status() {
+            StatusCode::OK => Ok(res.headers()["mcp-session-id"]
+                .to_str()
+                .unwrap()
+                .to_string()),
+            _ => Err(res),
+        }
+    }
+}
+
+fn mcp(bearer: &str, method: &str, session: Option<&str>) -> Request<Body> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri("/mcp")
+        .header(header::HOST, "127.0.0.1:4788")
+        .header(header::AUTHORIZATION, format!("Bearer {bearer}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(
+            header::ACCEPT,
+            if method == "GET" {
+                "text/event-stream"
+            } else {
+                "application/json, text/event-stream"
+            },
+        );
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    request.body(Body::empty()).unwrap()
+}
+
+async fn json_of(res: Response<Body>) -> Value {
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
+
+fn tool_calls(n: usize) -> Value {
+    Value::Array(
+        (0..n)
+            .map(|i| {
+                json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "execute", "arguments": {"code": "return 1;"}
+                }})
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_over_the_limit_is_refused_and_nothing_runs() {
+    let f = fixture(
+        WireConfig {
+            max_batch: 3,
+            ..WireConfig::default()
+        },
+        SessionsConfig::default(),
+    )
+    .await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-03-26").await.unwrap();
+    let res = f.post(&alice, Some(&session), tool_calls(4)).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let body = json_of(res).await;
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 3 messages"), "{body}");
+    assert!(
+        f.store.list_executions(None, 10).await.unwrap().is_empty(),
+        "no call of the refused batch ran"
+    );
+    // At the limit the batch is answered in full.
+    let res = f.post(&alice, Some(&session), tool_calls(3)).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(json_of(res).await.as_array().map(Vec::len), Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_is_answered_408_within_the_body_timeout() {
+    let stall = Duration::from_millis(300);
+    let f = fixture(
+        WireConfig {
+            body_read_timeout: stall,
+            ..WireConfig::default()
+        },
+        SessionsConfig::default(),
+    )
+    .await;
+    let alice = f.bearer("alice@example.com").await;
+    // One chunk, then nothing: the client stopped sending.
+    let first =
+        futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{\"jsonrpc\""))]);
+    let mut request = mcp(&alice, "POST", None);
+    *request.body_mut() = Body::from_stream(first.chain(futures::stream::pending()));
+    let started = Instant::now();
+    let res = tokio::time::timeout(Duration::from_secs(10), f.send(request))
+        .await
+        .expect("the server gave up on the body");
+    assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+    assert!(started.elapsed() < stall * 5, "{:?}", started.elapsed());
+    let body = json_of(res).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("300 ms"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_over_the_session_cap_is_429_for_that_principal_only() {
+    let f = fixture(
+        WireConfig::default(),
+        SessionsConfig {
+            max_sessions_per_principal: 2,
+            ..SessionsConfig::default()
+        },
+    )
+    .await;
+    let (alice, bob) = (
+        f.bearer("alice@example.com").await,
+        f.bearer("bob@example.com").await,
+    );
+    let first = f.initialize(&alice, "2025-06-18").await.unwrap();
+    f.initialize(&alice, "2025-06-18").await.unwrap();
+    let refused = f.initialize(&alice, "2025-06-18").await.unwrap_err();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = json_of(refused).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many live sessions for this account and org (limit 2)"),
+        "{body}"
+    );
+    f.initialize(&bob, "2025-06-18").await.unwrap();
+    // Alice's sessions still work.
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
+    assert_eq!(
+        f.post(&alice, Some(&first), ping).await.status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_streams_over_the_cap_are_429_and_leave_undelivered_events() {
+    let f = fixture(
+        WireConfig::default(),
+        SessionsConfig {
+            max_get_streams_per_session: 2,
+            ..SessionsConfig::default()
+        },
+    )
+    .await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    let open: Vec<Response<Body>> = vec![
+        f.send(mcp(&alice, "GET", Some(&session))).await,
+        f.send(mcp(&alice, "GET", Some(&session))).await,
+    ];
+    assert!(open.iter().all(|r| r.status() == StatusCode::OK));
+    // An answer whose POST stream died: the next GET replays it.
+    let mut lost = OutboundStream::new(f.store.clone(), &session, "lost".into(), 0);
+    lost.log(&json!({"jsonrpc": "2.0", "id": 9, "result": {}}))
+        .await
+        .unwrap();
+    let refused = f.send(mcp(&alice, "GET", Some(&session))).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = json_of(refused).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many open GET streams on this session (limit 2)"),
+        "{body}"
+    );
+    // Another session is not affected, and a closed stream frees a place.
+    let other = f.initialize(&alice, "2025-06-18").await.unwrap();
+    assert_eq!(
+        f.send(mcp(&alice, "GET", Some(&other))).await.status(),
+        StatusCode::OK
+    );
+    drop(open);
+    let res = f.send(mcp(&alice, "GET", Some(&session))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    // The refused GET left the undelivered answer for this one.
+    let mut frames = res.into_body().into_data_stream();
+    let mut text = String::new();
+    while !text.contains("id: lost:1") {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), frames.next())
+            .await
+            .unwrap_or_else(|_| panic!("no replay of the lost answer; got {text:?}"))
+            .expect("the stream ended")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+fn get(path: &str, host: &str) -> Request<Body> {
+    Request::builder()
+        .uri(path)
+        .header(header::HOST, host)
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protected_resource_metadata_checks_the_host() {
+    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let res = f.send(get(path, "evil.example")).await;
+        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{path}");
+        let body = json_of(res).await;
+        assert!(!body.to_string().contains("evil.example"), "{body}");
+        let res = f.send(get(path, "localhost:4788")).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        assert_eq!(json_of(res).await["resource"], "http://localhost:4788/mcp");
+    }
+    // Any origin may read the document (CORS), only the Host is checked.
+    let mut request = get(
+        "/.well-known/oauth-protected-resource/mcp",
+        "127.0.0.1:4788",
+    );
+    request
+        .headers_mut()
+        .insert(header::ORIGIN, "https://client.example".parse().unwrap());
+    assert_eq!(f.send(request).await.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_needs_the_metrics_token_when_one_is_set() {
+    let open = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    assert_eq!(
+        open.send(get("/metrics", "127.0.0.1")).await.status(),
+        StatusCode::OK
+    );
+    let f = fixture(
+        WireConfig {
+            metrics_token: Some(MetricsToken::new("s3cret-metrics")),
+            ..WireConfig::default()
+        },
+        SessionsConfig::default(),
+    )
+    .await;
+    let with = |auth: Option<&str>| {
+        let mut request = get("/metrics", "127.0.0.1");
+        if let Some(auth) = auth {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, auth.parse().unwrap());
+        }
+        request
+    };
+    for refused in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer s3cret-metric"),
+        Some("Basic s3cret-metrics"),
+    ] {
+        let res = f.send(with(refused)).await;
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{refused:?}");
+        assert!(res.headers().contains_key(header::WWW_AUTHENTICATE));
+    }
+    let res = f.send(with(Some("Bearer s3cret-metrics"))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let text = axum::body::to_bytes(res.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text).contains("executor_sessions_live"));
+    assert!(
+        !format!("{:?}", f.app.config).contains("s3cret"),
+        "Debug hides the token"
+    );
+}

@@ -1,0 +1,114 @@
+// SPEC §4 fair share, end to end: org A saturating its share — with busy
+// loops, slow tool calls, or executions paused for approval — never holds
+// org B's `execute`; A's run over its share is refused at once with a clear
+// error; paused executions hold no slot; over the server's limit a new
+// `execute` gets 503 with Retry-After.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startServer, connectSdk, recordingUpstream, initSession, post, rpc, sleep } from "./harness.mjs";
+
+const HOLD_MS = 2500;
+const spec = {
+  openapi: "3.0.3",
+  info: { title: "slow", version: "1" },
+  paths: {
+    "/slow": { get: { operationId: "wait", tags: ["slow"], responses: { 200: { description: "ok" } } } },
+    "/orders": { post: { operationId: "create", tags: ["orders"], responses: { 200: { description: "ok" } } } },
+  },
+};
+
+let upstream;
+let srv;
+let a;
+let b;
+
+const setup = async (args) => {
+  const server = await startServer({ args: ["--allow-local-network", ...args] });
+  const tokenA = server.mint("a@fair.test", "org-a");
+  const tokenB = server.mint("b@fair.test", "org-b");
+  const file = join(server.dataDir, "slow.json");
+  writeFileSync(file, JSON.stringify(spec));
+  for (const org of ["org-a", "org-b"]) {
+    server.cli(["integrations", "add", "openapi", "--spec", file, "--namespace", "slow", "--base-url", upstream.base, "--org", org, "--data-dir", server.dataDir]);
+  }
+  return { server, tokenA, tokenB };
+};
+
+before(async () => {
+  upstream = await recordingUpstream((req, res) => {
+    if (req.url.startsWith("/slow")) return setTimeout(() => res.end(JSON.stringify({ slow: true })), HOLD_MS);
+    res.end(JSON.stringify({ created: true }));
+  });
+  let tokenA, tokenB;
+  ({ server: srv, tokenA, tokenB } = await setup(["--max-org-executions", "2", "--max-concurrent-executions", "8"]));
+  a = (await connectSdk(srv, tokenA)).client;
+  b = (await connectSdk(srv, tokenB)).client;
+});
+after(async () => {
+  await a?.close().catch(() => {});
+  await b?.close().catch(() => {});
+  await srv?.cleanup();
+  upstream?.close();
+});
+
+const execute = (client, code) => client.callTool({ name: "execute", arguments: { code } }, undefined, { timeout: 60_000 });
+const BUSY = `const t = Date.now(); while (Date.now() - t < ${HOLD_MS}) {} return 'a'`;
+const SLOW = "return (await tools.slow.slow.wait({})).data.slow";
+
+for (const [how, code] of [["busy loops", BUSY], ["slow tool calls", SLOW]]) {
+  test(`fair share: A's ${how} fill its share; A's next run is refused, B's answers`, async () => {
+    let settled = 0;
+    const held = [execute(a, code), execute(a, code)].map((p) => p.finally(() => settled++));
+    await sleep(400); // both have started: the share is full
+    const refused = await execute(a, "return 1");
+    assert.equal(refused.isError, true);
+    assert.match(refused.content[0].text, /already has 2 executions running/);
+    const answered = await execute(b, "return 'b'");
+    assert.equal(answered.structuredContent.result, "b");
+    assert.equal(settled, 0, "B answered while A's runs were still going");
+    for (const r of await Promise.all(held)) assert.equal(r.isError, undefined, JSON.stringify(r));
+  });
+}
+
+test("fair share: paused executions hold no slot", async () => {
+  const paused = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await execute(a, "return (await tools.slow.orders.create({})).data");
+    assert.equal(r.structuredContent.status, "waiting_for_interaction");
+    paused.push(r.structuredContent.executionId);
+  }
+  // Two of A's runs wait for a human; A still runs two at once, and B runs.
+  const both = await Promise.all([execute(a, "return 1"), execute(a, "return 2"), execute(b, "return 3")]);
+  assert.deepEqual(both.map((r) => r.structuredContent.result), [1, 2, 3]);
+  // A third approval of A's cannot wait: the paused bound is its share.
+  const third = await execute(a, "try { await tools.slow.orders.create({}) } catch (e) { return e.message }");
+  assert.match(third.structuredContent.result, /waiting for approval/);
+  for (const id of paused) {
+    const r = await a.callTool({ name: "resume", arguments: { executionId: id, action: "accept" } });
+    assert.deepEqual(r.structuredContent.result, { created: true });
+  }
+});
+
+test("fair share: over the server's limit a new execute gets 503 with Retry-After", async () => {
+  const { server, tokenA, tokenB } = await setup(["--max-org-executions", "2", "--max-concurrent-executions", "2"]);
+  try {
+    const clientA = (await connectSdk(server, tokenA)).client;
+    const held = [execute(clientA, BUSY), execute(clientA, BUSY)];
+    await sleep(400);
+    const { sessionId, protocolVersion } = await initSession(server, tokenB, "2025-11-25");
+    const res = await post(server, rpc("tools/call", { name: "execute", arguments: { code: "return 1" } }), { bearer: tokenB, sessionId, protocolVersion });
+    assert.equal(res.status, 503, res.body);
+    assert.equal(res.headers["retry-after"], "1");
+    // Other requests of the same session still answer.
+    const list = await post(server, rpc("tools/list", {}), { bearer: tokenB, sessionId, protocolVersion });
+    assert.equal(list.status, 200);
+    await Promise.all(held);
+    const later = await post(server, rpc("tools/call", { name: "execute", arguments: { code: "return 1" } }), { bearer: tokenB, sessionId, protocolVersion });
+    assert.equal(later.status, 200);
+    await clientA.close();
+  } finally {
+    await server.cleanup();
+  }
+});

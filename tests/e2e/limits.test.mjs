@@ -1,0 +1,273 @@
+// SPEC §12 limits against the real binary: header and body read timeouts,
+// the connection cap under a low descriptor limit, the JSON-RPC batch cap,
+// live sessions per (account, org), GET streams per session; and the
+// hardening of the side routes: the Host check of the protected-resource
+// metadata and the `/metrics` token.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import net from "node:net";
+import {
+  BIN, IDLE_MS, startServer, freePort, sleep, request, post, rpc, note, openGet, drain, initSession, mcpHeaders,
+  clientInfo, waitUntil,
+} from "./harness.mjs";
+
+/** A raw TCP connection that records when the server closes it, and what it sent. */
+const rawConnection = (port) =>
+  new Promise((resolve, reject) => {
+    const sock = net.connect({ host: "127.0.0.1", port });
+    const conn = { sock, received: "", closedAt: undefined, openedAt: undefined };
+    conn.closed = new Promise((r) => sock.once("close", () => r((conn.closedAt = Date.now()))));
+    sock.on("data", (d) => (conn.received += d.toString("latin1")));
+    sock.on("error", () => {});
+    sock.once("connect", () => {
+      conn.openedAt = Date.now();
+      resolve(conn);
+    });
+    sock.once("error", reject);
+  });
+
+/** Writes `text` one byte every `everyMs` until the socket closes or the text runs out. */
+const drip = async (conn, text, everyMs) => {
+  for (const ch of text) {
+    if (conn.closedAt !== undefined || conn.sock.destroyed) return;
+    conn.sock.write(ch);
+    await sleep(everyMs);
+  }
+};
+
+/** Resolves the close time, or undefined if the socket is still open after `ms`. */
+const closedWithin = (conn, ms) => Promise.race([conn.closed, sleep(ms).then(() => undefined)]);
+
+// Every request here closes its connection: the servers below time out idle
+// keep-alive connections faster than node's agent forgets them.
+const CLOSE = { connection: "close" };
+
+describe("read timeouts (--header-read-timeout 1000, --body-read-timeout 1000)", () => {
+  const HEADER_MS = 1000;
+  const BODY_MS = 1000;
+  // Timers, scheduling and a loaded CI machine: the bound we assert.
+  const SLACK_MS = 2500;
+  let srv, bearer;
+  before(async () => {
+    srv = await startServer({
+      args: ["--header-read-timeout", String(HEADER_MS), "--body-read-timeout", String(BODY_MS)],
+    });
+    bearer = srv.mint("slow@example.com");
+  });
+  after(async () => {
+    await srv?.cleanup();
+  });
+
+  test("10 clients sending their headers at ~3 bytes/s are closed within the header timeout", async () => {
+    const conns = await Promise.all(Array.from({ length: 10 }, () => rawConnection(srv.port)));
+    const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${bearer}\r\ncontent-type: application/json\r\n\r\n`;
+    for (const c of conns) drip(c, head, 300);
+    // Meanwhile other clients are served.
+    const health = await request(`${srv.base}/healthz`, { method: "GET", headers: CLOSE });
+    assert.equal(health.status, 200);
+    for (const c of conns) {
+      const at = await closedWithin(c, HEADER_MS + SLACK_MS + 1000);
+      assert.ok(at !== undefined, `a slow header sender was still open after ${HEADER_MS + SLACK_MS + 1000} ms`);
+      assert.ok(at - c.openedAt < HEADER_MS + SLACK_MS, `closed after ${at - c.openedAt} ms`);
+      assert.ok(!c.received.startsWith("HTTP/1.1 2"), `no request was served: ${c.received.slice(0, 80)}`);
+    }
+  });
+
+  test("a connection that sends nothing is closed after the header timeout", async () => {
+    const c = await rawConnection(srv.port);
+    const at = await closedWithin(c, HEADER_MS + SLACK_MS);
+    assert.ok(at !== undefined, "an idle connection stayed open");
+    assert.ok(at - c.openedAt >= HEADER_MS - 100, `closed too early, after ${at - c.openedAt} ms`);
+  });
+
+  test("10 authenticated clients whose bodies stall are answered 408 and closed within the body timeout", async () => {
+    const body = JSON.stringify(rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo }));
+    const conns = await Promise.all(Array.from({ length: 10 }, () => rawConnection(srv.port)));
+    const head =
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${bearer}\r\n` +
+      `content-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n`;
+    const sentHeadAt = Date.now();
+    for (const c of conns) {
+      c.sock.write(head);
+      // A byte every 1.5 s: each gap is longer than the body timeout.
+      drip(c, body, 1500);
+    }
+    for (const c of conns) {
+      const at = await closedWithin(c, BODY_MS + SLACK_MS + 2000);
+      assert.ok(at !== undefined, "a stalled body kept its connection open");
+      assert.ok(at - sentHeadAt < BODY_MS + SLACK_MS + 1500, `closed after ${at - sentHeadAt} ms`);
+      assert.match(c.received, /^HTTP\/1\.1 408 /, c.received.slice(0, 200));
+      assert.match(c.received, /the request body stalled/);
+    }
+  });
+
+  test("a body that keeps coming, each chunk within the timeout, is read in full", async () => {
+    const body = JSON.stringify(rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo }, 5));
+    const c = await rawConnection(srv.port);
+    c.sock.write(
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${bearer}\r\nconnection: close\r\n` +
+        `content-type: application/json\r\naccept: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
+    );
+    // Five pieces, 400 ms apart: 1.6 s in all, more than the timeout.
+    const size = Math.ceil(body.length / 5);
+    for (let i = 0; i < body.length; i += size) {
+      await sleep(400);
+      c.sock.write(body.slice(i, i + size));
+    }
+    await closedWithin(c, 5000);
+    assert.match(c.received, /^HTTP\/1\.1 200 /, c.received.slice(0, 200));
+    assert.match(c.received, /"protocolVersion":"2025-06-18"/);
+  });
+});
+
+describe("descriptor limit", () => {
+  test("300 idle connections under `ulimit -n 256` do not lock new clients out, and the server lives", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "executor-e2e-ulimit-"));
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const quote = (s) => `'${s.replaceAll("'", "'\\''")}'`;
+    const cmd =
+      `ulimit -n 256 && exec ${quote(BIN)} serve --listen 127.0.0.1:${port} --data-dir ${quote(dataDir)} ` +
+      `--session-idle-timeout ${IDLE_MS} --header-read-timeout 1000`;
+    const child = spawn("bash", ["-c", cmd], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
+    let log = "";
+    child.stdout.on("data", (d) => (log += d));
+    child.stderr.on("data", (d) => (log += d));
+    const conns = [];
+    try {
+      await waitUntil("the server to answer /healthz", async () => {
+        if (child.exitCode !== null) throw new Error(`server exited (${child.exitCode}): ${log}`);
+        return (await request(`${base}/healthz`, { method: "GET", headers: CLOSE, timeoutMs: 1000 }).catch(() => ({}))).status === 200;
+      });
+      const bearer = execFileSync(BIN, ["token", "create", "--email", "fd@example.com", "--data-dir", dataDir], { encoding: "utf8" }).trim();
+      for (let i = 0; i < 300; i++) conns.push(await rawConnection(port));
+      const started = Date.now();
+      const health = await request(`${base}/healthz`, { method: "GET", headers: CLOSE, timeoutMs: 20_000 });
+      assert.equal(health.status, 200, `healthz: ${health.body}`);
+      const res = await request(`${base}/mcp`, {
+        method: "POST",
+        headers: { ...mcpHeaders({ bearer }), ...CLOSE },
+        body: rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo }),
+        timeoutMs: 20_000,
+      });
+      assert.equal(res.status, 200, res.body);
+      assert.ok(res.headers["mcp-session-id"], "a session was created");
+      assert.ok(Date.now() - started < 20_000);
+      assert.equal(child.exitCode, null, `the server must not exit: ${log.slice(-2000)}`);
+      assert.equal(child.signalCode, null);
+    } finally {
+      for (const c of conns) c.sock.destroy();
+      child.kill("SIGKILL");
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("batches, sessions and streams (--max-sessions-per-principal 3, --max-get-streams-per-session 2)", () => {
+  let srv, alice, bob, aliceOtherOrg;
+  before(async () => {
+    srv = await startServer({
+      args: ["--max-sessions-per-principal", "3", "--max-get-streams-per-session", "2", "--metrics-token", "metrics-secret"],
+    });
+    alice = srv.mint("alice@example.com");
+    bob = srv.mint("bob@example.com");
+    aliceOtherOrg = srv.mint("alice@example.com", "other-org");
+  });
+  after(async () => {
+    await srv?.cleanup();
+  });
+
+  test("a batch of 65 messages → 400 -32600 naming the limit of 64; 64 are answered", async () => {
+    const { sessionId } = await initSession(srv, alice, "2025-03-26");
+    const batch = (n) => Array.from({ length: n }, (_, i) => rpc("ping", undefined, i + 1));
+    const refused = await post(srv, batch(65), { bearer: alice, sessionId, protocolVersion: "2025-03-26" });
+    assert.equal(refused.status, 400, refused.body);
+    assert.equal(refused.json?.error?.code, -32600, refused.body);
+    assert.match(refused.json.error.message, /at most 64 messages/, refused.body);
+    const ok = await post(srv, batch(64), { bearer: alice, sessionId, protocolVersion: "2025-03-26" });
+    assert.equal(ok.status, 200, ok.body);
+    assert.equal(ok.json.length, 64);
+    // The 4 MiB batch of tools/list calls builds no huge reply.
+    const huge = Array.from({ length: 80_000 }, (_, i) => rpc("tools/list", undefined, i));
+    const big = await post(srv, huge, { bearer: alice, sessionId, protocolVersion: "2025-03-26", timeoutMs: 30_000 });
+    assert.equal(big.status, 400);
+    assert.ok(big.body.length < 1024, `the refusal is short (${big.body.length} bytes)`);
+    await request(srv.mcpUrl, { method: "DELETE", headers: { authorization: `Bearer ${alice}`, "mcp-session-id": sessionId } });
+  });
+
+  test("the 4th live session of one (account, org) → 429 naming the limit; others unaffected", async () => {
+    // Sessions of the test above have gone idle by now.
+    await sleep(IDLE_MS * 2 + 1000);
+    const mine = [];
+    for (let i = 0; i < 3; i++) mine.push((await initSession(srv, alice)).sessionId);
+    const refused = await post(srv, rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo }, 1), { bearer: alice });
+    assert.equal(refused.status, 429, refused.body);
+    assert.equal(refused.json?.error?.code, -32000, refused.body);
+    assert.match(refused.json.error.message, /Too many live sessions for this account and org \(limit 3\)/);
+    assert.equal(refused.headers["mcp-session-id"], undefined);
+    // Another account, and the same account in another org, are not capped by alice's.
+    await initSession(srv, bob);
+    await initSession(srv, aliceOtherOrg);
+    // Alice's live sessions still work.
+    for (const sessionId of mine) {
+      const res = await post(srv, rpc("ping"), { bearer: alice, sessionId, protocolVersion: "2025-06-18" });
+      assert.equal(res.status, 200, res.body);
+    }
+    // Ended and idle sessions free their places.
+    await request(srv.mcpUrl, { method: "DELETE", headers: { authorization: `Bearer ${alice}`, "mcp-session-id": mine[0] } });
+    await waitUntil("a new session for alice", async () => {
+      const res = await post(srv, rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo }, 1), { bearer: alice });
+      return res.status === 200;
+    }, { ms: IDLE_MS * 3 + 5000, every: 250 });
+  });
+
+  test("a 3rd GET stream on one session → 429 naming the limit; a closed one frees its place", async () => {
+    const { sessionId, protocolVersion } = await initSession(srv, bob);
+    const first = await openGet(srv, { bearer: bob, sessionId, protocolVersion });
+    const second = await openGet(srv, { bearer: bob, sessionId, protocolVersion });
+    assert.equal(first.status, 200);
+    assert.equal(second.status, 200);
+    const third = await openGet(srv, { bearer: bob, sessionId, protocolVersion });
+    const text = await drain(third);
+    assert.equal(third.status, 429, text);
+    assert.match(text, /Too many open GET streams on this session \(limit 2\)/);
+    // The session itself is fine.
+    const ping = await post(srv, rpc("ping"), { bearer: bob, sessionId, protocolVersion });
+    assert.equal(ping.status, 200, ping.body);
+    first.close();
+    const again = await waitUntil("a GET stream after one closed", async () => {
+      const st = await openGet(srv, { bearer: bob, sessionId, protocolVersion });
+      if (st.status === 200) return st;
+      await drain(st);
+    }, { ms: 5000, every: 100 });
+    again.close();
+    second.close();
+  });
+
+  test("protected-resource metadata refuses a foreign Host and names the server by an allowed one", async () => {
+    for (const path of ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]) {
+      const evil = await request(`${srv.base}${path}`, { method: "GET", headers: { host: "evil.example" } });
+      assert.equal(evil.status, 403, evil.body);
+      assert.ok(!evil.body.includes("evil.example"), evil.body);
+      const ok = await request(`${srv.base}${path}`, { method: "GET", headers: { host: `localhost:${srv.port}` } });
+      assert.equal(ok.status, 200, ok.body);
+      assert.equal(ok.json.resource, `http://localhost:${srv.port}/mcp`);
+    }
+  });
+
+  test("/metrics needs the metrics token", async () => {
+    const none = await request(`${srv.base}/metrics`, { method: "GET" });
+    assert.equal(none.status, 401, none.body);
+    const wrong = await request(`${srv.base}/metrics`, { method: "GET", headers: { authorization: "Bearer metrics-secre" } });
+    assert.equal(wrong.status, 401, wrong.body);
+    const mcpToken = await request(`${srv.base}/metrics`, { method: "GET", headers: { authorization: `Bearer ${alice}` } });
+    assert.equal(mcpToken.status, 401, "an MCP bearer is not the metrics token");
+    const ok = await request(`${srv.base}/metrics`, { method: "GET", headers: { authorization: "Bearer metrics-secret" } });
+    assert.equal(ok.status, 200, ok.body);
+    assert.match(ok.body, /executor_sessions_live/);
+  });
+});
