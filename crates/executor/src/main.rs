@@ -158,7 +158,7 @@ async fn run(cli: Cli) -> AnyResult<()> {
         }
         Command::Tools(ToolsCommand::Search { query, limit, org }) => {
             let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
-            let catalogs = store_catalogs(store.clone(), &cli.global, false)?;
+            let catalogs = store_catalogs(store.clone(), &cli.global, HttpConfig::default())?;
             let catalog = catalogs.catalog(&org_id).await;
             for (tool, score) in catalog.search(&query, None).into_iter().take(limit) {
                 let description = tool
@@ -485,11 +485,12 @@ fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyR
         max_calls_in_flight: opts.max_calls_in_flight.max(1),
         max_calls: opts.max_calls_per_execution.max(1),
     };
-    let catalogs = Arc::new(store_catalogs(
-        store.clone(),
-        global,
-        opts.allow_local_network,
-    )?);
+    let http = HttpConfig {
+        allow_local_network: opts.allow_local_network,
+        max_response_bytes: opts.max_upstream_response_bytes.max(1),
+        ..HttpConfig::default()
+    };
+    let catalogs = Arc::new(store_catalogs(store.clone(), global, http)?);
     Ok(Arc::new(Engine::with_catalogs(
         store,
         EngineConfig {
@@ -509,12 +510,9 @@ fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyR
 fn store_catalogs(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
-    allow_local_network: bool,
+    http: HttpConfig,
 ) -> AnyResult<StoreCatalogs> {
-    let http = HttpInvoker::new(HttpConfig {
-        allow_local_network,
-        ..HttpConfig::default()
-    })?;
+    let http = HttpInvoker::new(http)?;
     let key = SecretKey::load_or_create(&global.data_dir())?;
     let invokers = OpenApiInvokers {
         http: Arc::new(http),

@@ -18,6 +18,18 @@ pub struct Authenticated {
     pub token_id: String,
 }
 
+/// The token of an `Authorization: Bearer …` header, trimmed.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
 pub async fn authenticate(
     store: &dyn Store,
     headers: &HeaderMap,
@@ -27,14 +39,7 @@ pub async fn authenticate(
         resource_metadata: resource_metadata.clone(),
         rejection,
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
+    let presented = bearer(headers)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| unauthorized(None))?;
     let (id, secret) =
@@ -65,15 +70,7 @@ impl MetricsToken {
     /// digests are compared, in constant time, so neither the content nor
     /// the length of the token shows in the timing.
     pub fn admits(&self, headers: &HeaderMap) -> bool {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .unwrap_or("");
+        let presented = bearer(headers).unwrap_or("");
         let (presented, expected) = (tokens::hash(presented), tokens::hash(&self.0));
         bool::from(presented.as_slice().ct_eq(expected.as_slice()))
     }
