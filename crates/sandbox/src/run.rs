@@ -20,6 +20,13 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// Longest single wait for a tool call before the loop checks its clocks.
 const MAX_WAIT: Duration = Duration::from_millis(500);
 
+/// Runs between full collections of the runtime. Dropping a context frees
+/// what reference counting can; only cycles wait for a collection, which
+/// costs as much as a small run, so it is amortised. A run that fails (it
+/// may have hit the memory cap) is always followed by one, and QuickJS
+/// collects on its own past the GC threshold.
+const RUNS_PER_GC: u32 = 8;
+
 /// What one execution is given besides its code.
 pub(crate) struct RunContext {
     pub bridge: Option<Arc<dyn HostBridge>>,
@@ -42,6 +49,8 @@ pub(crate) struct Engine {
     /// Set when host code panicked inside a callback of this runtime; the
     /// pool then replaces the runtime rather than trust its state.
     poisoned: Rc<Cell<bool>>,
+    /// Runs since the last full collection.
+    runs_since_gc: Cell<u32>,
     limits: Limits,
     /// The prelude, compiled once per runtime: loading bytecode into a
     /// fresh context is several times cheaper than parsing the source.
@@ -71,6 +80,7 @@ impl Engine {
             deadline,
             stop,
             poisoned: Rc::new(Cell::new(false)),
+            runs_since_gc: Cell::new(0),
             limits,
             prelude,
         })
@@ -85,7 +95,14 @@ impl Engine {
         self.deadline.set(None);
         *self.stop.borrow_mut() = None;
         drop(context);
-        self.runtime.run_gc();
+        let runs = self.runs_since_gc.get() + 1;
+        let failed = !matches!(&outcome, Ok(o) if o.result.is_ok());
+        if failed || runs >= RUNS_PER_GC {
+            self.runtime.run_gc();
+            self.runs_since_gc.set(0);
+        } else {
+            self.runs_since_gc.set(runs);
+        }
         outcome
     }
 
