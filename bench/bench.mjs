@@ -107,7 +107,7 @@ try {
   await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
   const upstreamUrl = `http://127.0.0.1:${upstream.address().port}/v1`;
   execFileSync(BIN, ["integrations", "add", "openapi", "--spec", join(ROOT, "tests/e2e/fixtures/petstore.yaml"), "--namespace", "petstore", "--base-url", upstreamUrl, "--data-dir", dataDir]);
-  execFileSync(BIN, ["connections", "set", "petstore", "--api-key", "bench-key", "--data-dir", dataDir]);
+  execFileSync(BIN, ["connections", "set", "petstore", "--api-key", "-", "--data-dir", dataDir], { input: "bench-key\n" });
   const N = 200;
   const t1 = performance.now();
   for (let i = 0; i < N; i++) await (await fetch(`${upstreamUrl}/pets?limit=1`, { headers: { "x-api-key": "bench-key" } })).text();
