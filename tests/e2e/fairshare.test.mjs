@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startServer, connectSdk, recordingUpstream, initSession, post, rpc, sleep } from "./harness.mjs";
+import { startServer, connectSdk, recordingUpstream, initSession, post, rpc, sleep, scrapeMetrics } from "./harness.mjs";
 
 const HOLD_MS = 2500;
 const spec = {
@@ -53,6 +53,15 @@ after(async () => {
   upstream?.close();
 });
 
+/** Waits until `server` runs `n` executions (its /metrics gauge). */
+const untilRunning = async (server, n) => {
+  for (let i = 0; i < 200; i++) {
+    if ((await scrapeMetrics(server)).get("executor_executions_running") === n) return;
+    await sleep(20);
+  }
+  throw new Error(`the server never ran ${n} executions`);
+};
+
 const execute = (client, code) => client.callTool({ name: "execute", arguments: { code } }, undefined, { timeout: 60_000 });
 const BUSY = `const t = Date.now(); while (Date.now() - t < ${HOLD_MS}) {} return 'a'`;
 const SLOW = "return (await tools.slow.slow.wait({})).data.slow";
@@ -61,7 +70,7 @@ for (const [how, code] of [["busy loops", BUSY], ["slow tool calls", SLOW]]) {
   test(`fair share: A's ${how} fill its share; A's next run is refused, B's answers`, async () => {
     let settled = 0;
     const held = [execute(a, code), execute(a, code)].map((p) => p.finally(() => settled++));
-    await sleep(400); // both have started: the share is full
+    await untilRunning(srv, 2); // both have started: the share is full
     const refused = await execute(a, "return 1");
     assert.equal(refused.isError, true);
     assert.match(refused.content[0].text, /already has 2 executions running/);
@@ -96,7 +105,7 @@ test("fair share: over the server's limit a new execute gets 503 with Retry-Afte
   try {
     const clientA = (await connectSdk(server, tokenA)).client;
     const held = [execute(clientA, BUSY), execute(clientA, BUSY)];
-    await sleep(400);
+    await untilRunning(server, 2);
     const { sessionId, protocolVersion } = await initSession(server, tokenB, "2025-11-25");
     const res = await post(server, rpc("tools/call", { name: "execute", arguments: { code: "return 1" } }), { bearer: tokenB, sessionId, protocolVersion });
     assert.equal(res.status, 503, res.body);

@@ -62,6 +62,48 @@ test("shutdown: SIGTERM lets an execute in flight on SSE finish, recorded, while
   }
 });
 
+test("shutdown: SIGINT drains a JSON-only execute in flight too", async () => {
+  const srv = await startServer();
+  try {
+    const bearer = srv.mint("json-drain@example.com");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const answer = post(srv, rpc("tools/call", loop, 78), { bearer, sessionId, protocolVersion, accept: "application/json", timeoutMs: 20_000 });
+    // In flight once the server counts it.
+    await waitUntil("the execution runs", async () => {
+      const res = await request(`${srv.base}/metrics`, { method: "GET" });
+      return /executor_executions_running 1/.test(res.body);
+    });
+    const child = srv.child;
+    child.kill("SIGINT");
+    const res = await answer;
+    assert.equal(res.status, 200);
+    assert.equal(res.json.result.structuredContent.result, "finished");
+    assert.equal(await exited(child), 0);
+  } finally {
+    await srv.cleanup();
+  }
+});
+
+test("shutdown: work whose client went away is still finished and recorded", async () => {
+  const srv = await startServer();
+  try {
+    const bearer = srv.mint("gone@example.com");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const call = await startExecute(srv, bearer, sessionId, protocolVersion);
+    await call.waitFor((evs) => evs.length >= 1);
+    call.close();
+    const child = srv.child;
+    const t0 = Date.now();
+    child.kill("SIGTERM");
+    assert.equal(await exited(child), 0);
+    assert.ok(Date.now() - t0 >= LOOP_MS - 1000, `exited after ${Date.now() - t0} ms, before the run ended`);
+    const list = srv.cli(["executions", "list", "--data-dir", srv.dataDir]);
+    assert.match(list, /completed/, list);
+  } finally {
+    await srv.cleanup();
+  }
+});
+
 test("shutdown: a second SIGTERM exits at once", async () => {
   const srv = await startServer();
   try {

@@ -164,6 +164,12 @@ impl Admission {
         }
     }
 
+    /// (running, paused) executions in all, for `/metrics`.
+    pub(crate) fn totals(&self) -> (usize, usize) {
+        let counts = self.counts();
+        (counts.running, counts.paused)
+    }
+
     /// (running, paused) of `org`, for tests and metrics.
     pub(crate) fn of_org(&self, org: &str) -> (usize, usize) {
         let counts = self.counts();

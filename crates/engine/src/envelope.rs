@@ -3,14 +3,34 @@
 use executor_sandbox::RunOutcome;
 use serde_json::{Value, json};
 
-/// Longest result text, in characters, before it is cut with a note.
+/// Longest result text, in characters, before it is cut with a note, by
+/// default (SPEC §12), so that one result cannot flood the agent's context.
 pub const MAX_RESULT_TEXT_CHARS: usize = 30_000;
 
-/// The `CallToolResult` for a finished execution.
-pub fn render(outcome: &RunOutcome) -> Value {
-    if !outcome.emitted.is_empty() {
-        return render_with_emitted(outcome);
+/// How much text a rendered outcome may hold (SPEC §12).
+#[derive(Debug, Clone, Copy)]
+pub struct TextLimits {
+    /// The result (or error) text with its logs; see [`MAX_RESULT_TEXT_CHARS`].
+    pub result_chars: usize,
+    /// One emitted text file shown inline; see [`MAX_EMITTED_TEXT_CHARS`].
+    pub emitted_chars: usize,
+}
+
+impl Default for TextLimits {
+    fn default() -> Self {
+        TextLimits {
+            result_chars: MAX_RESULT_TEXT_CHARS,
+            emitted_chars: MAX_EMITTED_TEXT_CHARS,
+        }
     }
+}
+
+/// The `CallToolResult` for a finished execution.
+pub fn render(outcome: &RunOutcome, limits: TextLimits) -> Value {
+    if !outcome.emitted.is_empty() {
+        return render_with_emitted(outcome, limits);
+    }
+    let max = limits.result_chars;
     match &outcome.result {
         Ok(value) => {
             let body = match value {
@@ -18,11 +38,11 @@ pub fn render(outcome: &RunOutcome) -> Value {
                 Some(v) => value_text(v),
             };
             json!({
-                "content": [{ "type": "text", "text": with_logs(body, &outcome.logs) }],
+                "content": [{ "type": "text", "text": with_logs(body, &outcome.logs, max) }],
                 "structuredContent": completed(value, &outcome.logs, None),
             })
         }
-        Err(message) => tool_error(message, &outcome.logs),
+        Err(message) => error_within(message, &outcome.logs, max),
     }
 }
 
@@ -48,9 +68,14 @@ fn value_text(v: &Value) -> String {
 
 /// Emitted values become content blocks; one text block follows with the
 /// error or a note and the logs. The return value is only structured.
-fn render_with_emitted(outcome: &RunOutcome) -> Value {
+fn render_with_emitted(outcome: &RunOutcome, limits: TextLimits) -> Value {
     let n = outcome.emitted.len();
-    let mut content: Vec<Value> = outcome.emitted.iter().map(emitted_block).collect();
+    let max = limits.result_chars;
+    let mut content: Vec<Value> = outcome
+        .emitted
+        .iter()
+        .map(|value| emitted_block(value, limits.emitted_chars))
+        .collect();
     match &outcome.result {
         Ok(value) => {
             let note = match value {
@@ -59,11 +84,11 @@ fn render_with_emitted(outcome: &RunOutcome) -> Value {
                     "({n} item(s) emitted to the user; the return value is in structuredContent.result)"
                 ),
             };
-            content.push(json!({ "type": "text", "text": with_logs(note, &outcome.logs) }));
+            content.push(json!({ "type": "text", "text": with_logs(note, &outcome.logs, max) }));
             json!({ "content": content, "structuredContent": completed(value, &outcome.logs, Some(n)) })
         }
         Err(message) => {
-            content.push(json!({ "type": "text", "text": with_logs(format!("Error: {message}"), &outcome.logs) }));
+            content.push(json!({ "type": "text", "text": with_logs(format!("Error: {message}"), &outcome.logs, max) }));
             json!({
                 "content": content,
                 "structuredContent": { "status": "error", "error": message, "logs": outcome.logs, "emitted": n },
@@ -73,13 +98,16 @@ fn render_with_emitted(outcome: &RunOutcome) -> Value {
     }
 }
 
-/// Longest decoded text file shown inline, in characters.
+/// Longest decoded text file shown inline, in characters, by default
+/// (SPEC §12): the user asked for the file, so it may be longer than a
+/// result, but still bounded.
 pub const MAX_EMITTED_TEXT_CHARS: usize = 64_000;
 
-/// One emitted value as an MCP content block.
-fn emitted_block(value: &Value) -> Value {
+/// One emitted value as an MCP content block; a text file is cut at
+/// `max_text_chars`.
+fn emitted_block(value: &Value, max_text_chars: usize) -> Value {
     if let Some(file) = tool_file(value) {
-        return file_block(file);
+        return file_block(file, max_text_chars);
     }
     if is_content_block(value) {
         return value.clone();
@@ -106,7 +134,7 @@ fn tool_file(v: &Value) -> Option<ToolFile<'_>> {
     })
 }
 
-fn file_block(f: ToolFile<'_>) -> Value {
+fn file_block(f: ToolFile<'_>, max_text_chars: usize) -> Value {
     use base64::Engine as _;
     // A block with broken base64 would make clients reject the whole result.
     if base64::engine::general_purpose::STANDARD
@@ -128,7 +156,7 @@ fn file_block(f: ToolFile<'_>) -> Value {
     if is_text_mime(&mime)
         && let Some(text) = decode_text(f.data)
     {
-        return json!({ "type": "text", "text": truncate_chars(text, MAX_EMITTED_TEXT_CHARS) });
+        return json!({ "type": "text", "text": truncate_chars(text, max_text_chars) });
     }
     json!({
         "type": "resource",
@@ -175,8 +203,13 @@ fn is_content_block(v: &Value) -> bool {
 
 /// A tool-level error: `isError` with the message and any logs.
 pub fn tool_error(message: &str, logs: &[String]) -> Value {
+    error_within(message, logs, MAX_RESULT_TEXT_CHARS)
+}
+
+/// [`tool_error`], its text cut at `max` characters.
+fn error_within(message: &str, logs: &[String], max: usize) -> Value {
     json!({
-        "content": [{ "type": "text", "text": with_logs(format!("Error: {message}"), logs) }],
+        "content": [{ "type": "text", "text": with_logs(format!("Error: {message}"), logs, max) }],
         "structuredContent": { "status": "error", "error": message, "logs": logs },
         "isError": true,
     })
@@ -191,17 +224,14 @@ pub fn text_result(text: String, is_error: bool) -> Value {
     v
 }
 
-fn with_logs(body: String, logs: &[String]) -> String {
+/// The body and the logs, cut at `max` characters.
+fn with_logs(body: String, logs: &[String], max: usize) -> String {
     let text = if logs.is_empty() {
         body
     } else {
         format!("{body}\n\nLogs:\n{}", logs.join("\n"))
     };
-    truncate(text)
-}
-
-fn truncate(text: String) -> String {
-    truncate_chars(text, MAX_RESULT_TEXT_CHARS)
+    truncate_chars(text, max)
 }
 
 fn truncate_chars(text: String, max: usize) -> String {
@@ -223,6 +253,10 @@ pub fn internal_error_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn render(outcome: &RunOutcome) -> Value {
+        super::render(outcome, TextLimits::default())
+    }
 
     fn outcome(
         result: Result<Option<Value>, &str>,
@@ -272,6 +306,25 @@ mod tests {
         assert_eq!(
             text.chars().count(),
             30_000 + "\n... [truncated 5 chars]".len()
+        );
+    }
+
+    #[test]
+    fn configured_text_limits_cut_the_result_and_emitted_files() {
+        let limits = TextLimits {
+            result_chars: 10,
+            emitted_chars: 4,
+        };
+        let long = outcome(Ok(Some(json!("x".repeat(12)))), &[], vec![]);
+        assert_eq!(
+            super::render(&long, limits)["content"][0]["text"],
+            format!("{}\n... [truncated 2 chars]", "x".repeat(10))
+        );
+        let txt = json!({"_tag":"ToolFile","name":"a.txt","mimeType":"text/plain","encoding":"base64","data":"aGVsbG8=","byteLength":5});
+        let emitted = super::render(&outcome(Ok(None), &[], vec![txt]), limits);
+        assert_eq!(
+            emitted["content"][0]["text"],
+            "hell\n... [truncated 1 chars]"
         );
     }
 

@@ -32,8 +32,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// How long a human has to decide, by default (SPEC §12).
 pub const APPROVAL_WINDOW: Duration = Duration::from_secs(4 * 60);
 
-/// Longest argument preview in the paused message (SPEC §12).
-const MAX_ARGS_PREVIEW_CHARS: usize = 4_000;
+/// Longest argument preview in the paused message, by default (SPEC §12):
+/// enough to judge a call, short enough to read before deciding.
+pub const MAX_ARGS_PREVIEW_CHARS: usize = 4_000;
 
 /// What the human decided about one pending call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,24 +74,33 @@ impl std::str::FromStr for Action {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
     pub execution_id: String,
-    /// `Approve <address>?` with the arguments (≤ 4,000 chars).
+    /// `Approve <address>?` with the arguments, cut at the preview length
+    /// (see [`MAX_ARGS_PREVIEW_CHARS`]).
     pub message: String,
 }
 
 impl ApprovalRequest {
-    fn new(execution_id: &str, address: &str, args: &Value) -> Self {
+    fn new(execution_id: &str, address: &str, args: &Value, max_preview_chars: usize) -> Self {
+        let preview = args_preview(args, max_preview_chars);
         ApprovalRequest {
             execution_id: execution_id.to_string(),
-            message: format!("Approve {address}?\n\nArguments:\n{}", args_preview(args)),
+            message: format!("Approve {address}?\n\nArguments:\n{preview}"),
         }
     }
 
-    pub(crate) fn of(execution_id: &str, pending: &PendingCall) -> Self {
-        Self::new(execution_id, &pending.path, &pending.args)
+    pub(crate) fn of(execution_id: &str, pending: &PendingCall, max_preview_chars: usize) -> Self {
+        Self::new(
+            execution_id,
+            &pending.path,
+            &pending.args,
+            max_preview_chars,
+        )
     }
 
-    /// The request a paused envelope (SPEC §9) stands for.
-    pub fn from_paused(paused: &Value) -> Option<Self> {
+    /// The request a paused envelope (SPEC §9) stands for, its arguments
+    /// cut at `max_preview_chars` (the engine's
+    /// [`crate::Engine::approval_preview_chars`]).
+    pub fn from_paused(paused: &Value, max_preview_chars: usize) -> Option<Self> {
         if !is_paused(paused) {
             return None;
         }
@@ -99,6 +109,7 @@ impl ApprovalRequest {
             sc["executionId"].as_str()?,
             sc["interaction"]["address"].as_str()?,
             &sc["interaction"]["args"],
+            max_preview_chars,
         ))
     }
 }
@@ -185,6 +196,20 @@ pub(crate) struct ApprovalGate {
     /// Bumped whenever an answer is journaled, [`JOURNAL_CLOSED`] when the
     /// run ends: a paused execution's saved state follows its journal.
     journal_version: watch::Sender<u64>,
+    /// Tool calls of the run in flight now (waiting ones included). The run
+    /// counts as paused only while every call in flight waits for a human:
+    /// one approval left pending while other calls go on is not a pause.
+    active: AtomicUsize,
+}
+
+/// One tool call in flight; see [`ApprovalGate::call_started`].
+pub(crate) struct ActiveCall(Arc<ApprovalGate>);
+
+impl Drop for ActiveCall {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.rebalance();
+    }
 }
 
 /// The journal version once the run has ended.
@@ -213,6 +238,7 @@ impl ApprovalGate {
             next_index: AtomicUsize::new(0),
             slot: Mutex::new(None),
             journal_version: watch::channel(0).0,
+            active: AtomicUsize::new(0),
         }
     }
 
@@ -246,7 +272,40 @@ impl ApprovalGate {
 
     /// Whether a call waits for a human now (the wall clock stops then).
     pub(crate) fn is_paused(&self) -> bool {
-        self.waiting.lock().is_ok_and(|w| !w.is_empty())
+        self.waiting
+            .lock()
+            .is_ok_and(|w| Self::all_waiting(&w, self.active.load(Ordering::Acquire)))
+    }
+
+    fn all_waiting(waiting: &HashMap<usize, oneshot::Sender<Decision>>, active: usize) -> bool {
+        !waiting.is_empty() && waiting.len() >= active
+    }
+
+    /// A tool call starts; dropping the guard (also when the call is
+    /// aborted) ends it.
+    pub(crate) fn call_started(self: &Arc<Self>) -> ActiveCall {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        self.rebalance();
+        ActiveCall(self.clone())
+    }
+
+    /// Puts the slot where the calls say: paused while every call in
+    /// flight waits for a human, running otherwise. A pause the paused
+    /// bounds refuse here just leaves the run counted as running.
+    fn rebalance(&self) {
+        let Ok(waiting) = self.waiting.lock() else {
+            return;
+        };
+        let paused = Self::all_waiting(&waiting, self.active.load(Ordering::Acquire));
+        if let Ok(slot) = self.slot.lock()
+            && let Some(slot) = slot.as_ref()
+        {
+            if paused {
+                let _ = slot.pause();
+            } else {
+                slot.resume();
+            }
+        }
     }
 
     /// The answers journaled so far, for the saved state.
@@ -317,8 +376,15 @@ impl ApprovalGate {
         j.indices.insert(index);
         j.entries.push(entry);
         drop(j);
-        self.journal_version
-            .send_modify(|v| *v = v.saturating_add(1).min(JOURNAL_CLOSED - 1));
+        // Never reopens a closed journal (a call aborted mid-poll may
+        // finish remembering after the run ended).
+        self.journal_version.send_if_modified(|v| {
+            let open = *v != JOURNAL_CLOSED;
+            if open {
+                *v = v.saturating_add(1).min(JOURNAL_CLOSED - 1);
+            }
+            open
+        });
     }
 
     /// Pauses the execution until a decision arrives or the window closes.
@@ -339,8 +405,10 @@ impl ApprovalGate {
                     Decision::Unavailable("the execution state is unavailable".into())
                 });
             };
-            // The first waiting call gives the running slot up.
+            // The run pauses when this call is the only one in flight; then
+            // it must be allowed to wait at all (the paused bounds).
             if waiting.is_empty()
+                && self.active.load(Ordering::Acquire) <= 1
                 && let Some(Err(refused)) = self
                     .slot
                     .lock()
@@ -375,18 +443,12 @@ impl ApprovalGate {
         })
     }
 
-    /// Call `index` no longer waits; the last one takes the running slot back.
+    /// Call `index` no longer waits: the run takes its running slot back.
     fn stop_waiting(&self, index: usize) {
-        let Ok(mut waiting) = self.waiting.lock() else {
-            return;
-        };
-        waiting.remove(&index);
-        if waiting.is_empty()
-            && let Ok(slot) = self.slot.lock()
-            && let Some(slot) = slot.as_ref()
-        {
-            slot.resume();
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.remove(&index);
         }
+        self.rebalance();
     }
 
     /// Hands the human's decision to waiting call `index`. False when that
@@ -434,9 +496,14 @@ pub(crate) fn declined_message(path: &str, reason: &str) -> String {
     }
 }
 
-/// The paused `CallToolResult` (SPEC §9).
-pub(crate) fn paused_envelope(execution_id: &str, pending: &PendingCall) -> Value {
-    let preview = args_preview(&pending.args);
+/// The paused `CallToolResult` (SPEC §9); the arguments in its text are cut
+/// at `max_preview_chars`.
+pub(crate) fn paused_envelope(
+    execution_id: &str,
+    pending: &PendingCall,
+    max_preview_chars: usize,
+) -> Value {
+    let preview = args_preview(&pending.args, max_preview_chars);
     let ttl_ms = (pending.expires_at_ms - now_ms()).max(0);
     let expires_at = iso8601(pending.expires_at_ms);
     let message = format!("Approve {}?", pending.path);
@@ -457,10 +524,10 @@ pub(crate) fn paused_envelope(execution_id: &str, pending: &PendingCall) -> Valu
     })
 }
 
-/// The arguments as pretty JSON, cut at 4,000 characters.
-fn args_preview(args: &Value) -> String {
+/// The arguments as pretty JSON, cut at `max_chars` characters.
+fn args_preview(args: &Value, max_chars: usize) -> String {
     let args_text = serde_json::to_string_pretty(args).unwrap_or_default();
-    let preview: String = args_text.chars().take(MAX_ARGS_PREVIEW_CHARS).collect();
+    let preview: String = args_text.chars().take(max_chars).collect();
     if preview.len() < args_text.len() {
         format!("{preview}\n… (arguments truncated)")
     } else {
@@ -503,7 +570,7 @@ impl ResumeRefusal {
             ResumeRefusal::AlreadySettled => "has already been settled with a different action",
             ResumeRefusal::NotReplayable => {
                 "cannot be continued after the server restarted: its tool calls before the \
-                 pause exceeded the 16 MiB journal kept for replay"
+                 pause exceeded the journal kept for replay (--max-journal-bytes)"
             }
         }
     }

@@ -110,7 +110,9 @@ impl HostBridge for ExecutionBridge {
         // sandbox calls this synchronously), not when the tasks first run:
         // a replay after a restart must give each call the same number.
         let index = inner.gate.next_call_index();
+        let active = inner.gate.call_started();
         async move {
+            let _active = active;
             let started = Instant::now();
             // After a restart, calls made before the pause are answered from
             // the journal instead of being run again.

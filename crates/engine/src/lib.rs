@@ -27,7 +27,7 @@ pub use catalog::{
     Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
 pub use core_tools::entries as core_tool_entries;
-pub use envelope::internal_error_id;
+pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
 pub use execution::{Action, ApprovalPrompt, ApprovalRequest, is_paused};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;

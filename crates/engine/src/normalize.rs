@@ -17,8 +17,8 @@ use std::path::Path;
 
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{
-    Decorator, ExportDefaultDeclarationKind, Expression, ImportDeclaration, ImportExpression,
-    Program, Statement,
+    BinaryExpression, BinaryOperator, Decorator, ExportDefaultDeclarationKind, Expression,
+    ImportDeclaration, ImportExpression, Program, Statement, TSEnumMember, TemplateLiteral,
 };
 use oxc::ast_visit::{Visit, walk};
 use oxc::codegen::Codegen;
@@ -155,7 +155,44 @@ impl UnsupportedFinder {
     }
 }
 
+/// Whether an enum member's initializer builds text at compile time (`+`,
+/// a template with expressions): oxc's enum evaluator computes such values
+/// on the host with no bound, so `B = A + A, C = B + B, …` would double a
+/// string per member.
+#[derive(Default)]
+struct BuildsText(bool);
+
+impl<'a> Visit<'a> for BuildsText {
+    fn visit_binary_expression(&mut self, it: &BinaryExpression<'a>) {
+        if it.operator == BinaryOperator::Addition {
+            self.0 = true;
+        }
+        walk::walk_binary_expression(self, it);
+    }
+
+    fn visit_template_literal(&mut self, it: &TemplateLiteral<'a>) {
+        if !it.expressions.is_empty() {
+            self.0 = true;
+        }
+        walk::walk_template_literal(self, it);
+    }
+}
+
 impl<'a> Visit<'a> for UnsupportedFinder {
+    fn visit_ts_enum_member(&mut self, it: &TSEnumMember<'a>) {
+        if let Some(init) = &it.initializer {
+            let mut builds = BuildsText::default();
+            builds.visit_expression(init);
+            if builds.0 {
+                self.note(
+                    "enum members computed with `+` or a template are not supported: write the value out",
+                    it.span,
+                );
+            }
+        }
+        walk::walk_ts_enum_member(self, it);
+    }
+
     fn visit_decorator(&mut self, it: &Decorator<'a>) {
         self.note("decorators are not supported in the sandbox", it.span);
     }
@@ -249,12 +286,11 @@ fn strip_types<'a>(allocator: &'a Allocator, mut program: Program<'a>) -> String
         .build(&program)
         .semantic
         .into_scoping();
-    let mut options = TransformOptions::default();
-    // `tsc` inlines a const enum's members where they are used and emits no
-    // object for it. oxc does the same, and still emits the object when a
-    // use it cannot inline remains (`const e = E`, which tsc would reject),
-    // so no reference is left dangling.
-    options.typescript.optimize_const_enums = true;
+    // A const enum is emitted as an object, like a regular enum, rather than
+    // inlined at each use as `tsc` does: the program behaves the same, and
+    // inlining would let a long member used a million times turn a 4 MiB
+    // request into gigabytes of host memory.
+    let options = TransformOptions::default();
     let _ = Transformer::new(allocator, Path::new("code.ts"), &options)
         .build_with_scoping(scoping, &mut program);
     Codegen::new().build(&program).code
@@ -317,6 +353,21 @@ mod tests {
     }
 
     #[test]
+    fn enum_members_that_build_text_are_refused() {
+        // Each member would double the last: unbounded host memory at compile time.
+        let doubling = "enum E { A = 'xxxxxxxxxxxxxxxx', B = A + A, C = B + B, D = C + C }";
+        for code in [doubling, "enum T { A = 'a', B = `${A}${A}` }"] {
+            let err = normalize(code).unwrap_err();
+            assert!(
+                err.contains("enum members computed with `+`"),
+                "{code}: {err}"
+            );
+        }
+        // Numbers computed from members are fine.
+        assert!(normalize("enum F { A = 1 << 2, B = A | 1, C = B * 2 }").is_ok());
+    }
+
+    #[test]
     fn enums_compile_as_typescript_does() {
         // (source, pieces the output must contain, pieces it must not).
         let cases: &[(&str, &[&str], &[&str])] = &[
@@ -342,11 +393,11 @@ mod tests {
                 &[r#"F[F["A"] = 4] = "A";"#, r#"F[F["B"] = 5] = "B";"#],
                 &[],
             ),
-            // A const enum is inlined where it is used and leaves no object.
+            // A const enum is an object too (not inlined: see strip_types).
             (
                 "const enum D { Up = 1, Down }\nreturn D.Down;",
-                &["return 2;"],
-                &["D["],
+                &[r#"D[D["Down"] = 2] = "Down";"#, "return D.Down;"],
+                &[],
             ),
             ("declare enum X { A }\nreturn 1;", &["return 1;"], &["X"]),
             // A second declaration of the same name adds to the first.

@@ -15,10 +15,12 @@ use crate::admission::{Admission, Refused, ShareLimits, Slot};
 use crate::budget::HostBudget;
 use crate::catalog::Catalog;
 use crate::core_tools;
-use crate::envelope::{self, internal_error_id};
+use crate::envelope::{
+    self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits, internal_error_id,
+};
 use crate::execution::{
     Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, Executions, LiveExecution,
-    ResumeRefusal, RunEvent, SavedExecution, is_paused, paused_envelope,
+    MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, SavedExecution, is_paused, paused_envelope,
 };
 use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
@@ -49,6 +51,12 @@ pub struct EngineConfig {
     pub max_journal_bytes: usize,
     /// Longest tool path accepted.
     pub max_tool_path_bytes: usize,
+    /// Longest result text, in characters, before it is cut with a note.
+    pub max_result_text_chars: usize,
+    /// Longest emitted text file shown inline, in characters.
+    pub max_emitted_text_chars: usize,
+    /// Longest argument preview of a paused call, in characters.
+    pub max_approval_preview_chars: usize,
 }
 
 /// SPEC §12's execution wall clock.
@@ -66,6 +74,9 @@ impl Default for EngineConfig {
             wall_clock: WALL_CLOCK,
             max_journal_bytes: crate::execution::MAX_JOURNAL_BYTES,
             max_tool_path_bytes: crate::invoke::MAX_TOOL_PATH_BYTES,
+            max_result_text_chars: MAX_RESULT_TEXT_CHARS,
+            max_emitted_text_chars: MAX_EMITTED_TEXT_CHARS,
+            max_approval_preview_chars: MAX_ARGS_PREVIEW_CHARS,
         }
     }
 }
@@ -108,6 +119,10 @@ pub struct Engine {
     /// Serialises restores of paused executions after a restart.
     restoring: tokio::sync::Mutex<()>,
     approval_window: std::time::Duration,
+    /// How much text a rendered outcome may hold.
+    text_limits: TextLimits,
+    /// Longest argument preview of a paused call, in characters.
+    approval_preview_chars: usize,
 }
 
 impl Engine {
@@ -138,7 +153,18 @@ impl Engine {
             metrics: Arc::new(EngineMetrics::default()),
             executions: Arc::new(Executions::default()),
             restoring: tokio::sync::Mutex::new(()),
+            text_limits: TextLimits {
+                result_chars: config.max_result_text_chars,
+                emitted_chars: config.max_emitted_text_chars,
+            },
+            approval_preview_chars: config.max_approval_preview_chars,
         }
+    }
+
+    /// Longest argument preview of a paused call: what a transport that
+    /// asks the human itself cuts the arguments at.
+    pub fn approval_preview_chars(&self) -> usize {
+        self.approval_preview_chars
     }
 
     pub fn metrics(&self) -> &EngineMetrics {
@@ -152,6 +178,16 @@ impl Engine {
         matches!(
             self.admission.would_refuse(org_id),
             Some(Refused::ServerFull(_))
+        )
+    }
+
+    /// `/metrics` text: the counters, and running and paused executions now.
+    pub fn render_metrics(&self) -> String {
+        let (running, paused) = self.admission.totals();
+        format!(
+            "{}# TYPE executor_executions_running gauge\nexecutor_executions_running {running}\n\
+             # TYPE executor_executions_paused gauge\nexecutor_executions_paused {paused}\n",
+            self.metrics.render()
         )
     }
 
@@ -326,7 +362,7 @@ impl Engine {
             let Some(pending) = saved.pending else {
                 return answer;
             };
-            let request = ApprovalRequest::of(&saved.id, &pending);
+            let request = ApprovalRequest::of(&saved.id, &pending, self.approval_preview_chars);
             let window = Duration::from_millis((pending.expires_at_ms - now_ms()).max(0) as u64);
             live.asked_inline.store(true, Ordering::Release);
             let mut posted = live.posted.subscribe();
@@ -372,7 +408,7 @@ impl Engine {
         if let Err(e) = self.store.insert_execution(record).await {
             return internal_error("could not record execution", &e);
         }
-        envelope::render(&outcome)
+        envelope::render(&outcome, self.text_limits)
     }
 
     /// Starts (or, after a restart, replays) the run of `saved`. With a
@@ -464,7 +500,7 @@ impl Engine {
                 }
                 if !live.persisting.swap(true, Ordering::AcqRel) {
                     // Detached: it ends with the run (the journal closes).
-                    tokio::spawn(persist_journal(self.store.clone(), live.clone()));
+                    tokio::spawn(persist_journal(self.store.clone(), Arc::downgrade(live)));
                 }
                 let record = ExecutionRecord {
                     status: "waiting_for_interaction".into(),
@@ -485,9 +521,9 @@ impl Engine {
                 if let Err(e) = self.store.insert_execution(record).await {
                     return internal_error("could not record execution", &e);
                 }
-                paused_envelope(&saved.id, &pending)
+                paused_envelope(&saved.id, &pending, self.approval_preview_chars)
             }
-            Some(RunEvent::Finished(outcome)) => envelope::render(&outcome),
+            Some(RunEvent::Finished(outcome)) => envelope::render(&outcome, self.text_limits),
             None => internal_error("execution runner stopped without an answer", &"closed"),
         }
     }
@@ -622,7 +658,7 @@ impl Engine {
                 }
                 match &saved.pending {
                     Some(next) if next.index != pending.index => {
-                        return paused_envelope(id, next);
+                        return paused_envelope(id, next, self.approval_preview_chars);
                     }
                     _ => {}
                 }
@@ -848,12 +884,26 @@ async fn save_state(
 /// Keeps a paused execution's saved journal current: a call decided while
 /// another still waits (two approvals of one `Promise.all`) answers after
 /// the pause was saved, and a replay after a restart must not repeat it.
-async fn persist_journal(store: Arc<dyn Store>, live: Arc<LiveExecution>) {
-    let mut changes = live.gate.journal_changes();
-    while changes.changed().await.is_ok() {
+///
+/// Holds the execution weakly and ends when the run does — also when the
+/// run ended before this task subscribed.
+async fn persist_journal(store: Arc<dyn Store>, live: std::sync::Weak<LiveExecution>) {
+    let Some(mut changes) = live.upgrade().map(|l| l.gate.journal_changes()) else {
+        return;
+    };
+    loop {
+        if *changes.borrow_and_update() == crate::execution::JOURNAL_CLOSED {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
         if *changes.borrow() == crate::execution::JOURNAL_CLOSED {
             return;
         }
+        let Some(live) = live.upgrade() else {
+            return;
+        };
         let journal = live.gate.journal_entries();
         let Some(saved) = live.update(|s| {
             if s.pending.is_some() {

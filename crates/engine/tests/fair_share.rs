@@ -424,3 +424,73 @@ async fn an_overlong_tool_path_is_refused_before_it_is_stored() {
     let record = serde_json::to_string(&records[0].tool_calls).unwrap();
     assert!(!record.contains("xxxxxxxxxx"), "{record}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_preview_is_cut_at_the_configured_length() {
+    let config = EngineConfig {
+        max_approval_preview_chars: 20,
+        ..EngineConfig::default()
+    };
+    let w = world("preview", config);
+    let a = ctx(&w.store, "a@example.com").await;
+    let long = "x".repeat(100);
+    let code = format!("return (await tools.t.approve({{ note: '{long}' }})).data");
+    let paused = execute(&w.engine, &a, &code).await;
+    let id = paused_id(&paused);
+    let pretty = serde_json::to_string_pretty(&json!({ "note": long })).unwrap();
+    let cut: String = pretty.chars().take(20).collect();
+    let preview = format!("Arguments:\n{cut}\n… (arguments truncated)\n");
+    assert!(text(&paused).contains(&preview), "{}", text(&paused));
+    // The structured arguments stay whole; the inline prompt is cut alike.
+    assert_eq!(
+        paused["structuredContent"]["interaction"]["args"]["note"],
+        long
+    );
+    let request = ApprovalRequest::from_paused(&paused, w.engine.approval_preview_chars()).unwrap();
+    assert!(
+        request
+            .message
+            .ends_with(&format!("{cut}\n… (arguments truncated)")),
+        "{}",
+        request.message
+    );
+    resume(&w.engine, &a, &id, "decline").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_approval_beside_other_work_is_not_a_pause() {
+    let w = world(
+        "not-a-pause",
+        EngineConfig {
+            wall_clock: Duration::from_millis(700),
+            ..EngineConfig::default()
+        },
+    );
+    let a = ctx(&w.store, "a@example.com").await;
+    let org = a.principal.org_id.clone();
+    // One approval left pending while slow calls go on: the run still
+    // counts as running, and its wall clock runs.
+    let engine = w.engine.clone();
+    let code = "tools.t.approve({ n: 1 }).catch(() => {}); \
+                for (let i = 0; i < 10; i++) await tools.t.slow({ ms: 300 }); return 'done'";
+    let run = tokio::spawn({
+        let a = a.clone();
+        async move {
+            engine
+                .call_tool(&a, "execute", &json!({ "code": code }))
+                .await
+                .unwrap()
+        }
+    });
+    // The pause envelope comes first; the program goes on behind it.
+    let paused = run.await.unwrap();
+    let id = paused_id(&paused);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        w.engine.executions_of_org(&org),
+        (1, 0),
+        "running, not paused"
+    );
+    let out = resume(&w.engine, &a, &id, "decline").await;
+    assert!(text(&out).contains("wall-clock"), "{out}");
+}

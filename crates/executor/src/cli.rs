@@ -326,6 +326,76 @@ pub struct ServeOpts {
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     #[arg(long, env = "EXECUTOR_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// Largest request body, in bytes; a larger one gets 413.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_BODY_BYTES",
+        default_value_t = executor_wire::MAX_BODY_BYTES
+    )]
+    pub max_body_bytes: usize,
+    /// How long a session with a request in flight or a stream open is kept
+    /// without other activity, in ms.
+    #[arg(
+        long,
+        env = "EXECUTOR_KEEP_ALIVE_CEILING_MS",
+        default_value_t = executor_sessions::BUSY_CEILING.as_millis() as u64
+    )]
+    pub keep_alive_ceiling: u64,
+    /// Events of one SSE stream kept in the log for replay (older ones are
+    /// dropped).
+    #[arg(
+        long,
+        env = "EXECUTOR_SSE_REPLAY_EVENTS",
+        default_value_t = executor_store::LogBounds::DEFAULT.max_events
+    )]
+    pub sse_replay_events: u32,
+    /// Bytes of one SSE stream's events kept in the log for replay.
+    #[arg(
+        long,
+        env = "EXECUTOR_SSE_REPLAY_BYTES",
+        default_value_t = executor_store::LogBounds::DEFAULT.max_bytes
+    )]
+    pub sse_replay_bytes: u64,
+    /// How often a keepalive comment is sent on an open SSE stream, in ms.
+    #[arg(
+        long,
+        env = "EXECUTOR_SSE_KEEPALIVE_MS",
+        default_value_t = executor_wire::SSE_KEEPALIVE.as_millis() as u64
+    )]
+    pub sse_keepalive: u64,
+    /// How long a standalone GET stream stays open before the server ends
+    /// it (the client reconnects), in ms.
+    #[arg(
+        long,
+        env = "EXECUTOR_GET_STREAM_ROTATION_MS",
+        default_value_t = executor_wire::GET_STREAM_ROTATION.as_millis() as u64
+    )]
+    pub get_stream_rotation: u64,
+    /// Unsent bytes a GET stream may queue for a slow reader before it is
+    /// cut off (its events stay replayable).
+    #[arg(
+        long,
+        env = "EXECUTOR_SLOW_READER_BYTES",
+        default_value_t = executor_sessions::SLOW_READER_BYTES
+    )]
+    pub slow_reader_bytes: usize,
+    /// How long the delivered events of a finished POST stream are kept for
+    /// replay, in ms.
+    #[arg(
+        long,
+        env = "EXECUTOR_REPLAY_WINDOW_MS",
+        default_value_t = executor_sessions::REPLAY_WINDOW.as_millis() as u64
+    )]
+    pub replay_window: u64,
+    /// Store writes that may wait for the writer; past it a write fails at
+    /// once instead of queueing (a session that cannot be written: 503 with
+    /// Retry-After).
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_QUEUED_WRITES",
+        default_value_t = executor_store::MAX_QUEUED_WRITES
+    )]
+    pub max_queued_writes: usize,
 }
 
 #[derive(Debug, Args)]
@@ -402,6 +472,43 @@ pub struct EngineOpts {
     /// against the execution's sandbox memory).
     #[arg(long, env = "EXECUTOR_MAX_UPSTREAM_RESPONSE_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_upstream_response_bytes: usize,
+    /// Longest result text, in characters; longer text is cut with a note
+    /// (the structured result stays whole).
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_RESULT_TEXT_CHARS",
+        default_value_t = executor_engine::MAX_RESULT_TEXT_CHARS
+    )]
+    pub max_result_text_chars: usize,
+    /// Longest emitted text file shown inline, in characters; longer text is
+    /// cut with a note.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_EMITTED_TEXT_CHARS",
+        default_value_t = executor_engine::MAX_EMITTED_TEXT_CHARS
+    )]
+    pub max_emitted_text_chars: usize,
+    /// Longest argument preview of a call waiting for approval, in
+    /// characters.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_APPROVAL_PREVIEW_CHARS",
+        default_value_t = executor_engine::execution::MAX_ARGS_PREVIEW_CHARS
+    )]
+    pub max_approval_preview_chars: usize,
+    /// Executions that may wait for a sandbox thread, in all; past it
+    /// `execute` answers at once that the server is busy (default: 4 per
+    /// sandbox thread, that is 8 × --max-concurrent-executions, 512).
+    #[arg(long, env = "EXECUTOR_MAX_QUEUED_SANDBOX_JOBS")]
+    pub max_queued_sandbox_jobs: Option<usize>,
+    /// How long past its compute deadline a run whose interrupt never fired
+    /// is abandoned by the host, in ms.
+    #[arg(
+        long,
+        env = "EXECUTOR_SANDBOX_BACKSTOP_MS",
+        default_value_t = executor_sandbox::BACKSTOP_GRACE.as_millis() as u64
+    )]
+    pub sandbox_backstop: u64,
 }
 
 #[derive(Debug, Subcommand)]

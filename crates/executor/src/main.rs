@@ -20,7 +20,8 @@ use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
 use executor_store::secrets::{self, SecretKey, SecretRef};
 use executor_store::{
-    ConnectionRecord, IntegrationRecord, PolicyRecord, SqliteStore, Store, now_ms, tokens,
+    ConnectionRecord, IntegrationRecord, LogBounds, PolicyRecord, SqliteStore, Store, StoreOptions,
+    now_ms, tokens,
 };
 use executor_wire::{App, HostPolicy, WireConfig};
 use zeroize::Zeroizing;
@@ -78,7 +79,11 @@ fn init_tracing(format: LogFormat) {
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 async fn run(cli: Cli) -> AnyResult<()> {
-    let store = open_store(&cli.global, uses_secret_key(&cli.command))?;
+    let store = open_store(
+        &cli.global,
+        store_options(&cli.command),
+        uses_secret_key(&cli.command),
+    )?;
     match cli.command {
         Command::Serve(opts) => serve(store, &cli.global, opts).await,
         Command::Mcp(opts) => {
@@ -444,18 +449,33 @@ fn first_line(s: &str) -> String {
 /// Opens the store after its start checks (SPEC §11), whose refusals are
 /// the operator's message on stderr. `needs_secret_key`: the command seals or
 /// opens connection secrets, so their key must still be there.
-fn open_store(global: &GlobalOpts, needs_secret_key: bool) -> AnyResult<Arc<dyn Store>> {
+fn open_store(
+    global: &GlobalOpts,
+    options: StoreOptions,
+    needs_secret_key: bool,
+) -> AnyResult<Arc<dyn Store>> {
     let url = global.database_url();
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Err("postgres:// is not supported yet: use the embedded default (sqlite)".into());
     }
-    let store = SqliteStore::open_url(&url)?;
+    let store = SqliteStore::open_url(&url, options)?;
     if needs_secret_key {
         // Before anything calls `SecretKey::load_or_create`, which would make
         // a new key that never opens the secrets already sealed.
         store.check_secret_key(&global.data_dir())?;
     }
     Ok(Arc::new(store))
+}
+
+/// The store's tunables: `serve` takes them from its flags; the other
+/// commands write little and use the defaults.
+fn store_options(command: &Command) -> StoreOptions {
+    match command {
+        Command::Serve(opts) => StoreOptions {
+            max_queued_writes: opts.max_queued_writes.max(1),
+        },
+        _ => StoreOptions::default(),
+    }
 }
 
 /// Whether `command` may seal or open connection secrets. Listing and
@@ -484,6 +504,8 @@ fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyR
         max_result_bytes: opts.max_result_bytes,
         max_calls_in_flight: opts.max_calls_in_flight.max(1),
         max_calls: opts.max_calls_per_execution.max(1),
+        backstop_grace: Duration::from_millis(opts.sandbox_backstop),
+        max_queued_jobs: opts.max_queued_sandbox_jobs.map(|n| n.max(1)),
     };
     let http = HttpConfig {
         allow_local_network: opts.allow_local_network,
@@ -500,6 +522,9 @@ fn engine(store: Arc<dyn Store>, global: &GlobalOpts, opts: &EngineOpts) -> AnyR
             wall_clock: Duration::from_millis(opts.execution_wall_clock.max(1)),
             max_journal_bytes: opts.max_journal_bytes,
             max_tool_path_bytes: opts.max_tool_path_bytes.max(1),
+            max_result_text_chars: opts.max_result_text_chars,
+            max_emitted_text_chars: opts.max_emitted_text_chars,
+            max_approval_preview_chars: opts.max_approval_preview_chars,
         },
         catalogs,
     )))
@@ -661,7 +686,13 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
             retention: Duration::from_secs(opts.session_retention_days * 24 * 3600),
             max_sessions_per_principal: opts.max_sessions_per_principal,
             max_get_streams_per_session: opts.max_get_streams_per_session,
-            ..SessionsConfig::default()
+            busy_ceiling: Duration::from_millis(opts.keep_alive_ceiling),
+            replay_window: Duration::from_millis(opts.replay_window),
+            sse_replay: LogBounds {
+                max_events: opts.sse_replay_events.max(1),
+                max_bytes: opts.sse_replay_bytes,
+            },
+            slow_reader_bytes: opts.slow_reader_bytes,
         },
     );
     tokio::spawn(sessions.clone().run_maintenance());
@@ -696,7 +727,9 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
                 .metrics_token
                 .clone()
                 .map(executor_wire::MetricsToken::new),
-            ..WireConfig::default()
+            max_body_bytes: opts.max_body_bytes,
+            sse_keepalive: Duration::from_millis(opts.sse_keepalive),
+            get_stream_rotation: Duration::from_millis(opts.get_stream_rotation),
         }),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");

@@ -401,7 +401,7 @@ impl HttpInvoker {
                         ..HttpFailure::upstream(message, false)
                     })?,
             );
-            body_value(&bytes, is_json)
+            json_body_value(&bytes, is_json, call.redactor)
         };
         Ok(HttpSuccess {
             status,
@@ -424,7 +424,7 @@ impl HttpInvoker {
         let details = match self.read_body(response, limit).await {
             Ok((bytes, _)) if bytes.is_empty() => None,
             Ok((bytes, false)) if bytes.len() <= MAX_ERROR_DETAIL_BYTES => {
-                Some(body_value(&bytes, is_json))
+                Some(json_body_value(&bytes, is_json, redactor))
             }
             Ok((bytes, _)) => {
                 let text = String::from_utf8_lossy(&bytes);
@@ -542,6 +542,15 @@ async fn read_bounded(
         bytes.extend_from_slice(&chunk);
     }
     Ok((bytes, false))
+}
+
+/// [`body_value`], with a JSON text redacted before it is parsed (a secret
+/// echoed as a number is caught there; strings are redacted again after).
+fn json_body_value(bytes: &[u8], is_json: bool, redactor: &Redactor) -> Value {
+    match redactor.json_text(bytes).filter(|_| is_json) {
+        Some(redacted) => body_value(&redacted, true),
+        None => body_value(bytes, is_json),
+    }
 }
 
 fn body_value(bytes: &[u8], is_json: bool) -> Value {
@@ -1181,9 +1190,15 @@ fn placement<'a>(
 fn redact_success(redactor: &Redactor, mut success: HttpSuccess) -> HttpSuccess {
     if !redactor.is_empty() {
         redactor.value(&mut success.data);
-        success.headers.values_mut().for_each(|v| {
-            redactor.text_in_place(v);
-        });
+        // Names too: `x-ratelimit-*` headers are kept whatever they are called.
+        success.headers = std::mem::take(&mut success.headers)
+            .into_iter()
+            .map(|(mut name, mut value)| {
+                redactor.header_name_in_place(&mut name);
+                redactor.text_in_place(&mut value);
+                (name, value)
+            })
+            .collect();
     }
     success
 }
@@ -1996,6 +2011,16 @@ mod tests {
                 "application/json",
                 &json!({ key.clone(): "x-api-key", token.clone(): "basic" }).to_string(),
             ),
+            "/key-as-number" => respond(
+                "200 OK",
+                "application/json",
+                &format!("{{\"key\": {key}, \"in\": [{key}]}}"),
+            ),
+            "/in-headers" => format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nlocation: /next?key={key}\r\n\
+                 x-ratelimit-{key}: 1\r\nlink: <{}>\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}",
+                lower(&key)
+            ),
             "/escaped" => respond(
                 "200 OK",
                 "text/plain",
@@ -2057,6 +2082,38 @@ mod tests {
             );
             assert!(shown.contains("[redacted]"), "{shown}");
         }
+        // An all-digit key echoed as a JSON number, short and long.
+        for digits in ["12345678", "98765432109876543210"] {
+            let ok = inv
+                .invoke(
+                    &server.base,
+                    &tool("GET", "/key-as-number", vec![], None),
+                    &[key("header")],
+                    &Credential::api_key(digits),
+                    &json!({}),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                ok.data,
+                json!({"key": "[redacted]", "in": ["[redacted]"]}),
+                "{digits}"
+            );
+        }
+        // Response headers: values and names.
+        let ok = inv
+            .invoke(
+                &server.base,
+                &tool("GET", "/in-headers", vec![], None),
+                &[key("header")],
+                &Credential::api_key(LEAKY_KEY),
+                &json!({}),
+            )
+            .await
+            .unwrap();
+        let shown = format!("{:?}", ok.headers);
+        assert_no_key(&shown, LEAKY_KEY);
+        assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");
         // JSON-escaped and lower-case percent-encoded copies.
         let cred = Credential::api_key(LEAKY_KEY);
         let ok = inv

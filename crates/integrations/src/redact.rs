@@ -91,6 +91,53 @@ impl Redactor {
         rebuild(text.as_bytes(), &spans, keep)
     }
 
+    /// Redacts a response header's name. HTTP lowers the case of names, so
+    /// a name holding a lowered form of the secret is replaced whole.
+    pub(crate) fn header_name_in_place(&self, name: &mut String) {
+        let lowered = name.to_ascii_lowercase();
+        let holds = self.forms.iter().any(|form| {
+            let form = Zeroizing::new(form.to_ascii_lowercase());
+            memmem::find(lowered.as_bytes(), &form).is_some()
+        });
+        if holds {
+            *name = REDACTED.to_string();
+        } else {
+            self.text_in_place(name);
+        }
+    }
+
+    /// Redacts a JSON text before it is parsed, so that a secret echoed as
+    /// a number (an all-digit key, which parsing could also round) is
+    /// caught too: a match inside a string becomes `[redacted]`, one outside
+    /// becomes the string `"[redacted]"`. None when nothing matched.
+    pub(crate) fn json_text(&self, text: &[u8]) -> Option<Vec<u8>> {
+        if self.is_empty() {
+            return None;
+        }
+        let spans = self.spans(text);
+        if spans.is_empty() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(text.len());
+        let mut scan = JsonScan::default();
+        let mut at = 0;
+        for (start, end) in spans {
+            scan.feed(&text[at..start]);
+            out.extend_from_slice(&text[at..start]);
+            if scan.in_string {
+                out.extend_from_slice(REDACTED.as_bytes());
+            } else {
+                out.push(b'"');
+                out.extend_from_slice(REDACTED.as_bytes());
+                out.push(b'"');
+            }
+            scan.feed(&text[start..end]);
+            at = end;
+        }
+        out.extend_from_slice(&text[at..]);
+        Some(out)
+    }
+
     /// Redacts every string and every object key inside `value`.
     pub(crate) fn value(&self, value: &mut Value) {
         if self.is_empty() {
@@ -161,6 +208,30 @@ impl Redactor {
         for form in &self.forms {
             for start in memmem::find_iter(haystack, form.as_slice()) {
                 found(start, start + form.len());
+            }
+        }
+    }
+}
+
+/// Whether a position of a JSON text is inside a string, fed in order.
+#[derive(Default)]
+struct JsonScan {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonScan {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+            } else if b == b'"' {
+                self.in_string = true;
             }
         }
     }

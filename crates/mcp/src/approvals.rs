@@ -57,9 +57,10 @@ const INPUT_KEY: &str = "approval";
 /// it leads to is authorised against the caller, like any `resume`.
 const STATE_PREFIX: &str = "executor/v1:";
 
-/// The `input_required` result for a paused envelope.
-pub(crate) fn input_required(paused: &Value) -> Value {
-    let Some(request) = ApprovalRequest::from_paused(paused) else {
+/// The `input_required` result for a paused envelope; the arguments shown
+/// are cut at `max_preview_chars`.
+pub(crate) fn input_required(paused: &Value, max_preview_chars: usize) -> Value {
+    let Some(request) = ApprovalRequest::from_paused(paused, max_preview_chars) else {
         return paused.clone();
     };
     json!({

@@ -175,7 +175,7 @@ impl McpServer {
                     None => engine.call_tool(scope.ctx, name, args).await,
                 };
                 result.map(|r| match executor_engine::is_paused(&r) {
-                    true => approvals::input_required(&r),
+                    true => approvals::input_required(&r, engine.approval_preview_chars()),
                     false => r,
                 })
             }

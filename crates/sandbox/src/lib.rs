@@ -9,7 +9,7 @@
 mod pool;
 mod run;
 
-pub use pool::Pool;
+pub use pool::{BACKSTOP_GRACE, Pool, QUEUED_PER_THREAD};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +32,13 @@ pub struct Limits {
     pub max_calls_in_flight: usize,
     /// Tool calls one run may make in all (SPEC §12).
     pub max_calls: usize,
+    /// How long the host waits past the compute deadline before it abandons
+    /// a run whose interrupt never fired (see [`BACKSTOP_GRACE`]).
+    pub backstop_grace: Duration,
+    /// Runs that may wait for a sandbox thread, in all; past it a run is
+    /// refused with [`SandboxError::Busy`]. `None`: [`QUEUED_PER_THREAD`]
+    /// per thread of the pool's ceiling.
+    pub max_queued_jobs: Option<usize>,
 }
 
 impl Default for Limits {
@@ -44,6 +51,8 @@ impl Default for Limits {
             max_result_bytes: 1024 * 1024,
             max_calls_in_flight: 32,
             max_calls: 10_000,
+            backstop_grace: BACKSTOP_GRACE,
+            max_queued_jobs: None,
         }
     }
 }

@@ -21,17 +21,23 @@ use crate::{HostBridge, Limits, RunOutcome, SandboxError, Stop};
 /// its own limit (a catchable "stack overflow") long before the OS guard page.
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 
-/// How long a run may outlive its compute deadline before it is abandoned.
-const BACKSTOP_GRACE: Duration = Duration::from_secs(30);
+/// How long a run may outlive its compute deadline before it is abandoned,
+/// by default (SPEC §12): the interrupt handler ends a run long before; this
+/// only catches one stuck where the handler cannot fire.
+pub const BACKSTOP_GRACE: Duration = Duration::from_secs(30);
+
+/// Shortest wait between two backstop checks, so that a tiny grace never
+/// turns the wait for a run with tool calls in flight into a busy loop.
+const BACKSTOP_RECHECK: Duration = Duration::from_millis(100);
 
 /// How long a queued job waits before the pool grows for it.
 const SLOW_LANE_DELAY: Duration = Duration::from_millis(10);
 
-/// Jobs that may wait for a thread, per thread of the ceiling. Admission
-/// control above keeps the queue short; past this bound a run is refused
-/// (`SandboxError::Busy`, a 503 to the client) instead of queueing without
-/// bound.
-const QUEUED_PER_THREAD: usize = 4;
+/// Jobs that may wait for a thread, per thread of the ceiling, unless
+/// [`Limits::max_queued_jobs`] sets a total. Admission control above keeps
+/// the queue short; past this bound a run is refused (`SandboxError::Busy`,
+/// a 503 to the client) instead of queueing without bound.
+pub const QUEUED_PER_THREAD: usize = 4;
 
 struct Job {
     code: String,
@@ -56,10 +62,15 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// `max_threads` bounds concurrent executions; jobs beyond it queue.
+    /// `max_threads` bounds concurrent executions; jobs beyond it queue, up
+    /// to `limits.max_queued_jobs`.
     pub fn new(limits: Limits, max_threads: usize) -> Self {
         let max_threads = max_threads.max(1);
-        let (submit, jobs) = crossbeam_channel::bounded(max_threads * QUEUED_PER_THREAD);
+        let queued = limits
+            .max_queued_jobs
+            .unwrap_or(max_threads * QUEUED_PER_THREAD)
+            .max(1);
+        let (submit, jobs) = crossbeam_channel::bounded(queued);
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
@@ -120,12 +131,11 @@ impl Pool {
                 crossbeam_channel::TrySendError::Full(_) => SandboxError::Busy,
                 crossbeam_channel::TrySendError::Disconnected(_) => SandboxError::WorkerLost,
             })?;
-        // The host backstop (SPEC §6): a run still going 30 s after its
-        // compute deadline (which moves while tool calls are in flight) is
-        // abandoned; its thread is left to finish on its own.
-        let mut backstop = Box::pin(tokio::time::sleep(
-            self.shared.limits.timeout + BACKSTOP_GRACE,
-        ));
+        // The host backstop (SPEC §6): a run still going `backstop_grace`
+        // (30 s) after its compute deadline (which moves while tool calls
+        // are in flight) is abandoned; its thread is left to finish on its own.
+        let grace = self.shared.limits.backstop_grace;
+        let mut backstop = Box::pin(tokio::time::sleep(self.shared.limits.timeout + grace));
         let mut slow_lane = Box::pin(tokio::time::sleep(SLOW_LANE_DELAY));
         loop {
             tokio::select! {
@@ -139,14 +149,14 @@ impl Pool {
                 }
                 _ = &mut backstop => {
                     let deadline = deadline_ms.load(Ordering::Acquire);
-                    let overdue = deadline > 0 && unix_ms() > deadline + BACKSTOP_GRACE.as_millis() as i64;
+                    let overdue = deadline > 0 && unix_ms() > deadline + grace.as_millis() as i64;
                     if overdue {
                         return Ok(RunOutcome::failed(format!(
                             "execution timed out after {} ms",
                             self.shared.limits.timeout.as_millis()
                         )));
                     }
-                    backstop = Box::pin(tokio::time::sleep(BACKSTOP_GRACE));
+                    backstop = Box::pin(tokio::time::sleep(grace.max(BACKSTOP_RECHECK)));
                 }
             }
         }

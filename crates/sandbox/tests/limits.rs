@@ -495,6 +495,27 @@ async fn a_full_queue_refuses_instead_of_growing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_queue_bound_replaces_the_per_thread_one() {
+    // One thread would queue 4 by default; 8 runs fit in a total of 16.
+    let limits = Limits {
+        max_queued_jobs: Some(16),
+        ..Limits::default()
+    };
+    let p = Pool::new(limits, 1);
+    let short = "const t = Date.now(); while (Date.now() - t < 50) {} return 1";
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let p = p.clone();
+            tokio::spawn(async move { p.run(short.into(), None).await })
+        })
+        .collect();
+    for run in runs {
+        let out = run.await.unwrap().expect("no run is refused");
+        assert_eq!(out.result, Ok(Some(json!(1))));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_costs_one_run_and_the_runtime_is_replaced() {
     let p = Pool::new(Limits::default(), 1);
     let bridge = Arc::new(Counting::default());

@@ -11,10 +11,11 @@ mod runtime;
 mod streams;
 
 pub use lifecycle::{
-    AcquireError, MAX_GET_STREAMS_PER_SESSION, MAX_SESSIONS_PER_PRINCIPAL, REPLAY_WINDOW, Sessions,
-    SessionsConfig, SessionsMetrics,
+    AcquireError, BUSY_CEILING, MAX_GET_STREAMS_PER_SESSION, MAX_SESSIONS_PER_PRINCIPAL,
+    REPLAY_WINDOW, Sessions, SessionsConfig, SessionsMetrics,
 };
 pub use runtime::{ClientResponse, Lease, Runtime};
 pub use streams::{
-    Listener, OutboundStream, SseEvent, StreamLimit, mark_delivered, parse_event_id, replay,
+    Listener, OutboundStream, SLOW_READER_BYTES, SseEvent, StreamLimit, mark_delivered,
+    parse_event_id, replay,
 };

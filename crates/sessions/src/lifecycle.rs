@@ -32,19 +32,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use executor_mcp::McpServer;
-use executor_store::{Principal, SessionRecord, Store, now_ms};
+use executor_store::{LogBounds, Principal, SessionRecord, Store, now_ms};
 use futures::FutureExt;
 use futures::future::Shared;
 use serde_json::Value;
 
 use crate::runtime::{Lease, Runtime};
+use crate::streams::{OutboundStream, SLOW_READER_BYTES};
 
 #[derive(Debug, Clone)]
 pub struct SessionsConfig {
     pub idle_timeout: Duration,
     pub paused_idle_timeout: Duration,
     /// How long a runtime with a request in flight or a stream open is kept
-    /// without other activity.
+    /// without other activity (see [`BUSY_CEILING`]).
     pub busy_ceiling: Duration,
     /// Records untouched this long are garbage-collected.
     pub retention: Duration,
@@ -56,6 +57,12 @@ pub struct SessionsConfig {
     /// How long the delivered events of a POST stream stay in the log after
     /// its last event; replay cannot need them afterwards.
     pub replay_window: Duration,
+    /// How much of each stream the event log keeps for replay (SPEC §12:
+    /// 64 events / 2 MiB); older events of the stream are dropped.
+    pub sse_replay: LogBounds,
+    /// Unflushed bytes a GET stream may queue before it is cut off (see
+    /// [`SLOW_READER_BYTES`]).
+    pub slow_reader_bytes: usize,
 }
 
 /// Default cap on live sessions per (account, org) (SPEC §12).
@@ -64,17 +71,23 @@ pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 1_000;
 pub const MAX_GET_STREAMS_PER_SESSION: usize = 8;
 /// Default replay window of a finished POST stream's events (SPEC §12).
 pub const REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
+/// Default keep-alive ceiling of a runtime with a request in flight or a
+/// stream open (SPEC §3, §12): longer than a GET stream lives before its
+/// rotation (30 min), so only a lease that is never released reaches it.
+pub const BUSY_CEILING: Duration = Duration::from_secs(35 * 60);
 
 impl Default for SessionsConfig {
     fn default() -> Self {
         SessionsConfig {
             idle_timeout: Duration::from_secs(300),
             paused_idle_timeout: Duration::from_secs(540),
-            busy_ceiling: Duration::from_secs(35 * 60),
+            busy_ceiling: BUSY_CEILING,
             retention: Duration::from_secs(30 * 24 * 3600),
             max_sessions_per_principal: MAX_SESSIONS_PER_PRINCIPAL,
             max_get_streams_per_session: MAX_GET_STREAMS_PER_SESSION,
             replay_window: REPLAY_WINDOW,
+            sse_replay: LogBounds::DEFAULT,
+            slow_reader_bytes: SLOW_READER_BYTES,
         }
     }
 }
@@ -195,6 +208,13 @@ impl Sessions {
     /// A receiver that turns true when shutdown begins.
     pub fn draining(&self) -> tokio::sync::watch::Receiver<bool> {
         self.inner.draining.subscribe()
+    }
+
+    /// A new stream of `session_id` whose events the log keeps within the
+    /// configured replay bounds.
+    pub fn outbound_stream(&self, session_id: &str, stream_id: String) -> OutboundStream {
+        OutboundStream::new(self.inner.store.clone(), session_id, stream_id, 0)
+            .with_bounds(self.inner.config.sse_replay)
     }
 
     /// Runtimes in memory now.
@@ -398,7 +418,13 @@ impl Sessions {
             .server
             .build_tool_list(&record.owner.org_id, native)
             .await;
-        let runtime = Runtime::new(record, tools, self.inner.config.max_get_streams_per_session);
+        let config = &self.inner.config;
+        let runtime = Runtime::new(
+            record,
+            tools,
+            config.max_get_streams_per_session,
+            config.slow_reader_bytes,
+        );
         runtime.set_catalog_version(version);
         runtime
     }

@@ -26,6 +26,8 @@ pub struct Runtime {
     listeners: Mutex<ListenerRegistry>,
     /// Most GET streams open at once (SPEC §12).
     max_listeners: usize,
+    /// Unflushed bytes a GET stream may queue before it is cut off.
+    slow_reader_bytes: usize,
     /// Server-initiated requests (elicitation) waiting for the client's
     /// response, by JSON-encoded request id.
     awaiting_client: Mutex<HashMap<String, oneshot::Sender<Value>>>,
@@ -34,7 +36,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub(crate) fn new(record: SessionRecord, tools: Arc<Vec<Value>>, max_listeners: usize) -> Self {
+    pub(crate) fn new(
+        record: SessionRecord,
+        tools: Arc<Vec<Value>>,
+        max_listeners: usize,
+        slow_reader_bytes: usize,
+    ) -> Self {
         let ctx = CallContext {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
@@ -48,6 +55,7 @@ impl Runtime {
             in_flight: AtomicUsize::new(0),
             listeners: Mutex::new(ListenerRegistry::default()),
             max_listeners,
+            slow_reader_bytes,
             awaiting_client: Mutex::new(HashMap::new()),
             disposed: watch::channel(false).0,
         }
@@ -131,7 +139,7 @@ impl Runtime {
         if listeners.open() >= self.max_listeners {
             return Err(StreamLimit(self.max_listeners));
         }
-        let (listener, sender) = Listener::new(stream_id);
+        let (listener, sender) = Listener::new(stream_id, self.slow_reader_bytes);
         listeners.add(sender);
         Ok(listener)
     }

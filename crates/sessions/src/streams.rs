@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use executor_store::{EventRecord, LogBounds, Store, StoreResult, now_ms};
 use tokio::sync::mpsc;
 
-/// Unflushed bytes a GET stream may queue before it is cut off (SPEC §2).
-const SLOW_READER_CAP_BYTES: usize = 8 * 1024 * 1024;
+/// Unflushed bytes a GET stream may queue before it is cut off, by default
+/// (SPEC §2, §12): a reader that far behind holds memory for nobody; its
+/// events stay in the log, replayable on its next GET.
+pub const SLOW_READER_BYTES: usize = 8 * 1024 * 1024;
 
 /// Reconnection delay suggested to clients in priming events.
 const RECONNECT_HINT_MS: u32 = 1000;
@@ -80,8 +82,15 @@ impl OutboundStream {
             session_id: session_id.to_string(),
             stream_id,
             next_seq: after_seq + 1,
-            bounds: LogBounds::default(),
+            bounds: LogBounds::DEFAULT,
         }
+    }
+
+    /// Keeps the stream's events in the log within `bounds` rather than
+    /// the default.
+    pub(crate) fn with_bounds(mut self, bounds: LogBounds) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     pub fn stream_id(&self) -> &str {
@@ -171,7 +180,8 @@ pub struct Listener {
 }
 
 impl Listener {
-    pub(crate) fn new(stream_id: String) -> (Self, ListenerSender) {
+    /// `slow_reader_bytes`: unflushed bytes queued before the stream is cut off.
+    pub(crate) fn new(stream_id: String, slow_reader_bytes: usize) -> (Self, ListenerSender) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queued_bytes = Arc::new(AtomicUsize::new(0));
         (
@@ -184,6 +194,7 @@ impl Listener {
                 stream_id,
                 tx,
                 queued_bytes,
+                slow_reader_bytes,
                 next_notification_seq: AtomicI64::new(1),
             },
         )
@@ -205,6 +216,8 @@ pub(crate) struct ListenerSender {
     stream_id: String,
     tx: mpsc::UnboundedSender<SseEvent>,
     queued_bytes: Arc<AtomicUsize>,
+    /// Past this many queued bytes the reader is cut off.
+    slow_reader_bytes: usize,
     /// Numbers notifications on this stream (its priming event is seq 0).
     next_notification_seq: AtomicI64,
 }
@@ -216,7 +229,7 @@ impl ListenerSender {
         let queued = self
             .queued_bytes
             .fetch_add(event.data.len(), Ordering::AcqRel);
-        if queued + event.data.len() > SLOW_READER_CAP_BYTES {
+        if queued + event.data.len() > self.slow_reader_bytes {
             return false;
         }
         self.tx.send(event).is_ok()

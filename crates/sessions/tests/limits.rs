@@ -1,5 +1,6 @@
 //! SPEC §12 limits at the `Sessions` seam: live sessions per (account, org),
-//! GET streams per session, and the event log of finished POST streams.
+//! GET streams per session, the event log of finished POST streams and the
+//! events a stream keeps for replay.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::McpServer;
 use executor_sessions::{AcquireError, OutboundStream, Sessions, SessionsConfig, StreamLimit};
-use executor_store::{Principal, SqliteStore, Store};
+use executor_store::{LogBounds, Principal, SqliteStore, Store};
 use serde_json::json;
 
 struct Fixture {
@@ -208,4 +209,33 @@ async fn delivered_events_of_lapsed_streams_are_deleted_and_undelivered_kept() {
         .unwrap();
     assert_eq!(replayed.len(), 1);
     assert_eq!(replayed[0].stream_id, "lost");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_keeps_the_configured_number_of_events_for_replay() {
+    let f = fixture(SessionsConfig {
+        sse_replay: LogBounds {
+            max_events: 2,
+            ..LogBounds::DEFAULT
+        },
+        ..SessionsConfig::default()
+    })
+    .await;
+    let id = create(&f, &f.alice).await.unwrap();
+    let mut stream = f.sessions.outbound_stream(&id, "s".into());
+    for n in 1..=3 {
+        stream
+            .log(&json!({"jsonrpc": "2.0", "method": "n", "params": {"n": n}}))
+            .await
+            .unwrap();
+    }
+    let kept: Vec<i64> = f
+        .store
+        .events_after(&id, "s", 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(kept, [2, 3], "the oldest event past the bound is dropped");
 }

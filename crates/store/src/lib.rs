@@ -15,7 +15,8 @@ mod writer;
 
 pub use preflight::Refusal;
 pub use records::*;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, StoreOptions};
+pub use writer::MAX_QUEUED_WRITES;
 
 use async_trait::async_trait;
 

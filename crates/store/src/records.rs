@@ -57,12 +57,18 @@ pub struct LogBounds {
     pub max_bytes: u64,
 }
 
+impl LogBounds {
+    /// SPEC §12's replay per stream: enough for a request's elicitations
+    /// and its answer, and a stream that lost its reader holds no more.
+    pub const DEFAULT: LogBounds = LogBounds {
+        max_events: 64,
+        max_bytes: 2 * 1024 * 1024,
+    };
+}
+
 impl Default for LogBounds {
     fn default() -> Self {
-        LogBounds {
-            max_events: 64,
-            max_bytes: 2 * 1024 * 1024,
-        }
+        LogBounds::DEFAULT
     }
 }
 

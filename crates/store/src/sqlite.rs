@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::secrets::{KEY_ENV_VAR, SecretRef};
-use crate::writer::Writer;
+use crate::writer::{MAX_QUEUED_WRITES, Writer};
 use crate::*;
 
 const MIGRATIONS: &[&str] = &[
@@ -154,6 +154,22 @@ const IDLE_CONNECTIONS: usize = 8;
 /// server and CLI commands share the file) before giving up.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Tunables of [`SqliteStore`] (SPEC §12).
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// Writes that may wait for the writer thread; past it a write fails at
+    /// once with [`StoreError::Busy`] (see [`MAX_QUEUED_WRITES`]).
+    pub max_queued_writes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_queued_writes: MAX_QUEUED_WRITES,
+        }
+    }
+}
+
 pub struct SqliteStore {
     path: Arc<std::path::PathBuf>,
     /// Read connections. WAL readers never wait for writers, and a point
@@ -169,6 +185,11 @@ impl SqliteStore {
     /// of this release, or that this process cannot write, is refused with
     /// [`StoreError::Refused`] before anything is written to it.
     pub fn open(path: &Path) -> StoreResult<Self> {
+        Self::open_with(path, StoreOptions::default())
+    }
+
+    /// [`SqliteStore::open`] with the operator's tunables.
+    pub fn open_with(path: &Path, options: StoreOptions) -> StoreResult<Self> {
         preflight::prepare_files(path)?;
         preflight::check_header(path)?;
         {
@@ -182,16 +203,16 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: Arc::new(path.to_path_buf()),
             pool: Arc::new(Mutex::new(vec![conn])),
-            writer: Writer::start(path, open_connection)?,
+            writer: Writer::start(path, open_connection, options.max_queued_writes)?,
         })
     }
 
     /// Opens the store named by a `sqlite://PATH` URL.
-    pub fn open_url(url: &str) -> StoreResult<Self> {
+    pub fn open_url(url: &str, options: StoreOptions) -> StoreResult<Self> {
         let path = url
             .strip_prefix("sqlite://")
             .ok_or_else(|| StoreError::Invalid(format!("not a sqlite:// URL: {url}")))?;
-        Self::open(Path::new(path))
+        Self::open_with(Path::new(path), options)
     }
 
     /// The start check for commands that seal or open connection secrets:

@@ -19,10 +19,10 @@ use crate::{StoreError, StoreResult};
 /// Writes taken into one transaction at most.
 const MAX_BATCH: usize = 512;
 
-/// Writes that may wait for the writer (SPEC §12: bounded). A group commit
-/// takes up to [`MAX_BATCH`] at once, so this is several commits' worth;
-/// past it a write fails at once with [`StoreError::Busy`].
-const MAX_QUEUED: usize = 8 * MAX_BATCH;
+/// Writes that may wait for the writer, by default (SPEC §12: bounded). A
+/// group commit takes up to [`MAX_BATCH`] at once, so this is several
+/// commits' worth; past it a write fails at once with [`StoreError::Busy`].
+pub const MAX_QUEUED_WRITES: usize = 8 * MAX_BATCH;
 
 type Output = Box<dyn Any + Send>;
 type Work = Box<dyn FnOnce(&Connection) -> StoreResult<Output> + Send>;
@@ -39,11 +39,13 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
+    /// `max_queued`: writes that may wait before one is refused as busy.
     pub(crate) fn start(
         path: &Path,
         open: fn(&Path) -> StoreResult<Connection>,
+        max_queued: usize,
     ) -> StoreResult<Self> {
-        Self::start_with(open(path)?, MAX_QUEUED)
+        Self::start_with(open(path)?, max_queued.max(1))
     }
 
     fn start_with(conn: Connection, capacity: usize) -> StoreResult<Self> {

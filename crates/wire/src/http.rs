@@ -28,7 +28,7 @@ use crate::WireError;
 use crate::auth::{self, Authenticated, MetricsToken, authenticate};
 use crate::drain::{InFlight, InFlightGuard};
 use crate::guard::HostPolicy;
-use crate::sse::{self, Source};
+use crate::sse::{self, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -39,12 +39,15 @@ const LAST_EVENT_HEADER: &str = "last-event-id";
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request body may stall between two chunks (SPEC §12).
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest request body read (SPEC §12); a larger one gets 413.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct WireConfig {
     pub hosts: HostPolicy,
     /// `access-control-allow-origin`; `*` suits a bearer-only API.
     pub cors_origin: String,
+    /// See [`MAX_BODY_BYTES`].
     pub max_body_bytes: usize,
     /// Most messages in one JSON-RPC batch.
     pub max_batch: usize,
@@ -58,6 +61,10 @@ pub struct WireConfig {
     pub max_connections: Option<usize>,
     /// When set, `/metrics` answers only `Authorization: Bearer <token>`.
     pub metrics_token: Option<MetricsToken>,
+    /// See [`SSE_KEEPALIVE`].
+    pub sse_keepalive: Duration,
+    /// See [`GET_STREAM_ROTATION`].
+    pub get_stream_rotation: Duration,
 }
 
 impl Default for WireConfig {
@@ -65,12 +72,14 @@ impl Default for WireConfig {
         WireConfig {
             hosts: HostPolicy::loopback(),
             cors_origin: "*".into(),
-            max_body_bytes: 4 * 1024 * 1024,
+            max_body_bytes: MAX_BODY_BYTES,
             max_batch: executor_mcp::MAX_BATCH,
             header_read_timeout: HEADER_READ_TIMEOUT,
             body_read_timeout: BODY_READ_TIMEOUT,
             max_connections: None,
             metrics_token: None,
+            sse_keepalive: SSE_KEEPALIVE,
+            get_stream_rotation: GET_STREAM_ROTATION,
         }
     }
 }
@@ -197,7 +206,10 @@ async fn route(
     if !matches!(method, Method::GET | Method::POST | Method::DELETE) {
         return Err(WireError::MethodNotAllowed);
     }
-    if app.sessions.is_draining() {
+    // Draining: no new streams and no new sessions; POSTs to existing
+    // sessions are refused below only when they carry new requests, so an
+    // answer to our own elicitation still reaches a run in flight.
+    if app.sessions.is_draining() && method == Method::GET {
         return Err(WireError::Draining);
     }
     app.config.hosts.check(headers)?;
@@ -228,6 +240,8 @@ async fn post(
 ) -> Result<Response, WireError> {
     let lease = match &session_id {
         Some(id) => Some(app.sessions.acquire(id, &principal).await?),
+        // Draining: no new sessions and no sessionless work.
+        None if app.sessions.is_draining() => return Err(WireError::Draining),
         None => None,
     };
     let accepts = Accepts::of(headers);
@@ -348,6 +362,9 @@ async fn post_in_session(
         // Notifications and responses only: accepted, nothing to answer.
         return Ok(StatusCode::ACCEPTED.into_response());
     }
+    if app.sessions.is_draining() {
+        return Err(WireError::Draining);
+    }
     if let [req] = requests.as_slice()
         && app.server().refused_for_load(&lease.ctx, req)
     {
@@ -391,7 +408,7 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
 fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
     let store = app.store().clone();
     let server = app.server().clone();
-    let out = OutboundStream::new(store.clone(), lease.id(), random_id(9), 0);
+    let out = app.sessions.outbound_stream(lease.id(), random_id(9));
     let preamble = vec![out.priming().frame()];
     let (tx, rx) = mpsc::channel(4);
     let stream = RequestStream {
@@ -400,7 +417,10 @@ fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
         lease: lease.clone(),
     };
     let stream_lease = lease.clone();
+    // The work outlives a client that goes away; shutdown still waits for it.
+    let in_flight = app.in_flight.enter();
     tokio::spawn(async move {
+        let _in_flight = in_flight;
         let prompt = lease.native_elicitation().then(|| ElicitPrompt {
             stream: stream.clone(),
         });
@@ -420,7 +440,18 @@ fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
             });
         stream.send(&response).await;
     });
-    sse::response(stream_lease, store, preamble, Source::Post(rx), false, None)
+    let timing = sse::Timing {
+        keepalive: app.config.sse_keepalive,
+        rotate_after: None,
+    };
+    sse::response(
+        stream_lease,
+        store,
+        preamble,
+        Source::Post(rx),
+        timing,
+        None,
+    )
 }
 
 /// The SSE stream of one POSTed request: each message is logged, then
@@ -626,7 +657,10 @@ async fn listen(
         app.store().clone(),
         preamble,
         Source::Listen(listener),
-        true,
+        sse::Timing {
+            keepalive: app.config.sse_keepalive,
+            rotate_after: Some(app.config.get_stream_rotation),
+        },
         Some(until),
     );
     set_session_header(&mut res, &session_id);
@@ -864,6 +898,6 @@ async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
         m.disposed.load(Ordering::Relaxed),
         m.restore_micros_total.load(Ordering::Relaxed) as f64 / 1e6,
         restored,
-    ) + &app.server().engine().metrics().render();
+    ) + &app.server().engine().render_metrics();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -19,5 +19,6 @@ pub use auth::MetricsToken;
 pub use drain::InFlight;
 pub use error::WireError;
 pub use guard::HostPolicy;
-pub use http::{App, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, WireConfig, router};
+pub use http::{App, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BODY_BYTES, WireConfig, router};
 pub use server::serve;
+pub use sse::{GET_STREAM_ROTATION, SSE_KEEPALIVE};

@@ -16,11 +16,14 @@ use executor_store::Store;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Interval};
 
-/// Comment sent on every open stream this often (SPEC §2).
-const KEEPALIVE: Duration = Duration::from_secs(25);
-/// The standalone GET stream is closed after this, so proxies never hold
-/// it forever; the client reconnects.
-const GET_ROTATION: Duration = Duration::from_secs(30 * 60);
+/// Comment sent on every open stream this often (SPEC §2), by default: under
+/// the 30–60 s idle timeouts common in proxies, so a quiet stream stays open.
+pub const SSE_KEEPALIVE: Duration = Duration::from_secs(25);
+/// The standalone GET stream is closed after this, by default, so proxies
+/// never hold it forever; the client reconnects.
+pub const GET_STREAM_ROTATION: Duration = Duration::from_secs(30 * 60);
+/// Shortest keepalive period: a zero one would make the interval panic.
+const MIN_KEEPALIVE: Duration = Duration::from_millis(1);
 
 /// Where a stream's live events come from.
 pub enum Source {
@@ -55,22 +58,33 @@ struct StreamState {
     finished: bool,
 }
 
+/// When a stream sends keepalives and when it ends by itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// A keepalive comment goes out this often (see [`SSE_KEEPALIVE`]).
+    pub keepalive: Duration,
+    /// The stream ends after this (see [`GET_STREAM_ROTATION`]); `None` for
+    /// a POST's stream, which ends with its answer.
+    pub rotate_after: Option<Duration>,
+}
+
 /// Builds the 200 `text/event-stream` response. `preamble` goes first
 /// (priming event, replayed events); the headers are sent at once. A
-/// stream with `rotate` ends after [`GET_ROTATION`]; one with `until` ends
-/// when that future resolves.
+/// stream ends after `timing.rotate_after` when set, and when `until`
+/// resolves.
 pub fn response(
     lease: Lease,
     store: Arc<dyn Store>,
     preamble: Vec<String>,
     source: Source,
-    rotate: bool,
+    timing: Timing,
     until: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 ) -> Response {
+    let keepalive = timing.keepalive.max(MIN_KEEPALIVE);
     let state = StreamState {
         preamble: preamble.into_iter().map(Bytes::from).collect(),
-        keepalive: tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE),
-        rotate_at: rotate.then(|| Instant::now() + GET_ROTATION),
+        keepalive: tokio::time::interval_at(Instant::now() + keepalive, keepalive),
+        rotate_at: timing.rotate_after.map(|after| Instant::now() + after),
         disposed: lease.disposed(),
         until,
         session_id: lease.id().to_string(),

@@ -1,6 +1,7 @@
 //! SPEC §12 limits and the hardening of the side routes, driven through
-//! `router()`: batch size, body stalls, session and GET-stream caps, the
-//! Host check of the protected-resource metadata, the `/metrics` token.
+//! `router()`: batch size, body size, body stalls, SSE keepalive and
+//! rotation, session and GET-stream caps, the Host check of the
+//! protected-resource metadata, the `/metrics` token.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -149,6 +150,77 @@ async fn a_batch_over_the_limit_is_refused_and_nothing_runs() {
     let res = f.post(&alice, Some(&session), tool_calls(3)).await;
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(json_of(res).await.as_array().map(Vec::len), Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_configured_limit_is_413_and_nothing_runs() {
+    let f = fixture(
+        WireConfig {
+            max_body_bytes: 400,
+            ..WireConfig::default()
+        },
+        SessionsConfig::default(),
+    )
+    .await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    let call = |code: String| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "execute", "arguments": {"code": code}
+        }})
+    };
+    let big = call(format!("return '{}';", "x".repeat(400)));
+    let res = f.post(&alice, Some(&session), big).await;
+    assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body = json_of(res).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over 400 bytes"),
+        "{body}"
+    );
+    assert!(
+        f.store.list_executions(None, 10).await.unwrap().is_empty(),
+        "the refused call never ran"
+    );
+    let small = f
+        .post(&alice, Some(&session), call("return 1;".into()))
+        .await;
+    assert_eq!(small.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_stream_keeps_alive_and_rotates_at_the_configured_times() {
+    let f = fixture(
+        WireConfig {
+            sse_keepalive: Duration::from_millis(50),
+            get_stream_rotation: Duration::from_millis(400),
+            ..WireConfig::default()
+        },
+        SessionsConfig::default(),
+    )
+    .await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    let res = f.send(mcp(&alice, "GET", Some(&session))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let started = Instant::now();
+    let mut frames = res.into_body().into_data_stream();
+    let mut text = String::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(5), frames.next())
+        .await
+        .unwrap_or_else(|_| panic!("the stream never rotated; got {text:?}"))
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(text.contains(": keepalive\n\n"), "{text:?}");
+    assert!(text.ends_with(": reconnect\n\n"), "{text:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
