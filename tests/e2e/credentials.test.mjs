@@ -127,6 +127,9 @@ test("credentials: the secret read from stdin reaches the upstream, and the CLI 
   assert.equal(upstream.seen[1].headers.authorization, `Basic ${BASIC_TOKEN}`);
   const listed = srv.cli(["connections", "list", "--data-dir", srv.dataDir]);
   assertClean(listed, "connections list");
+  // A secret too short to be scrubbed from results is refused.
+  assert.throws(() => cliWithStdin(["connections", "set", "trav", "--api-key", "-"], "abc\n"), /fewer than 4 bytes/);
+  assert.equal(upstream.seen.length, 2);
 });
 
 test("credentials: the key as an object key, JSON-escaped, lower-case percent-encoded, Basic's base64", async () => {

@@ -140,6 +140,21 @@ test("revocation: a revoked token's open GET stream closes within 5 s", async ()
     assert.ok(Date.now() - t0 <= 5000, `closed after ${Date.now() - t0} ms`);
     const refused = await post(srv, rpc("tools/list", {}), { bearer, sessionId, protocolVersion });
     assert.equal(refused.status, 401);
+    // A POST's own stream closes too, while its work goes on.
+    const other = srv.mint("revoke2@example.com");
+    const second = await initSession(srv, other, "2025-11-25");
+    const long = { name: "execute", arguments: { code: "const t = Date.now(); while (Date.now() - t < 9000) {} return 1" } };
+    const call = await openStream(srv.mcpUrl, {
+      method: "POST",
+      headers: { ...mcpHeaders({ bearer: other, sessionId: second.sessionId, protocolVersion: second.protocolVersion }), "content-type": "application/json" },
+      body: rpc("tools/call", long, 79),
+    });
+    await call.waitFor((evs) => evs.length >= 1);
+    const t1 = Date.now();
+    srv.revoke(other);
+    await call.waitFor(() => call.ended, 6000).catch(() => {});
+    assert.ok(call.ended, "the POST stream is closed");
+    assert.ok(Date.now() - t1 <= 5000, `closed after ${Date.now() - t1} ms`);
   } finally {
     await srv.cleanup();
   }

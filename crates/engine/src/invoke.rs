@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use executor_sandbox::HostBridge;
+use executor_sandbox::{HeldAnswer, HostBridge};
 use executor_store::PolicyRecord;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -95,6 +95,13 @@ impl ExecutionBridge {
 
 impl HostBridge for ExecutionBridge {
     fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>> {
+        let held = self.call_held(path, args);
+        Box::pin(async move { held.await.0 })
+    }
+
+    /// The pipeline; the answer's room in the host budget travels with it
+    /// until the sandbox has parsed it.
+    fn call_held(&self, path: String, args: Value) -> BoxFuture<'static, HeldAnswer> {
         let inner = self.inner.clone();
         // SPEC §12: a path this long is no tool's; it is neither numbered,
         // journaled, recorded nor echoed.
@@ -104,7 +111,7 @@ impl HostBridge for ExecutionBridge {
                 "a tool path is at most {max} bytes; this one has {}",
                 path.len()
             );
-            return Box::pin(async move { Err(message) });
+            return Box::pin(async move { (Err(message), None) });
         }
         // Numbered now, in the order the program made the calls (the
         // sandbox calls this synchronously), not when the tasks first run:
@@ -118,21 +125,20 @@ impl HostBridge for ExecutionBridge {
             // the journal instead of being run again.
             if let Some(answer) = inner.gate.replayed(index, &path, &args) {
                 inner.record(&path, &answer, started);
-                return answer;
+                return (answer, None);
             }
             let answered = std::panic::AssertUnwindSafe(inner.answer(index, &path, args.clone()))
                 .catch_unwind()
                 .await;
-            // `_held` keeps the answer's room in the host budget until it
-            // is handed to the sandbox, when this future resolves.
-            let (answer, _held) = answered.unwrap_or_else(|_| {
+            let (answer, held) = answered.unwrap_or_else(|_| {
                 let id = internal_error_id();
                 tracing::error!(error_id = %id, %path, "tool call panicked");
                 (Err(format!("Internal tool error [{id}]")), None)
             });
             inner.gate.remember(index, &path, &args, &answer);
             inner.record(&path, &answer, started);
-            answer
+            let held = held.map(|h| Box::new(h) as Box<dyn std::any::Any + Send>);
+            (answer, held)
         }
         .boxed()
     }

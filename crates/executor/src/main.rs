@@ -582,6 +582,21 @@ fn secret_value(arg: String) -> AnyResult<Zeroizing<String>> {
     Ok(text)
 }
 
+/// Secrets this short could not be scrubbed from what upstreams answer
+/// (SPEC §9): redaction skips strings under four bytes, which would
+/// otherwise mangle every result.
+fn long_enough(secret: &str) -> AnyResult<()> {
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err(format!(
+            "a secret of fewer than {MIN_SECRET_BYTES} bytes is refused: it could not be kept out of results"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+const MIN_SECRET_BYTES: usize = 4;
+
 async fn connections(
     store: &dyn Store,
     global: &GlobalOpts,
@@ -613,16 +628,19 @@ async fn connections(
                 (Some(key), None, None, None) => (
                     "api_key".to_string(),
                     None,
-                    seal_with(global, key.as_str(), &associated)?,
+                    long_enough(&key)
+                        .and_then(|()| seal_with(global, key.as_str(), &associated))?,
                 ),
                 (None, Some(token), None, None) => (
                     "bearer".to_string(),
                     None,
-                    seal_with(global, token.as_str(), &associated)?,
+                    long_enough(&token)
+                        .and_then(|()| seal_with(global, token.as_str(), &associated))?,
                 ),
                 (None, None, Some(pair), None) => {
                     let (user, password) =
                         pair.split_once(':').ok_or("--basic takes USER:PASSWORD")?;
+                    long_enough(password)?;
                     (
                         "basic".to_string(),
                         Some(user.to_string()),

@@ -63,7 +63,19 @@ impl Default for Limits {
 /// tool failures resolve to `{ok: false, error}`).
 pub trait HostBridge: Send + Sync + 'static {
     fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>>;
+
+    /// [`HostBridge::call`], with something the sandbox keeps alive until it
+    /// has taken the answer into its own heap: room the answer holds in a
+    /// host memory budget, so that answers queued for a busy program stay
+    /// counted. The default keeps nothing.
+    fn call_held(&self, path: String, args: Value) -> BoxFuture<'static, HeldAnswer> {
+        let call = self.call(path, args);
+        Box::pin(async move { (call.await, None) })
+    }
 }
+
+/// An answer and what must live until the sandbox has taken it.
+pub type HeldAnswer = (Result<Value, String>, Option<Box<dyn std::any::Any + Send>>);
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -37,7 +37,8 @@ pub(crate) struct RunContext {
     pub stop: Stop,
 }
 
-type Reply = (u64, Result<serde_json::Value, String>);
+/// A call's answer, and what the host keeps alive until it is taken.
+type Reply = (u64, crate::HeldAnswer);
 
 /// A QuickJS runtime owned by one worker thread, reused across executions;
 /// each execution gets a fresh [`Context`], so no state crosses runs.
@@ -369,14 +370,18 @@ fn host_call_function<'js>(
                     // A panic here would unwind through QuickJS; it costs
                     // this call, and the runtime is replaced after the run.
                     let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        bridge.call(path, args)
+                        bridge.call_held(path, args)
                     }));
                     let call = match made {
                         Ok(call) => call,
                         Err(_) => {
                             poisoned.set(true);
                             Box::pin(async {
-                                Err("the host failed while making this tool call".to_string())
+                                let failed: crate::HeldAnswer = (
+                                    Err("the host failed while making this tool call".to_string()),
+                                    None,
+                                );
+                                failed
                             })
                         }
                     };
@@ -385,8 +390,8 @@ fn host_call_function<'js>(
                     })
                 }
                 None => handle.spawn(async move {
-                    let _ =
-                        replies.send((id, Err("tools are not available in this sandbox".into())));
+                    let none = Err("tools are not available in this sandbox".into());
+                    let _ = replies.send((id, (none, None)));
                 }),
             };
             pending.borrow_mut().insert(
@@ -513,7 +518,9 @@ impl<'js> Driver<'_, 'js> {
         Ok(())
     }
 
-    fn settle_call(&mut self, (id, outcome): Reply) -> Result<(), Settled<'js>> {
+    /// Hands a call's answer to its promise. What the host kept alive for
+    /// the answer (`_held`) is released once the answer is in the heap.
+    fn settle_call(&mut self, (id, (outcome, _held)): Reply) -> Result<(), Settled<'js>> {
         let Some(PendingCall {
             resolve, reject, ..
         }) = self.pending.borrow_mut().remove(&id)
@@ -521,10 +528,13 @@ impl<'js> Driver<'_, 'js> {
             return Ok(());
         };
         let settled = match outcome {
-            Ok(value) => self
-                .ctx
-                .json_parse(value.to_string())
-                .and_then(|v| resolve.call::<_, ()>((v,))),
+            Ok(value) => {
+                let text = value.to_string();
+                drop(value);
+                self.ctx
+                    .json_parse(text)
+                    .and_then(|v| resolve.call::<_, ()>((v,)))
+            }
             Err(message) => self
                 .host
                 .get::<_, Function>("makeError")

@@ -539,3 +539,65 @@ async fn a_panic_costs_one_run_and_the_runtime_is_replaced() {
         assert_eq!(out.result, Ok(Some(json!("fine"))));
     }
 }
+
+/// Answers at once, with a keep-alive that counts itself while alive.
+struct Holding {
+    alive: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl HostBridge for Holding {
+    fn call(&self, _path: String, _args: Value) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async { Ok(json!({"ok": true})) })
+    }
+
+    fn call_held(
+        &self,
+        _path: String,
+        _args: Value,
+    ) -> BoxFuture<'static, executor_sandbox::HeldAnswer> {
+        self.alive.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let keep = Counted(self.alive.clone());
+        Box::pin(async move {
+            let keep: Box<dyn std::any::Any + Send> = Box::new(keep);
+            (Ok(json!({"ok": true})), Some(keep))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_answer_holds_lives_until_the_program_takes_it() {
+    use std::sync::atomic::Ordering;
+    let p = pool(5_000);
+    let alive = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bridge = Arc::new(Holding {
+        alive: alive.clone(),
+    });
+    // The answer arrives at once, but the program is busy for 600 ms.
+    let run = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            p.run(
+                "const r = tools.x(); const t = Date.now(); while (Date.now() - t < 600) {} return (await r).ok"
+                    .into(),
+                Some(bridge),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        alive.load(Ordering::SeqCst),
+        1,
+        "held while the answer waits"
+    );
+    assert_eq!(run.await.unwrap().unwrap().result, Ok(Some(json!(true))));
+    assert_eq!(alive.load(Ordering::SeqCst), 0, "released once taken");
+}

@@ -21,8 +21,16 @@ const MAX_BATCH: usize = 512;
 
 /// Writes that may wait for the writer, by default (SPEC §12: bounded). A
 /// group commit takes up to [`MAX_BATCH`] at once, so this is several
-/// commits' worth; past it a write fails at once with [`StoreError::Busy`].
+/// commits' worth; past it a write waits [`QUEUE_WAIT`] for room, then
+/// fails with [`StoreError::Busy`].
 pub const MAX_QUEUED_WRITES: usize = 8 * MAX_BATCH;
+
+/// How long a write waits for room in a full queue before it is refused:
+/// it may record work already done (an execution whose calls reached
+/// upstreams), which a refusal would turn into an error the agent retries.
+const QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often a waiting write looks for room.
+const QUEUE_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 type Output = Box<dyn Any + Send>;
 type Work = Box<dyn FnOnce(&Connection) -> StoreResult<Output> + Send>;
@@ -36,6 +44,7 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Writer {
     jobs: Sender<Job>,
+    queue_wait: std::time::Duration,
 }
 
 impl Writer {
@@ -45,16 +54,20 @@ impl Writer {
         open: fn(&Path) -> StoreResult<Connection>,
         max_queued: usize,
     ) -> StoreResult<Self> {
-        Self::start_with(open(path)?, max_queued.max(1))
+        Self::start_with(open(path)?, max_queued.max(1), QUEUE_WAIT)
     }
 
-    fn start_with(conn: Connection, capacity: usize) -> StoreResult<Self> {
+    fn start_with(
+        conn: Connection,
+        capacity: usize,
+        queue_wait: std::time::Duration,
+    ) -> StoreResult<Self> {
         let (jobs, queue) = crossbeam_channel::bounded(capacity);
         std::thread::Builder::new()
             .name("executor-store-writer".into())
             .spawn(move || run(conn, queue))
             .map_err(|e| StoreError::Database(format!("cannot start the store writer: {e}")))?;
-        Ok(Writer { jobs })
+        Ok(Writer { jobs, queue_wait })
     }
 
     /// Runs `f` inside the next group transaction and waits for its commit.
@@ -65,15 +78,25 @@ impl Writer {
     {
         let (reply, answer) = oneshot::channel();
         let work: Work = Box::new(move |c| f(c).map(|v| Box::new(v) as Output));
-        self.jobs
-            .try_send(Job {
-                work,
-                reply: Some(reply),
-            })
-            .map_err(|e| match e {
-                crossbeam_channel::TrySendError::Full(_) => StoreError::Busy,
-                crossbeam_channel::TrySendError::Disconnected(_) => writer_gone(),
-            })?;
+        let mut job = Job {
+            work,
+            reply: Some(reply),
+        };
+        // A full queue is waited out for a moment (see QUEUE_WAIT).
+        let deadline = tokio::time::Instant::now() + self.queue_wait;
+        loop {
+            match self.jobs.try_send(job) {
+                Ok(()) => break,
+                Err(crossbeam_channel::TrySendError::Disconnected(_)) => return Err(writer_gone()),
+                Err(crossbeam_channel::TrySendError::Full(back)) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(StoreError::Busy);
+                    }
+                    job = back;
+                    tokio::time::sleep(QUEUE_RETRY).await;
+                }
+            }
+        }
         let out = answer.await.map_err(|_| writer_gone())??;
         out.downcast::<T>()
             .map(|b| *b)
@@ -173,7 +196,7 @@ mod tests {
     fn writer(capacity: usize) -> Writer {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
-        Writer::start_with(conn, capacity).unwrap()
+        Writer::start_with(conn, capacity, std::time::Duration::from_millis(100)).unwrap()
     }
 
     fn count(w: &Writer) -> impl std::future::Future<Output = StoreResult<i64>> + '_ {

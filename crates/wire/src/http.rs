@@ -224,20 +224,33 @@ async fn route(
     .await?;
     let session_id = header_str(headers, SESSION_HEADER).map(str::to_string);
     match method {
-        Method::POST => post(app, principal, session_id, query, headers, body).await,
+        Method::POST => {
+            let caller = Caller {
+                principal,
+                token_id,
+            };
+            post(app, caller, session_id, query, headers, body).await
+        }
         Method::GET => listen(app, principal, token_id, session_id, headers).await,
         _ => delete(app, principal, session_id).await,
     }
 }
 
+/// Who a POST acts for, and the token its streams follow.
+struct Caller {
+    principal: Principal,
+    token_id: String,
+}
+
 async fn post(
     app: &App,
-    principal: Principal,
+    caller: Caller,
     session_id: Option<String>,
     query: McpQuery,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, WireError> {
+    let principal = caller.principal;
     let lease = match &session_id {
         Some(id) => Some(app.sessions.acquire(id, &principal).await?),
         // Draining: no new sessions and no sessionless work.
@@ -271,7 +284,7 @@ async fn post(
                     "initialize must not carry an Mcp-Session-Id",
                 )));
             }
-            post_in_session(app, lease, incoming, accepts).await
+            post_in_session(app, lease, incoming, accepts, caller.token_id).await
         }
         None => match incoming {
             Incoming::Single(Message::Request(req)) if req.method == "initialize" => {
@@ -339,6 +352,7 @@ async fn post_in_session(
     lease: Lease,
     incoming: Incoming,
     accepts: Accepts,
+    token_id: String,
 ) -> Result<Response, WireError> {
     let batch = matches!(incoming, Incoming::Batch(_));
     if batch && lease.protocol_version() != versions::BATCHING {
@@ -373,7 +387,7 @@ async fn post_in_session(
     let session_id = lease.id().to_string();
     let mut res = match requests.as_slice() {
         [req] if !batch && accepts.sse && (req.method == "tools/call" || !accepts.json) => {
-            stream_one(app, lease, req.clone())
+            stream_one(app, lease, req.clone(), token_id)
         }
         [req] if !batch => {
             let scope = scope_of(&lease);
@@ -405,7 +419,7 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
 /// then the response once it is logged. The work runs in its own task so a
 /// client that drops the socket never cancels it; its answer then waits in
 /// the log for the session's next GET.
-fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
+fn stream_one(app: &App, lease: Lease, req: Request, token_id: String) -> Response {
     let store = app.store().clone();
     let server = app.server().clone();
     let out = app.sessions.outbound_stream(lease.id(), random_id(9));
@@ -450,7 +464,9 @@ fn stream_one(app: &App, lease: Lease, req: Request) -> Response {
         preamble,
         Source::Post(rx),
         timing,
-        None,
+        // SPEC §4: a revoked token's streams close within 5 s, this one too
+        // (the work goes on, and its answer waits in the log).
+        Some(Box::pin(auth::token_lapsed(app.store().clone(), token_id))),
     )
 }
 
