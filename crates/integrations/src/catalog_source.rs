@@ -1,13 +1,21 @@
 //! Org catalogs built from the store: the core tools plus every stored
 //! integration's tools. One catalog per org is shared by all its sessions
 //! and rebuilt only when the org's catalog version changes.
+//!
+//! A build is single-flight per (org, version), the shape of
+//! `Sessions::acquire`: the first request after a change starts it on its
+//! own task (the work itself on the blocking pool), every request that
+//! arrives meanwhile awaits that one build, and a requester that goes away
+//! does not cancel it. Each org has its own build, so another org's
+//! requests never wait.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use executor_engine::{Catalog, CatalogSource, ToolEntry, ToolInvoker};
 use executor_store::{IntegrationRecord, Store};
-use futures::future::BoxFuture;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 
 use crate::ImportedIntegration;
 use crate::http::HttpInvoker;
@@ -18,10 +26,17 @@ pub trait InvokerFactory: Send + Sync + 'static {
     fn openapi(&self, org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker>;
 }
 
+/// A build in flight: the catalog, and whether it is complete.
+type Build = Shared<BoxFuture<'static, (Arc<Catalog>, bool)>>;
+
 pub struct StoreCatalogs {
     store: Arc<dyn Store>,
     invokers: Arc<dyn InvokerFactory>,
+    /// Built catalogs by org, with the catalog version they were built at.
+    /// Std locks: held only to read or swap an entry, never across an await.
     cache: Mutex<HashMap<String, (i64, Arc<Catalog>)>>,
+    /// Builds in flight by org, with the version each builds.
+    building: Mutex<HashMap<String, (i64, Build)>>,
 }
 
 impl StoreCatalogs {
@@ -30,6 +45,7 @@ impl StoreCatalogs {
             store,
             invokers,
             cache: Mutex::new(HashMap::new()),
+            building: Mutex::new(HashMap::new()),
         }
     }
 
@@ -39,44 +55,87 @@ impl StoreCatalogs {
         (*v == version).then(|| catalog.clone())
     }
 
-    /// The org's catalog, and whether it is complete: a catalog built
-    /// while the integrations could not be read serves the core tools for
-    /// now but is not cached, so the next request tries again.
-    ///
-    /// Runs on the blocking pool: it reads whole stored documents, parses
-    /// them and builds the search index (tens of ms for a large API), which
-    /// must not hold an async worker.
-    async fn build(&self, org_id: &str) -> (Arc<Catalog>, bool) {
-        let (store, invokers, org) = (
+    /// The build of `org_id` at `version`: the one in flight, or a new one
+    /// started on its own task.
+    fn build_at(&self, org_id: &str, version: i64) -> Build {
+        let mut building = self.building.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, build)) = building.get(org_id)
+            && *v == version
+        {
+            return build.clone();
+        }
+        let task = tokio::spawn(build(
             self.store.clone(),
             self.invokers.clone(),
             org_id.to_string(),
-        );
-        let handle = tokio::runtime::Handle::current();
-        let built = tokio::task::spawn_blocking(move || {
-            let records = handle.block_on(store.list_integrations(&org, true));
-            let mut entries = executor_engine::core_tool_entries(store);
-            let complete = match records {
-                Ok(records) => {
-                    for record in records {
-                        entries.extend(tools_of(invokers.as_ref(), &org, record));
-                    }
-                    true
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "could not load integrations; serving the core tools only");
-                    false
-                }
-            };
-            (Arc::new(Catalog::new(entries)), complete)
-        })
-        .await;
-        built.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "building a catalog failed; serving the core tools only");
-            let core = executor_engine::core_tool_entries(self.store.clone());
-            (Arc::new(Catalog::new(core)), false)
-        })
+        ));
+        let store = self.store.clone();
+        let shared = async move {
+            task.await.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "building a catalog failed; serving the core tools only");
+                let core = executor_engine::core_tool_entries(store);
+                (Arc::new(Catalog::new(core)), false)
+            })
+        }
+        .boxed()
+        .shared();
+        building.insert(org_id.to_string(), (version, shared.clone()));
+        shared
     }
+
+    /// Keeps a finished build (when complete) and forgets it as in flight.
+    fn finish(&self, org_id: &str, version: i64, catalog: &Arc<Catalog>, complete: bool) {
+        if complete && let Ok(mut cache) = self.cache.lock() {
+            let newer = cache.get(org_id).is_some_and(|(v, _)| *v > version);
+            if !newer {
+                cache.insert(org_id.to_string(), (version, catalog.clone()));
+            }
+        }
+        if let Ok(mut building) = self.building.lock()
+            && building.get(org_id).is_some_and(|(v, _)| *v == version)
+        {
+            building.remove(org_id);
+        }
+    }
+}
+
+/// The org's catalog, and whether it is complete: a catalog built while the
+/// integrations could not be read serves the core tools for now but is not
+/// cached, so the next request tries again.
+///
+/// Runs on the blocking pool: it reads whole stored documents, parses them
+/// and builds the search index (tens of ms for a large API), which must not
+/// hold an async worker.
+async fn build(
+    store: Arc<dyn Store>,
+    invokers: Arc<dyn InvokerFactory>,
+    org: String,
+) -> (Arc<Catalog>, bool) {
+    let handle = tokio::runtime::Handle::current();
+    let fallback = store.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let records = handle.block_on(store.list_integrations(&org, true));
+        let mut entries = executor_engine::core_tool_entries(store);
+        let complete = match records {
+            Ok(records) => {
+                for record in records {
+                    entries.extend(tools_of(invokers.as_ref(), &org, record));
+                }
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not load integrations; serving the core tools only");
+                false
+            }
+        };
+        (Arc::new(Catalog::new(entries)), complete)
+    })
+    .await;
+    built.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "building a catalog failed; serving the core tools only");
+        let core = executor_engine::core_tool_entries(fallback);
+        (Arc::new(Catalog::new(core)), false)
+    })
 }
 
 fn tools_of(
@@ -129,10 +188,8 @@ impl CatalogSource for StoreCatalogs {
             if let Some(catalog) = self.cached(&org_id, version) {
                 return catalog;
             }
-            let (catalog, complete) = self.build(&org_id).await;
-            if complete && let Ok(mut cache) = self.cache.lock() {
-                cache.insert(org_id, (version, catalog.clone()));
-            }
+            let (catalog, complete) = self.build_at(&org_id, version).await;
+            self.finish(&org_id, version, &catalog, complete);
             catalog
         })
     }
