@@ -581,11 +581,20 @@ impl Engine {
 
     /// Applies decisions posted by `executor resume` (another process) to
     /// the executions this process holds paused. Spawn once per server.
-    pub async fn apply_posted_decisions(self: Arc<Self>) {
+    ///
+    /// Runs until `stop` turns true; the server flips it once its requests
+    /// have drained (a run paused during the drain may still be decided).
+    pub async fn apply_posted_decisions(
+        self: Arc<Self>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
         let mut interval = tokio::time::interval(POSTED_DECISION_POLL);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            interval.tick().await;
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
             for live in self.executions.waiting() {
                 let Some(saved) = live.snapshot() else {
                     continue;

@@ -92,10 +92,13 @@ async fn run(cli: Cli) -> AnyResult<()> {
                 .await?;
             let engine = engine(store, &cli.global, &opts.engine)?;
             // Like `serve`, so that `executor resume` reaches runs paused here.
-            tokio::spawn(engine.clone().apply_posted_decisions());
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let decisions = tokio::spawn(engine.clone().apply_posted_decisions(stopped));
             let server = Arc::new(McpServer::new(engine));
-            executor_wire::stdio::serve_stdio(server, principal).await?;
-            Ok(())
+            let served = executor_wire::stdio::serve_stdio(server, principal).await;
+            stop.send_replace(true);
+            let _ = decisions.await;
+            Ok(served?)
         }
         Command::Token(TokenCommand::Create {
             email,
@@ -713,8 +716,18 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
             slow_reader_bytes: opts.slow_reader_bytes,
         },
     );
-    tokio::spawn(sessions.clone().run_maintenance());
-    tokio::spawn(sessions.server().engine().clone().apply_posted_decisions());
+    // Background loops end when `stop` flips, after the drain; serve awaits them.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let background = [
+        tokio::spawn(sessions.clone().run_maintenance(stopped.clone())),
+        tokio::spawn(
+            sessions
+                .server()
+                .engine()
+                .clone()
+                .apply_posted_decisions(stopped),
+        ),
+    ];
     let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
     let local = listener.local_addr()?;
     let hosts = match (&opts.allowed_hosts, local.ip().is_loopback()) {
@@ -793,6 +806,10 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
             let _ = draining.wait_for(|d| *d).await;
             tokio::time::sleep(drain_deadline + CLOSE_GRACE).await;
         } => tracing::warn!("connections still open after the drain; closing them"),
+    }
+    stop.send_replace(true);
+    for task in background {
+        let _ = task.await;
     }
     sessions.dispose_all().await;
     Ok(())

@@ -611,8 +611,9 @@ impl Sessions {
     }
 
     /// Runs the reaper, activity flushes, event-log sweeps and retention GC
-    /// until the process ends. Spawn once per server.
-    pub async fn run_maintenance(self) {
+    /// until `stop` turns true (`serve` flips it after the drain and awaits
+    /// this task). Spawn once per server.
+    pub async fn run_maintenance(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let tick = (self.inner.config.idle_timeout / 5)
             .clamp(Duration::from_millis(50), Duration::from_secs(5));
         let mut interval = tokio::time::interval(tick);
@@ -622,7 +623,10 @@ impl Sessions {
         let mut last_event_sweep: Option<Instant> = None;
         let mut last_catalog_check = Instant::now();
         loop {
-            interval.tick().await;
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
             self.dispose_idle();
             if last_catalog_check.elapsed() >= CATALOG_CHECK_EVERY {
                 last_catalog_check = Instant::now();
