@@ -1,11 +1,16 @@
-//! Integration sources turned into tool descriptions (SPEC §8).
+//! Integration kinds (SPEC §7–9): importing a source into tools, and
+//! calling those tools.
 //!
-//! Today this is the OpenAPI importer: [`import`] reads an OpenAPI 3.0/3.1
-//! or Swagger 2.0 document (JSON or YAML) and shapes every operation into an
+//! Today the kind is OpenAPI. [`import`] reads an OpenAPI 3.0/3.1 or
+//! Swagger 2.0 document (JSON or YAML) and shapes every operation into an
 //! [`OperationTool`] — a name, a flat input schema and what the HTTP invoker
-//! needs to turn arguments back into a request. The crate is pure: it never
-//! touches the network or the file system, and it treats the document as
-//! untrusted (no panics, bounded work and output whatever the input).
+//! needs to turn arguments back into a request. The importer is pure: it
+//! never touches the network or the file system, and it treats the document
+//! as untrusted (no panics, bounded work and output whatever the input).
+//! The rest of the crate is not: [`http`] is the one outbound client (SSRF
+//! guard, credential placement, redaction), the invoker resolves a
+//! connection's secret at call time, and [`StoreCatalogs`] builds each
+//! org's catalog from the store.
 
 mod auth;
 mod catalog_source;
