@@ -142,19 +142,17 @@ impl Admission {
         if let Some(refused) = self.refusal(&counts, org) {
             return Err(refused);
         }
-        counts.running += 1;
-        counts.by_org.entry(org.to_string()).or_default().running += 1;
-        Ok(Slot {
-            admission: self.clone(),
-            org: org.to_string(),
-            state: Mutex::new(SlotState::Running),
-        })
+        Ok(self.running_slot(&mut counts, org))
     }
 
     /// A running slot for an execution resumed after a restart (it was
     /// admitted before): taken even over the share, see the module doc.
     pub(crate) fn readmit(self: &Arc<Self>, org: &str) -> Slot {
         let mut counts = self.counts();
+        self.running_slot(&mut counts, org)
+    }
+
+    fn running_slot(self: &Arc<Self>, counts: &mut Counts, org: &str) -> Slot {
         counts.running += 1;
         counts.by_org.entry(org.to_string()).or_default().running += 1;
         Slot {

@@ -49,11 +49,6 @@ impl HostBudget {
         }
     }
 
-    /// The whole budget, in bytes.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// Takes room for `bytes`, waiting while other answers of the execution
     /// hold it. Fails at once when `bytes` exceeds the whole budget.
     pub async fn hold(&self, bytes: usize) -> Result<HostHold, String> {

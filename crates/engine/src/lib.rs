@@ -31,7 +31,7 @@ pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error
 pub use execution::{Action, ApprovalPrompt, ApprovalRequest, is_paused};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;
-pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError, WALL_CLOCK};
+pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError};
 
 use executor_store::Principal;
 

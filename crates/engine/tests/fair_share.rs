@@ -494,3 +494,27 @@ async fn a_pending_approval_beside_other_work_is_not_a_pause() {
     let out = resume(&w.engine, &a, &id, "decline").await;
     assert!(text(&out).contains("wall-clock"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_its_journal_bound_resumes_here_but_not_after_a_restart() {
+    let config = || EngineConfig {
+        max_journal_bytes: 400,
+        ..EngineConfig::default()
+    };
+    let w = world("journal-bound", config());
+    let a = ctx(&w.store, "a@example.com").await;
+    // 600 bytes of answers before the pause: past the 400-byte journal.
+    let code = "await tools.t.slow({ ms: 0, pad: 'x'.repeat(600) });\
+                return (await tools.t.approve({ n: 1 })).data.n";
+    // In the same process the paused run goes on as usual.
+    let id = paused_id(&execute(&w.engine, &a, code).await);
+    let out = resume(&w.engine, &a, &id, "accept").await;
+    assert_eq!(out["structuredContent"]["result"], 1, "{out}");
+    // After a restart it cannot be replayed, and resume says why.
+    let id = paused_id(&execute(&w.engine, &a, code).await);
+    let restarted = engine_on(w.store.clone(), &w.seen, config());
+    let out = resume(&restarted, &a, &id, "accept").await;
+    assert_eq!(out["isError"], true, "{out}");
+    assert_eq!(out["structuredContent"]["status"], "execution_expired");
+    assert!(text(&out).contains("--max-journal-bytes"), "{out}");
+}

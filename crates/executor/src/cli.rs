@@ -387,9 +387,9 @@ pub struct ServeOpts {
         default_value_t = executor_sessions::REPLAY_WINDOW.as_millis() as u64
     )]
     pub replay_window: u64,
-    /// Store writes that may wait for the writer; past it a write fails at
-    /// once instead of queueing (a session that cannot be written: 503 with
-    /// Retry-After).
+    /// Store writes that may wait for the writer; past it a write waits up
+    /// to 2 s for room, then fails (a session that cannot be written: 503
+    /// with Retry-After).
     #[arg(
         long,
         env = "EXECUTOR_MAX_QUEUED_WRITES",

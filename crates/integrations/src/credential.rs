@@ -41,22 +41,27 @@ impl fmt::Debug for Credential {
     }
 }
 
+/// Shorthands for tests; the server builds credentials from resolved
+/// connections (`invoker.rs`).
+#[cfg(test)]
 impl Credential {
-    pub fn api_key(secret: impl Into<String>) -> Self {
+    pub(crate) fn api_key(secret: impl Into<String>) -> Self {
         Credential::ApiKey(SecretString::from(secret.into()))
     }
 
-    pub fn bearer(secret: impl Into<String>) -> Self {
+    pub(crate) fn bearer(secret: impl Into<String>) -> Self {
         Credential::Bearer(SecretString::from(secret.into()))
     }
 
-    pub fn basic(username: impl Into<String>, password: impl Into<String>) -> Self {
+    pub(crate) fn basic(username: impl Into<String>, password: impl Into<String>) -> Self {
         Credential::Basic {
             username: username.into(),
             password: SecretString::from(password.into()),
         }
     }
+}
 
+impl Credential {
     /// The token of an `Authorization: Basic` header (RFC 7617).
     pub(crate) fn basic_token(username: &str, password: &str) -> Zeroizing<String> {
         let pair = Zeroizing::new(format!("{username}:{password}"));

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
 pub use crate::credential::Credential;
+use crate::json_scan::JsonScan;
 use crate::redact::Redactor;
 use crate::{AuthMethod, BodySpec, OperationTool, ParamLocation, ParamSpec, ParamStyle};
 use executor_engine::{HostBudget, HostHold};
@@ -114,24 +115,12 @@ fn parsed_size_estimate(bytes: &[u8], is_json: bool) -> usize {
     if !is_json {
         return bytes.len();
     }
-    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
-    for &b in bytes {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else {
-            match b {
-                b'"' => in_string = true,
-                b',' | b'[' | b'{' | b':' => values += 1,
-                _ => {}
-            }
-        }
-    }
-    bytes.len() + values * PARSED_VALUE_OVERHEAD
+    let mut scan = JsonScan::default();
+    let separators = bytes
+        .iter()
+        .filter(|&&b| scan.outside(b) && matches!(b, b',' | b'[' | b'{' | b':'))
+        .count();
+    bytes.len() + (1 + separators) * PARSED_VALUE_OVERHEAD
 }
 
 /// A call that did not succeed, as SPEC §7's `error` object.
@@ -401,7 +390,7 @@ impl HttpInvoker {
                         ..HttpFailure::upstream(message, false)
                     })?,
             );
-            json_body_value(&bytes, is_json, call.redactor)
+            redacted_body(&bytes, is_json, call.redactor)
         };
         Ok(HttpSuccess {
             status,
@@ -424,7 +413,7 @@ impl HttpInvoker {
         let details = match self.read_body(response, limit).await {
             Ok((bytes, _)) if bytes.is_empty() => None,
             Ok((bytes, false)) if bytes.len() <= MAX_ERROR_DETAIL_BYTES => {
-                Some(json_body_value(&bytes, is_json, redactor))
+                Some(redacted_body(&bytes, is_json, redactor))
             }
             Ok((bytes, _)) => {
                 let text = String::from_utf8_lossy(&bytes);
@@ -544,13 +533,21 @@ async fn read_bounded(
     Ok((bytes, false))
 }
 
-/// [`body_value`], with a JSON text redacted before it is parsed (a secret
-/// echoed as a number is caught there; strings are redacted again after).
-fn json_body_value(bytes: &[u8], is_json: bool, redactor: &Redactor) -> Value {
-    match redactor.json_text(bytes).filter(|_| is_json) {
-        Some(redacted) => body_value(&redacted, true),
-        None => body_value(bytes, is_json),
+/// The body as the agent will see it, redacted once, where it becomes a
+/// value: a JSON text before it is parsed (so a secret echoed as a number is
+/// caught, and the parsed tree is never walked again), any other text — or
+/// JSON that does not parse — as the string it becomes.
+fn redacted_body(bytes: &[u8], is_json: bool, redactor: &Redactor) -> Value {
+    let redacted = if is_json {
+        redactor.json_text(bytes)
+    } else {
+        None
+    };
+    let mut value = body_value(redacted.as_deref().unwrap_or(bytes), is_json);
+    if let Value::String(text) = &mut value {
+        redactor.text_in_place(text);
     }
+    value
 }
 
 fn body_value(bytes: &[u8], is_json: bool) -> Value {
@@ -1185,11 +1182,10 @@ fn placement<'a>(
     })
 }
 
-/// Scrubs the credential from a success: upstream APIs echo keys in
-/// bodies and headers.
+/// Scrubs the credential from a success's headers (its body was redacted
+/// as it was read, by [`redacted_body`]).
 fn redact_success(redactor: &Redactor, mut success: HttpSuccess) -> HttpSuccess {
     if !redactor.is_empty() {
-        redactor.value(&mut success.data);
         // Names too: `x-ratelimit-*` headers are kept whatever they are called.
         success.headers = std::mem::take(&mut success.headers)
             .into_iter()
@@ -2056,6 +2052,16 @@ mod tests {
         let server = serve(echo).await;
         let inv = invoker();
         let q = param("q", ParamLocation::Query, ParamStyle::Form, true);
+        // A GET of `path` with the key in a header.
+        let get = |path: &'static str, cred: Credential| {
+            let (inv, base) = (&inv, &server.base);
+            async move {
+                let t = tool("GET", path, vec![], None);
+                inv.invoke(base, &t, &[key("header")], &cred, &json!({}))
+                    .await
+                    .unwrap()
+            }
+        };
         // The key as an object key; a Basic pair's base64 likewise.
         for (cred, auth) in [
             (Credential::api_key(LEAKY_KEY), key("header")),
@@ -2084,16 +2090,7 @@ mod tests {
         }
         // An all-digit key echoed as a JSON number, short and long.
         for digits in ["12345678", "98765432109876543210"] {
-            let ok = inv
-                .invoke(
-                    &server.base,
-                    &tool("GET", "/key-as-number", vec![], None),
-                    &[key("header")],
-                    &Credential::api_key(digits),
-                    &json!({}),
-                )
-                .await
-                .unwrap();
+            let ok = get("/key-as-number", Credential::api_key(digits)).await;
             assert_eq!(
                 ok.data,
                 json!({"key": "[redacted]", "in": ["[redacted]"]}),
@@ -2101,31 +2098,13 @@ mod tests {
             );
         }
         // Response headers: values and names.
-        let ok = inv
-            .invoke(
-                &server.base,
-                &tool("GET", "/in-headers", vec![], None),
-                &[key("header")],
-                &Credential::api_key(LEAKY_KEY),
-                &json!({}),
-            )
-            .await
-            .unwrap();
+        let ok = get("/in-headers", Credential::api_key(LEAKY_KEY)).await;
         let shown = format!("{:?}", ok.headers);
         assert_no_key(&shown, LEAKY_KEY);
         assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");
         // JSON-escaped and lower-case percent-encoded copies.
         let cred = Credential::api_key(LEAKY_KEY);
-        let ok = inv
-            .invoke(
-                &server.base,
-                &tool("GET", "/escaped", vec![], None),
-                &[key("header")],
-                &cred,
-                &json!({}),
-            )
-            .await
-            .unwrap();
+        let ok = get("/escaped", cred.clone()).await;
         let shown = ok.data.to_string();
         assert_no_key(&shown, LEAKY_KEY);
         assert_eq!(shown.matches("[redacted]").count(), 3, "{shown}");

@@ -19,6 +19,7 @@ mod document;
 mod error;
 pub mod http;
 mod invoker;
+mod json_scan;
 mod media;
 mod naming;
 mod operation;

@@ -11,6 +11,11 @@
 //! to one of the credential's forms (the secret, the base64 of a Basic
 //! pair) is replaced with `[redacted]`.
 //!
+//! A JSON body is redacted once, as text, before it is parsed
+//! ([`Redactor::json_text`], one more round of unescaping for the JSON
+//! layer): a secret echoed as a number is caught, and the parsed tree is
+//! never walked again.
+//!
 //! Text that has to be cut (an error body kept as a bounded detail) is
 //! redacted *before* it is cut: the reader keeps [`Redactor::slack`] more
 //! bytes than it will return, every form that starts before the cut is
@@ -24,6 +29,7 @@ use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
 use crate::credential::Credential;
+use crate::json_scan::JsonScan;
 
 pub(crate) const REDACTED: &str = "[redacted]";
 
@@ -114,7 +120,9 @@ impl Redactor {
         if self.is_empty() {
             return None;
         }
-        let spans = self.spans(text);
+        // A JSON text is one more layer of escaping than the strings it
+        // holds (`\\u0025` in the text is `\u0025` in the string).
+        let spans = self.spans_within(text, DECODE_LAYERS + 1);
         if spans.is_empty() {
             return None;
         }
@@ -124,7 +132,7 @@ impl Redactor {
         for (start, end) in spans {
             scan.feed(&text[at..start]);
             out.extend_from_slice(&text[at..start]);
-            if scan.in_string {
+            if scan.in_string() {
                 out.extend_from_slice(REDACTED.as_bytes());
             } else {
                 out.push(b'"');
@@ -167,20 +175,31 @@ impl Redactor {
 
     /// Sorted, merged byte ranges of `text` that decode to a form.
     fn spans(&self, text: &[u8]) -> Vec<(usize, usize)> {
+        self.spans_within(text, DECODE_LAYERS)
+    }
+
+    /// [`Redactor::spans`], unescaping up to `layers` rounds.
+    fn spans_within(&self, text: &[u8], layers: usize) -> Vec<(usize, usize)> {
         let mut spans = Vec::new();
         self.find_in(text, |s, e| spans.push((s, e)));
-        self.find_decoded(text, &[], &mut spans);
+        self.find_decoded(text, &[], layers, &mut spans);
         merge(spans)
     }
 
     /// Searches each way of unescaping `source` (JSON, percent, both at
-    /// once), then recursively their unescapings, up to [`DECODE_LAYERS`].
+    /// once), then recursively their unescapings, up to `layers` rounds.
     /// The kinds are tried apart as well as together because a secret may
     /// itself contain text that looks like the other kind of escape
     /// (`A%00"` JSON-escaped is `A%00\"`). `below` maps positions in
     /// `source` back to the original text.
-    fn find_decoded(&self, source: &[u8], below: &[&Decoded], spans: &mut Vec<(usize, usize)>) {
-        if below.len() == DECODE_LAYERS || memchr::memchr2(b'%', b'\\', source).is_none() {
+    fn find_decoded(
+        &self,
+        source: &[u8],
+        below: &[&Decoded],
+        layers: usize,
+        spans: &mut Vec<(usize, usize)>,
+    ) {
+        if below.len() == layers || memchr::memchr2(b'%', b'\\', source).is_none() {
             return;
         }
         let json = Decoded::of(source, Kinds::Json);
@@ -200,7 +219,7 @@ impl Redactor {
             });
             let mut deeper = below.to_vec();
             deeper.push(decoded);
-            self.find_decoded(&decoded.bytes, &deeper, spans);
+            self.find_decoded(&decoded.bytes, &deeper, layers, spans);
         }
     }
 
@@ -208,30 +227,6 @@ impl Redactor {
         for form in &self.forms {
             for start in memmem::find_iter(haystack, form.as_slice()) {
                 found(start, start + form.len());
-            }
-        }
-    }
-}
-
-/// Whether a position of a JSON text is inside a string, fed in order.
-#[derive(Default)]
-struct JsonScan {
-    in_string: bool,
-    escaped: bool,
-}
-
-impl JsonScan {
-    fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if self.in_string {
-                match b {
-                    _ if self.escaped => self.escaped = false,
-                    b'\\' => self.escaped = true,
-                    b'"' => self.in_string = false,
-                    _ => {}
-                }
-            } else if b == b'"' {
-                self.in_string = true;
             }
         }
     }
@@ -588,11 +583,20 @@ mod tests {
                 3 => json!([{ "headers": { "x-api-key": wrapped, wrapped.clone(): [wrapped] } }]),
                 _ => json!({"text": format!("request GET /?q={wrapped} headers {}", json!({"k": wrapped}))}),
             };
-            Redactor::new(&credential).value(&mut answer);
-            let mut texts = Vec::new();
-            strings(&answer, &mut texts);
-            texts.push(answer.to_string());
-            assert_clean(&texts, &forbidden(&credential, &secret))?;
+            let redactor = Redactor::new(&credential);
+            // As the answer's JSON text, redacted before it is parsed (what
+            // the invoker does with a JSON body) ...
+            let text = answer.to_string();
+            let redacted = redactor.json_text(text.as_bytes()).unwrap_or_else(|| text.into_bytes());
+            let parsed: Value = serde_json::from_slice(&redacted).expect("still JSON");
+            // ... and as a parsed value.
+            redactor.value(&mut answer);
+            for shown in [parsed, answer] {
+                let mut texts = Vec::new();
+                strings(&shown, &mut texts);
+                texts.push(shown.to_string());
+                assert_clean(&texts, &forbidden(&credential, &secret))?;
+            }
         }
 
         /// Text cut at any point keeps no piece of a spelled secret: a

@@ -689,4 +689,35 @@ mod tests {
         assert!(parse_result_json(&ok).is_ok());
         assert_eq!(nesting_depth(r#"{"a":"[[[[["}"#), 1);
     }
+
+    /// Panics while making the call, as a broken host bridge would.
+    struct Panicking;
+
+    impl HostBridge for Panicking {
+        fn call(
+            &self,
+            _path: String,
+            _args: serde_json::Value,
+        ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, String>> {
+            panic!("an injected fault");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn host_code_that_panics_poisons_the_runtime() {
+        let engine = Engine::new(Limits::default()).unwrap();
+        let context = RunContext {
+            bridge: Some(Arc::new(Panicking)),
+            handle: tokio::runtime::Handle::current(),
+            deadline_ms: Arc::new(AtomicI64::new(0)),
+            stop: Stop::default(),
+        };
+        assert!(!engine.is_poisoned());
+        // The program itself only sees the call fail.
+        let outcome = tokio::task::block_in_place(|| engine.run("await tools.x()", &context));
+        let message = outcome.unwrap().result.unwrap_err();
+        assert!(message.contains("the host failed"), "{message}");
+        // The pool must not run another program on this runtime.
+        assert!(engine.is_poisoned());
+    }
 }

@@ -157,8 +157,9 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Tunables of [`SqliteStore`] (SPEC §12).
 #[derive(Debug, Clone, Copy)]
 pub struct StoreOptions {
-    /// Writes that may wait for the writer thread; past it a write fails at
-    /// once with [`StoreError::Busy`] (see [`MAX_QUEUED_WRITES`]).
+    /// Writes that may wait for the writer thread; past it a write waits a
+    /// moment for room, then fails with [`StoreError::Busy`] (see
+    /// [`MAX_QUEUED_WRITES`]).
     pub max_queued_writes: usize,
 }
 
