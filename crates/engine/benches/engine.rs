@@ -59,18 +59,18 @@ fn synthetic_catalog() -> Catalog {
             );
             let name = format!("{noun}.{verb}{}", n / (VERBS.len() * NOUNS.len()));
             tools.push(ToolEntry {
-                path: format!("{namespace}.{name}"),
-                name: name.clone(),
+                path: format!("{namespace}.{name}").into(),
                 description: Some(format!(
                     "{verb} {noun} in {namespace}; returns a page of results with cursors"
                 )),
-                integration: namespace.clone(),
-                input_schema: Some(
-                    json!({"type": "object", "properties": {"id": {"type": "string"}}}),
-                ),
+                input_schema: Some(executor_engine::ToolSchema::from_value(
+                    &json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+                )),
                 output_schema: None,
+                definitions: None,
                 requires_approval: false,
                 invoker: invoker.clone(),
+                slot: 0,
             });
         }
     }

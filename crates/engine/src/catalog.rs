@@ -4,6 +4,11 @@
 //! An integration kind (OpenAPI, GraphQL, MCP upstream, the built-in core
 //! tools) produces [`ToolEntry`]s and a [`ToolInvoker`] that runs them. The
 //! engine never knows which kind a tool came from.
+//!
+//! A catalog is made of [`ToolGroup`]s, one per namespace, each indexed on
+//! its own: a change to one integration builds that group again and the
+//! org's catalog reuses the others as they are (`Arc`), so that adding a
+//! 20k-tool API does not re-index the rest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -16,23 +21,40 @@ use executor_store::PolicyRecord;
 
 use crate::CallContext;
 use crate::budget::{HostBudget, HostHold};
+use crate::schema::{Definitions, ToolSchema};
 use crate::search::{SearchDoc, SearchIndex};
 use crate::validate::Validators;
 
-/// One callable tool.
+/// One callable tool. A catalog holds tens of thousands, so an entry
+/// keeps its path once: the namespace and the name are parts of it.
 pub struct ToolEntry {
-    /// The address agents call: `<namespace>.<tool>`.
-    pub path: String,
-    /// The path without the integration's namespace.
-    pub name: String,
+    /// The address agents call: `<namespace>.<name>`. Shared with the
+    /// search index.
+    pub path: Arc<str>,
     pub description: Option<String>,
-    /// The integration's namespace.
-    pub integration: String,
-    pub input_schema: Option<Value>,
-    pub output_schema: Option<Value>,
+    pub input_schema: Option<ToolSchema>,
+    pub output_schema: Option<ToolSchema>,
+    /// What the schemas' `#/$defs/<name>` refer to: the integration's
+    /// definitions, shared by all its tools.
+    pub definitions: Option<Arc<Definitions>>,
     /// The default when no policy matches (SPEC §9).
     pub requires_approval: bool,
     pub invoker: Arc<dyn ToolInvoker>,
+    /// The invoker's own number for this tool (its place in the invoker's
+    /// table of operations); 0 where the invoker goes by name.
+    pub slot: usize,
+}
+
+impl ToolEntry {
+    /// The path without the namespace.
+    pub fn name(&self) -> &str {
+        self.path.split_once('.').map_or("", |(_, name)| name)
+    }
+
+    /// The namespace: the integration the tool belongs to.
+    pub fn integration(&self) -> &str {
+        namespace_of(&self.path)
+    }
 }
 
 /// A call that passed lookup, policy and validation.
@@ -132,53 +154,47 @@ pub struct IntegrationSummary {
     pub namespace: String,
     #[serde(rename = "toolCount")]
     pub tool_count: usize,
+    /// Why the integration's tools cannot be served (e.g. stored in a
+    /// format this server cannot read); its calls fail with
+    /// `integration_unavailable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
-/// An org's tools, indexed for lookup and search. Immutable: a change to
-/// the integrations builds a new catalog.
-pub struct Catalog {
+/// The tools of one namespace, indexed for lookup and search. Immutable;
+/// shared between the catalogs of successive versions while unchanged.
+pub struct ToolGroup {
+    namespace: String,
+    /// Sorted by path: a lookup is a binary search, with no second copy of
+    /// every path in a map.
     tools: Vec<Arc<ToolEntry>>,
-    by_path: HashMap<String, usize>,
     index: SearchIndex,
     validators: Validators,
-    /// Namespaces with tool counts, sorted; the catalog never changes, so
-    /// this is counted once rather than per `tools/list` build or listing.
-    integrations: Vec<IntegrationSummary>,
 }
 
-impl Catalog {
-    pub fn new(mut tools: Vec<ToolEntry>) -> Self {
+impl ToolGroup {
+    /// The group of `namespace`; tools whose path is not under it are left
+    /// out.
+    pub fn new(namespace: &str, mut tools: Vec<ToolEntry>) -> Self {
+        tools.retain(|t| namespace_of(&t.path) == namespace);
         tools.sort_by(|a, b| a.path.cmp(&b.path));
         tools.dedup_by(|a, b| a.path == b.path);
         let index = SearchIndex::build(tools.iter().map(|t| SearchDoc {
-            path: &t.path,
-            name: &t.name,
-            integration: &t.integration,
+            path: t.path.clone(),
+            name: t.name(),
+            integration: t.integration(),
             description: t.description.as_deref().unwrap_or(""),
         }));
-        let by_path = tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.path.clone(), i))
-            .collect();
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in &tools {
-            *counts.entry(&t.integration).or_default() += 1;
-        }
-        let integrations = counts
-            .into_iter()
-            .map(|(namespace, tool_count)| IntegrationSummary {
-                namespace: namespace.to_string(),
-                tool_count,
-            })
-            .collect();
-        Catalog {
+        ToolGroup {
+            namespace: namespace.to_string(),
             tools: tools.into_iter().map(Arc::new).collect(),
-            by_path,
             index,
             validators: Validators::default(),
-            integrations,
         }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     pub fn len(&self) -> usize {
@@ -189,26 +205,150 @@ impl Catalog {
         self.tools.is_empty()
     }
 
+    fn get(&self, path: &str) -> Option<&Arc<ToolEntry>> {
+        let found = self.tools.binary_search_by(|t| (*t.path).cmp(path));
+        found.ok().and_then(|i| self.tools.get(i))
+    }
+}
+
+/// The first segment of a tool path: its namespace.
+fn namespace_of(path: &str) -> &str {
+    path.split('.').next().unwrap_or(path)
+}
+
+/// An org's tools: one group per namespace, plus the integrations that are
+/// stored but cannot be served. Immutable: a change to the integrations
+/// builds a new catalog (from mostly the same groups).
+pub struct Catalog {
+    /// Sorted by namespace.
+    groups: Vec<Arc<ToolGroup>>,
+    by_namespace: HashMap<String, usize>,
+    unavailable: HashMap<String, String>,
+    /// Namespaces with tool counts, sorted; counted once rather than per
+    /// listing.
+    integrations: Vec<IntegrationSummary>,
+    len: usize,
+}
+
+impl Catalog {
+    /// A catalog of loose entries, grouped by namespace.
+    pub fn new(tools: Vec<ToolEntry>) -> Self {
+        let mut by_namespace: BTreeMap<String, Vec<ToolEntry>> = BTreeMap::new();
+        for tool in tools {
+            let namespace = namespace_of(&tool.path).to_string();
+            by_namespace.entry(namespace).or_default().push(tool);
+        }
+        let groups = by_namespace
+            .into_iter()
+            .map(|(namespace, tools)| Arc::new(ToolGroup::new(&namespace, tools)))
+            .collect();
+        Catalog::from_groups(groups, Vec::new())
+    }
+
+    /// A catalog of built groups (a later group of a namespace already
+    /// present is ignored) and of integrations that cannot be served, each
+    /// with the reason.
+    pub fn from_groups(
+        mut groups: Vec<Arc<ToolGroup>>,
+        unavailable: Vec<(String, String)>,
+    ) -> Self {
+        groups.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        groups.dedup_by(|a, b| a.namespace == b.namespace);
+        let by_namespace = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.namespace.clone(), i))
+            .collect();
+        let mut integrations: Vec<IntegrationSummary> = groups
+            .iter()
+            .filter(|g| !g.is_empty())
+            .map(|g| IntegrationSummary {
+                namespace: g.namespace.clone(),
+                tool_count: g.len(),
+                unavailable: None,
+            })
+            .collect();
+        integrations.extend(
+            unavailable
+                .iter()
+                .map(|(namespace, why)| IntegrationSummary {
+                    namespace: namespace.clone(),
+                    tool_count: 0,
+                    unavailable: Some(why.clone()),
+                }),
+        );
+        integrations.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        Catalog {
+            len: groups.iter().map(|g| g.len()).sum(),
+            groups,
+            by_namespace,
+            unavailable: unavailable.into_iter().collect(),
+            integrations,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The groups, sorted by namespace.
+    pub fn groups(&self) -> &[Arc<ToolGroup>] {
+        &self.groups
+    }
+
+    fn group(&self, namespace: &str) -> Option<&ToolGroup> {
+        self.by_namespace
+            .get(namespace)
+            .and_then(|&i| self.groups.get(i))
+            .map(Arc::as_ref)
+    }
+
     pub fn get(&self, path: &str) -> Option<&Arc<ToolEntry>> {
-        self.by_path.get(path).map(|&i| &self.tools[i])
+        self.group(namespace_of(path))?.get(path)
+    }
+
+    /// Why the integration a path names cannot be served, when it cannot.
+    pub fn unavailable(&self, path: &str) -> Option<&str> {
+        self.unavailable.get(namespace_of(path)).map(String::as_str)
     }
 
     /// Checks arguments against the tool's input schema (tools without one
     /// accept any object).
     pub fn validate(&self, tool: &ToolEntry, args: &Value) -> Result<(), String> {
-        match &tool.input_schema {
-            Some(schema) => self.validators.check(&tool.path, schema, args),
+        let Some(schema) = &tool.input_schema else {
+            return Ok(());
+        };
+        match self.group(namespace_of(&tool.path)) {
+            Some(group) => {
+                let definitions = tool.definitions.as_deref();
+                group
+                    .validators
+                    .check(&tool.path, schema, definitions, args)
+            }
             None => Ok(()),
         }
     }
 
-    /// Ranked matches, best first.
+    /// Ranked matches, best first (ties by path).
     pub fn search(&self, query: &str, namespace: Option<&str>) -> Vec<(&Arc<ToolEntry>, f64)> {
-        self.index
-            .search(query, namespace)
-            .into_iter()
-            .filter_map(|(i, score)| self.tools.get(i).map(|t| (t, score)))
-            .collect()
+        let mut hits: Vec<(&Arc<ToolEntry>, f64)> = Vec::new();
+        for group in &self.groups {
+            let found = group.index.search(query, namespace);
+            hits.extend(
+                found
+                    .into_iter()
+                    .filter_map(|(i, score)| group.tools.get(i).map(|t| (t, score))),
+            );
+        }
+        // Each group's hits are ranked already; one group needs no merge.
+        if self.groups.len() > 1 {
+            hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.path.cmp(&b.0.path)));
+        }
+        hits
     }
 
     /// Up to five paths close to one that does not exist.
@@ -217,7 +357,7 @@ impl Catalog {
             .search(path, None)
             .into_iter()
             .take(5)
-            .map(|(t, _)| t.path.clone())
+            .map(|(t, _)| t.path.to_string())
             .collect();
         if found.is_empty() {
             // Fall back to the last segment alone ("github.issue.create" → "create").
@@ -226,7 +366,7 @@ impl Catalog {
                 .search(leaf, None)
                 .into_iter()
                 .take(5)
-                .map(|(t, _)| t.path.clone())
+                .map(|(t, _)| t.path.to_string())
                 .collect();
         }
         found

@@ -21,7 +21,7 @@ impl ToolInvoker for CoreInvoker {
     fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
         let store = self.store.clone();
         Box::pin(async move {
-            let data = match call.tool.name.as_str() {
+            let data = match call.tool.name() {
                 "coreTools.integrations.list" => {
                     json!({ "integrations": call.catalog.integrations() })
                 }
@@ -68,14 +68,14 @@ pub fn entries(store: Arc<dyn Store>) -> Vec<ToolEntry> {
     let invoker: Arc<dyn ToolInvoker> = Arc::new(CoreInvoker { store });
     let no_input = json!({ "type": "object", "properties": {}, "additionalProperties": false });
     let entry = |name: &str, description: &str, output: Value| ToolEntry {
-        path: format!("{NAMESPACE}.{name}"),
-        name: name.to_string(),
+        path: format!("{NAMESPACE}.{name}").into(),
         description: Some(description.to_string()),
-        integration: NAMESPACE.to_string(),
-        input_schema: Some(no_input.clone()),
-        output_schema: Some(output),
+        input_schema: Some(crate::ToolSchema::from_value(&no_input)),
+        output_schema: Some(crate::ToolSchema::from_value(&output)),
+        definitions: None,
         requires_approval: false,
         invoker: invoker.clone(),
+        slot: 0,
     };
     vec![
         entry(

@@ -18,6 +18,7 @@ use crate::describe;
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
+use crate::schema::{ComposeLimits, Definitions, ToolSchema};
 
 /// Longest tool path accepted (SPEC §12).
 pub const MAX_TOOL_PATH_BYTES: usize = 512;
@@ -171,6 +172,12 @@ impl BridgeInner {
     /// every other failure is a `{ok: false}` result.
     async fn invoke(&self, index: usize, path: &str, args: Value) -> Result<ToolResult, String> {
         let Some(tool) = self.catalog.get(path).cloned() else {
+            if let Some(why) = self.catalog.unavailable(path) {
+                return Ok(Err(ToolError::new(
+                    "integration_unavailable",
+                    format!("{path} cannot be called: {why}"),
+                )));
+            }
             return Ok(Err(ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
                 json!({ "path": path, "suggestions": suggestions(&self.catalog, &self.policies, path) }),
             )));
@@ -297,12 +304,12 @@ fn search(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Result<Value
         .take(limit)
         .map(|(t, score)| {
             let mut item = serde_json::Map::new();
-            item.insert("path".into(), json!(t.path));
-            item.insert("name".into(), json!(t.name));
+            item.insert("path".into(), json!(&*t.path));
+            item.insert("name".into(), json!(t.name()));
             if let Some(d) = &t.description {
                 item.insert("description".into(), json!(d));
             }
-            item.insert("integration".into(), json!(t.integration));
+            item.insert("integration".into(), json!(t.integration()));
             item.insert("score".into(), json!(round2(*score)));
             Value::Object(item)
         })
@@ -336,8 +343,10 @@ fn describe_tool(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Resul
             }
         }));
     };
-    let ts = describe::render(tool.input_schema.as_ref(), tool.output_schema.as_ref());
-    let mut out = json!({ "path": tool.path, "name": tool.name });
+    let input = schema_document(tool.input_schema.as_ref(), tool.definitions.as_deref());
+    let output = schema_document(tool.output_schema.as_ref(), tool.definitions.as_deref());
+    let ts = describe::render(input.as_ref(), output.as_ref());
+    let mut out = json!({ "path": &*tool.path, "name": tool.name() });
     if let Some(d) = &tool.description {
         out["description"] = json!(d);
     }
@@ -362,6 +371,25 @@ fn describe_tool(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Resul
     );
     out["typeScriptDefinitions"] = Value::Object(definitions);
     Ok(out)
+}
+
+/// How much of the shared definitions one rendering reads: about what
+/// `describe` can show anyway (it names at most 256 types).
+const DESCRIBE_LIMITS: ComposeLimits = ComposeLimits {
+    definitions: 256,
+    nodes: 50_000,
+};
+
+/// A tool schema with the definitions it reaches, parsed for rendering.
+fn schema_document(
+    schema: Option<&ToolSchema>,
+    definitions: Option<&Definitions>,
+) -> Option<Value> {
+    let root = schema?.to_value();
+    Some(match definitions {
+        Some(definitions) => definitions.compose(&root, DESCRIBE_LIMITS, false),
+        None => root,
+    })
 }
 
 /// `tools.executor.integrations.list({query?, limit?, offset?})`.

@@ -16,21 +16,24 @@ mod invoke;
 mod metrics;
 mod normalize;
 pub mod policy;
+pub mod schema;
 pub mod search;
 mod skills;
 mod tools;
 mod validate;
 
 pub use admission::{Refused, ShareLimits};
-pub use budget::{HostBudget, HostHold};
+pub use budget::{HostBudget, HostHold, release_freed_memory};
 pub use catalog::{
-    Catalog, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
+    Catalog, IntegrationSummary, ToolEntry, ToolError, ToolGroup, ToolInvocation, ToolInvoker,
+    ToolResult, ToolSuccess,
 };
 pub use core_tools::entries as core_tool_entries;
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
 pub use execution::{Action, ApprovalPrompt, ApprovalRequest, is_paused};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;
+pub use schema::{Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
 pub use tools::{CatalogSource, Engine, EngineConfig, StaticCatalog, ToolCallError};
 
 use executor_store::Principal;

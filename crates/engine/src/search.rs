@@ -7,12 +7,15 @@
 //! postings of matching terms are visited, so a catalogue of thousands of
 //! tools is searched in well under a millisecond.
 
-use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 /// One tool as the search sees it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SearchDoc<'a> {
-    pub path: &'a str,
+    /// Kept by the index (shared, not copied).
+    pub path: Arc<str>,
     pub name: &'a str,
     pub integration: &'a str,
     pub description: &'a str,
@@ -146,13 +149,6 @@ fn is_stopword(term: &str) -> bool {
     STOPWORDS.contains(&term)
 }
 
-/// [`tokenize`] without stopwords.
-fn meaningful_terms(text: &str) -> Vec<String> {
-    let mut terms = tokenize(text);
-    terms.retain(|t| !is_stopword(t));
-    terms
-}
-
 /// The first line of a description, if it is short enough to be a title.
 fn summary_of(description: &str) -> &str {
     let line = description.lines().next().unwrap_or("").trim();
@@ -170,54 +166,78 @@ fn summary_of(description: &str) -> &str {
 /// `http`, `response`).
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut terms = Vec::new();
-    let mut current = String::new();
+    each_term(text, &mut String::new(), &mut |term| {
+        terms.push(term.to_string())
+    });
+    terms
+}
+
+/// [`tokenize`] without a `Vec` or a `String` per term: each term is built
+/// in `buffer` and handed to `found`. Indexing a 20k-tool API splits a
+/// million words; allocating each would dominate the build.
+fn each_term(text: &str, buffer: &mut String, found: &mut dyn FnMut(&str)) {
+    buffer.clear();
     let mut prev: Option<char> = None;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        if !c.is_alphanumeric() {
-            flush(&mut current, &mut terms);
+        let alphanumeric = if c.is_ascii() {
+            c.is_ascii_alphanumeric()
+        } else {
+            c.is_alphanumeric()
+        };
+        if !alphanumeric {
+            flush(buffer, found);
             prev = None;
             continue;
         }
         if let Some(p) = prev
             && is_hump(p, c, chars.peek().copied())
         {
-            flush(&mut current, &mut terms);
+            flush(buffer, found);
         }
-        current.extend(c.to_lowercase());
+        if c.is_ascii() {
+            buffer.push(c.to_ascii_lowercase());
+        } else {
+            buffer.extend(c.to_lowercase());
+        }
         prev = Some(c);
     }
-    flush(&mut current, &mut terms);
-    terms
+    flush(buffer, found);
 }
 
 /// A new word starts at an uppercase letter after a lowercase letter or a
 /// digit ("userId", "v2Users"), or at the last capital of an acronym that is
 /// followed by lowercase (`HTTPResponse`).
 fn is_hump(prev: char, cur: char, next: Option<char>) -> bool {
+    // Most API text is ASCII; its tests are a compare, not a table lookup.
+    if cur.is_ascii() && prev.is_ascii() && next.is_none_or(|n| n.is_ascii()) {
+        return cur.is_ascii_uppercase()
+            && (prev.is_ascii_lowercase()
+                || prev.is_ascii_digit()
+                || (prev.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase())));
+    }
     cur.is_uppercase()
         && (prev.is_lowercase()
             || prev.is_numeric()
             || (prev.is_uppercase() && next.is_some_and(char::is_lowercase)))
 }
 
-fn flush(current: &mut String, terms: &mut Vec<String>) {
+fn flush(current: &mut String, found: &mut dyn FnMut(&str)) {
     if !current.is_empty() {
-        let term = std::mem::take(current);
         // Stopwords stay whole so that they are recognised ("this" is not
         // the plural of "thi").
-        terms.push(if is_stopword(&term) {
-            term
-        } else {
-            singular(term)
-        });
+        if !is_stopword(current) {
+            singular(current);
+        }
+        found(current);
+        current.clear();
     }
 }
 
 /// A light plural stemmer, so "issue" finds `issues.create` exactly and
 /// "policies" finds `policy`: `-ies` → `-y`, a final `s` dropped (not `ss`,
 /// and not from short words like `bus`… `gas`: only words over 3 letters).
-fn singular(mut term: String) -> String {
+fn singular(term: &mut String) {
     if term.len() > 4 && term.ends_with("ies") {
         term.truncate(term.len() - 3);
         term.push('y');
@@ -228,7 +248,6 @@ fn singular(mut term: String) -> String {
     {
         term.pop();
     }
-    term
 }
 
 /// Substring test. On short haystacks (vocabulary terms, names) a plain
@@ -289,11 +308,23 @@ fn clip(text: &str, max: usize) -> &str {
     text.get(..end).unwrap_or("")
 }
 
-/// Where a term occurs: one document field.
-#[derive(Clone, Copy)]
-struct Posting {
-    doc: u32,
-    field: u8,
+/// Where a term occurs: one document field, packed into four bytes (the
+/// field in the low three bits), since a large catalogue has millions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Posting(u32);
+
+impl Posting {
+    fn new(doc: u32, field: u8) -> Posting {
+        Posting(doc.saturating_mul(8) | u32::from(field & 7))
+    }
+
+    fn doc(self) -> usize {
+        (self.0 >> 3) as usize
+    }
+
+    fn field(self) -> usize {
+        (self.0 & 7) as usize
+    }
 }
 
 /// One distinct normalised word of the catalogue.
@@ -307,33 +338,33 @@ struct Term {
 /// Collects the terms and their postings while documents are added.
 #[derive(Default)]
 struct Vocabulary {
-    ids: HashMap<Box<str>, usize>,
+    /// Fx, not SipHash: the words come from the operator's own API
+    /// descriptions, and a 20k-tool build hashes a million of them.
+    ids: FxHashMap<Box<str>, usize>,
     terms: Vec<Term>,
 }
 
 impl Vocabulary {
-    fn add(&mut self, word: String, posting: Posting) {
-        let id = match self.ids.get(word.as_str()) {
+    /// Adds one occurrence; returns the term's id.
+    fn add(&mut self, word: &str, posting: Posting) -> usize {
+        let id = match self.ids.get(word) {
             Some(&id) => id,
             None => self.insert(word),
         };
         let Some(term) = self.terms.get_mut(id) else {
-            return;
+            return id;
         };
         // A field's words are added together, so a repeated word can only
         // duplicate the latest posting.
-        let repeated = term
-            .postings
-            .last()
-            .is_some_and(|last| last.doc == posting.doc && last.field == posting.field);
-        if !repeated {
+        if term.postings.last() != Some(&posting) {
             term.postings.push(posting);
         }
+        id
     }
 
-    fn insert(&mut self, word: String) -> usize {
+    fn insert(&mut self, word: &str) -> usize {
         let id = self.terms.len();
-        let text: Box<str> = word.into_boxed_str();
+        let text: Box<str> = word.into();
         self.terms.push(Term {
             pairs: PairMask::of(&text),
             text: text.clone(),
@@ -341,6 +372,30 @@ impl Vocabulary {
         });
         self.ids.insert(text, id);
         id
+    }
+}
+
+/// The vocabulary being built and the buffers reused for every field.
+#[derive(Default)]
+struct Scratch {
+    vocabulary: Vocabulary,
+    buffer: String,
+    compact: String,
+    ids: Vec<usize>,
+    /// The last integration name seen: documents come grouped by it.
+    integration: Option<Arc<str>>,
+}
+
+impl Scratch {
+    fn integration(&mut self, name: &str) -> Arc<str> {
+        match &self.integration {
+            Some(last) if **last == *name => last.clone(),
+            _ => {
+                let shared: Arc<str> = name.into();
+                self.integration = Some(shared.clone());
+                shared
+            }
+        }
     }
 }
 
@@ -353,22 +408,40 @@ struct Field {
 }
 
 impl Field {
-    fn new(text: &str, posting: Posting, vocabulary: &mut Vocabulary) -> Field {
-        let words = meaningful_terms(text);
-        let compact = words.concat().into_boxed_str();
-        for word in words {
-            vocabulary.add(word, posting);
-        }
-        Field {
+    /// The field of `text`, its terms added to the vocabulary; with how
+    /// many distinct terms it has.
+    fn new(text: &str, posting: Posting, scratch: &mut Scratch) -> (Field, u8) {
+        let Scratch {
+            vocabulary,
+            buffer,
+            compact,
+            ids,
+            ..
+        } = scratch;
+        compact.clear();
+        ids.clear();
+        each_term(text, buffer, &mut |term| {
+            if !is_stopword(term) {
+                compact.push_str(term);
+                ids.push(vocabulary.add(term, posting));
+            }
+        });
+        ids.sort_unstable();
+        ids.dedup();
+        let distinct = u8::try_from(ids.len()).unwrap_or(u8::MAX);
+        let compact: Box<str> = compact.as_str().into();
+        let field = Field {
             pairs: PairMask::of(&compact),
             compact,
-        }
+        };
+        (field, distinct)
     }
 }
 
 struct Doc {
-    path: Box<str>,
-    integration: Box<str>,
+    path: Arc<str>,
+    /// Shared by the documents of one integration.
+    integration: Arc<str>,
     fields: [Field; FIELD_COUNT],
     /// Distinct meaningful terms of the name and of the summary, for the
     /// coverage shares.
@@ -377,33 +450,29 @@ struct Doc {
 }
 
 impl Doc {
-    fn new(doc: &SearchDoc<'_>, index: usize, vocabulary: &mut Vocabulary) -> Doc {
+    fn new(doc: &SearchDoc<'_>, index: usize, scratch: &mut Scratch) -> Doc {
         // Four billion tools cannot fit in memory, so the conversion holds.
         let doc_id = u32::try_from(index).unwrap_or(u32::MAX);
         let texts = [
-            doc.path,
+            &doc.path,
             doc.name,
             doc.integration,
             summary_of(doc.description),
             clip(doc.description, MAX_DESCRIPTION_BYTES),
         ];
-        let distinct = |text: &str| {
-            let mut terms = meaningful_terms(text);
-            terms.sort_unstable();
-            terms.dedup();
-            u8::try_from(terms.len()).unwrap_or(u8::MAX)
-        };
-        let (name_terms, summary_terms) =
-            (distinct(texts[NAME_FIELD]), distinct(texts[SUMMARY_FIELD]));
         let mut field = 0u8;
+        let mut distinct = [0u8; FIELD_COUNT];
         let fields = texts.map(|text| {
-            let posting = Posting { doc: doc_id, field };
+            let posting = Posting::new(doc_id, field);
+            let (built, terms) = Field::new(text, posting, scratch);
+            distinct[usize::from(field)] = terms;
             field += 1;
-            Field::new(text, posting, vocabulary)
+            built
         });
+        let (name_terms, summary_terms) = (distinct[NAME_FIELD], distinct[SUMMARY_FIELD]);
         Doc {
-            path: doc.path.into(),
-            integration: doc.integration.into(),
+            integration: scratch.integration(doc.integration),
+            path: doc.path.clone(),
             fields,
             name_terms,
             summary_terms,
@@ -439,12 +508,13 @@ pub struct SearchIndex {
 
 impl SearchIndex {
     pub fn build<'a>(docs: impl IntoIterator<Item = SearchDoc<'a>>) -> SearchIndex {
-        let mut vocabulary = Vocabulary::default();
+        let mut scratch = Scratch::default();
         let docs: Vec<Doc> = docs
             .into_iter()
             .enumerate()
-            .map(|(i, doc)| Doc::new(&doc, i, &mut vocabulary))
+            .map(|(i, doc)| Doc::new(&doc, i, &mut scratch))
             .collect();
+        let vocabulary = scratch.vocabulary;
         let mut by_path: Vec<usize> = (0..docs.len()).collect();
         by_path.sort_by(|&a, &b| docs[a].path.cmp(&docs[b].path));
         let mut path_rank = vec![0; docs.len()];
@@ -510,10 +580,10 @@ impl SearchIndex {
                 continue;
             }
             for posting in &term.postings {
-                let doc = posting.doc as usize;
+                let doc = posting.doc();
                 let field = levels
                     .get_mut(doc)
-                    .and_then(|fields| fields.get_mut(usize::from(posting.field)));
+                    .and_then(|fields| fields.get_mut(posting.field()));
                 if let Some(field) = field {
                     raise_levels(field, packed, query.tokens.len());
                 }
@@ -736,7 +806,7 @@ mod tests {
         description: &'a str,
     ) -> SearchDoc<'a> {
         SearchDoc {
-            path,
+            path: path.into(),
             name,
             integration,
             description,
@@ -758,7 +828,7 @@ mod tests {
     }
 
     fn run(docs: &[SearchDoc<'_>], query: &str, ns: Option<&str>) -> Vec<String> {
-        let index = SearchIndex::build(docs.iter().copied());
+        let index = SearchIndex::build(docs.iter().cloned());
         paths(&index, docs, query, ns)
     }
 
@@ -881,7 +951,7 @@ mod tests {
             doc("github.issues.create", "create", "github", ""),
             doc("mirror.thing", "thing", "github", ""),
         ];
-        let index = SearchIndex::build(docs.iter().copied());
+        let index = SearchIndex::build(docs.iter().cloned());
         let hits = index.search("  ", Some("github"));
         assert!(hits.iter().all(|&(_, score)| score == LISTING_SCORE));
         assert_eq!(
@@ -908,7 +978,7 @@ mod tests {
             doc("z.send", "send", "mail", "send mail"),
             doc("x.send", "send", "mail", "send mail"),
         ];
-        let index = SearchIndex::build(docs.iter().copied());
+        let index = SearchIndex::build(docs.iter().cloned());
         let hits = index.search("send", None);
         assert_eq!(hits.len(), 3);
         assert!(
@@ -924,7 +994,7 @@ mod tests {
     #[test]
     fn odd_input_does_not_panic() {
         let docs = [doc("é.ü", "", "", "ünïcödé ✓ text"), doc("", "", "", "")];
-        let index = SearchIndex::build(docs.iter().copied());
+        let index = SearchIndex::build(docs.iter().cloned());
         assert_eq!(index.len(), 2);
         assert!(!index.is_empty());
         assert!(SearchIndex::build(std::iter::empty()).is_empty());
@@ -969,7 +1039,7 @@ mod tests {
         ));
         assert_eq!(owned.len(), 3_301);
         let docs: Vec<SearchDoc<'_>> = owned.iter().map(|(p, n, i, d)| doc(p, n, i, d)).collect();
-        let index = SearchIndex::build(docs.iter().copied());
+        let index = SearchIndex::build(docs.iter().cloned());
         assert_eq!(index.len(), 3_301);
         let hits = paths(&index, &docs, "merge duplicates", None);
         assert_eq!(

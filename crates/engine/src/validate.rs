@@ -1,14 +1,26 @@
 //! Argument validation against a tool's input JSON Schema (SPEC §7: after
 //! the policy, before any approval, so a call that can only fail never
-//! pauses). Validators are compiled once per tool, on first use.
+//! pauses). Validators are compiled once per tool, on first use, from the
+//! tool's schema and the part of its integration's shared definitions it
+//! reaches.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use crate::schema::{ComposeLimits, Definitions, ToolSchema};
+
 /// Messages shown per failed call, at most.
 const MAX_REPORTED_ERRORS: usize = 5;
+/// How much of the shared definitions one validator takes: enough for any
+/// real API's request bodies (GitHub's largest takes a few hundred nodes),
+/// while bounding compile time and memory for a schema graph that reaches
+/// a whole 20k-tool document. What is left out accepts anything.
+const VALIDATION_LIMITS: ComposeLimits = ComposeLimits {
+    definitions: 2_000,
+    nodes: 200_000,
+};
 
 #[derive(Default)]
 pub struct Validators {
@@ -19,8 +31,14 @@ pub struct Validators {
 
 impl Validators {
     /// Checks `args` against `schema`; `Err` lists what is wrong, by path.
-    pub fn check(&self, path: &str, schema: &Value, args: &Value) -> Result<(), String> {
-        let Some(validator) = self.validator(path, schema) else {
+    pub fn check(
+        &self,
+        path: &str,
+        schema: &ToolSchema,
+        definitions: Option<&Definitions>,
+        args: &Value,
+    ) -> Result<(), String> {
+        let Some(validator) = self.validator(path, schema, definitions) else {
             return Ok(());
         };
         let problems: Vec<String> = validator
@@ -42,13 +60,23 @@ impl Validators {
         }
     }
 
-    fn validator(&self, path: &str, schema: &Value) -> Option<Arc<jsonschema::Validator>> {
+    fn validator(
+        &self,
+        path: &str,
+        schema: &ToolSchema,
+        definitions: Option<&Definitions>,
+    ) -> Option<Arc<jsonschema::Validator>> {
         if let Ok(cache) = self.compiled.lock()
             && let Some(entry) = cache.get(path)
         {
             return entry.clone();
         }
-        let compiled = match jsonschema::validator_for(schema) {
+        let root = schema.to_value();
+        let document = match definitions {
+            Some(definitions) => definitions.compose(&root, VALIDATION_LIMITS, true),
+            None => root,
+        };
+        let compiled = match jsonschema::validator_for(&document) {
             Ok(v) => Some(Arc::new(v)),
             Err(e) => {
                 tracing::warn!(tool = %path, error = %e, "input schema does not compile; calls go unvalidated");
@@ -65,19 +93,22 @@ impl Validators {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::ToolSchema;
     use serde_json::json;
+
+    fn check(v: &Validators, schema: &Value, args: &Value) -> Result<(), String> {
+        v.check("t", &ToolSchema::from_value(schema), None, args)
+    }
 
     #[test]
     fn reports_what_is_wrong_and_where() {
         let v = Validators::default();
         let schema = json!({"type": "object", "properties": {"owner": {"type": "string"}}, "required": ["owner"], "additionalProperties": false});
-        assert!(v.check("t", &schema, &json!({"owner": "a"})).is_ok());
-        let e = v
-            .check("t", &schema, &json!({"owner": 1, "x": 2}))
-            .unwrap_err();
+        assert!(check(&v, &schema, &json!({"owner": "a"})).is_ok());
+        let e = check(&v, &schema, &json!({"owner": 1, "x": 2})).unwrap_err();
         assert!(e.contains("/owner") && e.contains("string"), "{e}");
         assert!(
-            v.check("t", &schema, &json!({}))
+            check(&v, &schema, &json!({}))
                 .unwrap_err()
                 .contains("owner")
         );
@@ -87,6 +118,6 @@ mod tests {
     fn uncompilable_schemas_do_not_block_calls() {
         let v = Validators::default();
         let schema = json!({"type": "string", "pattern": "\\P{C}(("});
-        assert!(v.check("t", &schema, &json!(5)).is_ok());
+        assert!(check(&v, &schema, &json!(5)).is_ok());
     }
 }

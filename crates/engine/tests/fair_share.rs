@@ -55,14 +55,14 @@ impl Drop for World {
 fn catalog(seen: &Arc<Mutex<Vec<Value>>>) -> Arc<Catalog> {
     let invoker = Arc::new(Recording { seen: seen.clone() });
     let entry = |name: &str, requires_approval: bool| ToolEntry {
-        path: format!("t.{name}"),
-        name: name.to_string(),
+        path: format!("t.{name}").into(),
         description: None,
-        integration: "t".into(),
         input_schema: None,
         output_schema: None,
+        definitions: None,
         requires_approval,
         invoker: invoker.clone(),
+        slot: 0,
     };
     Arc::new(Catalog::new(vec![
         entry("slow", false),

@@ -255,13 +255,18 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
             for i in store.list_integrations(&org_id, false).await? {
+                let document = store
+                    .integration_document(&org_id, &i.namespace, i.revision)
+                    .await?
+                    .unwrap_or_default();
                 println!(
-                    "{}\t{}\t{} tools\t{}\t{}",
+                    "{}\t{}\t{} tools\t{}\t{}\t{}",
                     i.namespace,
                     i.kind,
                     i.tool_count,
                     i.base_url.as_deref().unwrap_or("(no base URL)"),
-                    i.source
+                    i.source,
+                    stored_status(&document),
                 );
             }
             Ok(())
@@ -298,6 +303,20 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
                 Err(format!("no integration {namespace:?}").into())
             }
         }
+    }
+}
+
+/// Whether the server can serve a stored integration, for `integrations
+/// list`: `ok`, an older format it upgrades when it loads the record, or
+/// why its tools are unavailable.
+fn stored_status(document: &str) -> String {
+    let format = executor_integrations::format_of(document);
+    if format < executor_integrations::FORMAT {
+        return format!("ok (format {format}: upgraded when the server loads it)");
+    }
+    match executor_integrations::load(document) {
+        Ok(_) => "ok".to_string(),
+        Err(e) => format!("unavailable: {e}"),
     }
 }
 
@@ -357,6 +376,7 @@ async fn import_openapi(
             tool_count: imported.tools.len() as i64,
             document: serde_json::to_string(&imported)?,
             updated_at_ms: now,
+            revision: 0,
         })
         .await?;
     println!(

@@ -8,30 +8,63 @@
 //! arrives meanwhile awaits that one build, and a requester that goes away
 //! does not cancel it. Each org has its own build, so another org's
 //! requests never wait.
+//!
+//! A build loads only what changed: each integration's tools are a
+//! [`ToolGroup`] kept with the record's revision, and a build reuses every
+//! group whose record has not been written since. Loading reads the
+//! compact stored form (`stored.rs`), never the source document.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_engine::{Catalog, CatalogSource, ToolEntry, ToolInvoker};
+use executor_engine::{Catalog, CatalogSource, ToolGroup, ToolInvoker};
 use executor_store::{IntegrationRecord, Store};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
-use crate::ImportedIntegration;
 use crate::http::HttpInvoker;
 use crate::invoker::{Credentials, OpenApiInvoker};
+use crate::stored::{self, LoadError};
+use crate::{AuthMethod, HttpOperation};
+
+/// An OpenAPI integration as its invoker sees it: where to send requests,
+/// how to authenticate, and each tool's request shape, by the tool's
+/// [`ToolEntry::slot`](executor_engine::ToolEntry).
+pub struct OpenApiService {
+    pub namespace: String,
+    pub base_url: Option<String>,
+    pub auth_methods: Vec<AuthMethod>,
+    pub operations: Vec<HttpOperation>,
+}
 
 /// What a stored integration's tools are invoked with.
 pub trait InvokerFactory: Send + Sync + 'static {
-    fn openapi(&self, org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker>;
+    fn openapi(&self, org_id: &str, service: OpenApiService) -> Arc<dyn ToolInvoker>;
 }
 
 /// A build in flight: the catalog, and whether it is complete.
 type Build = Shared<BoxFuture<'static, (Arc<Catalog>, bool)>>;
 
-pub struct StoreCatalogs {
+/// A loaded integration: its group, or why it cannot be served; with the
+/// revision of the record it was loaded from.
+#[derive(Clone)]
+struct Loaded {
+    revision: i64,
+    outcome: Result<Arc<ToolGroup>, String>,
+}
+
+/// What builds share: the store, the invokers, the core tools' group and
+/// the integrations loaded so far.
+struct Loader {
     store: Arc<dyn Store>,
     invokers: Arc<dyn InvokerFactory>,
+    core: Arc<ToolGroup>,
+    /// By (org, namespace). Std lock: held only to read or swap entries.
+    loaded: Mutex<HashMap<(String, String), Loaded>>,
+}
+
+pub struct StoreCatalogs {
+    loader: Arc<Loader>,
     /// Built catalogs by org, with the catalog version they were built at.
     /// Std locks: held only to read or swap an entry, never across an await.
     cache: Mutex<HashMap<String, (i64, Arc<Catalog>)>>,
@@ -41,9 +74,15 @@ pub struct StoreCatalogs {
 
 impl StoreCatalogs {
     pub fn new(store: Arc<dyn Store>, invokers: Arc<dyn InvokerFactory>) -> Self {
+        let core = executor_engine::core_tool_entries(store.clone());
+        let core = Arc::new(ToolGroup::new(CORE_NAMESPACE, core));
         StoreCatalogs {
-            store,
-            invokers,
+            loader: Arc::new(Loader {
+                store,
+                invokers,
+                core,
+                loaded: Mutex::new(HashMap::new()),
+            }),
             cache: Mutex::new(HashMap::new()),
             building: Mutex::new(HashMap::new()),
         }
@@ -64,17 +103,12 @@ impl StoreCatalogs {
         {
             return build.clone();
         }
-        let task = tokio::spawn(build(
-            self.store.clone(),
-            self.invokers.clone(),
-            org_id.to_string(),
-        ));
-        let store = self.store.clone();
+        let task = tokio::spawn(build(self.loader.clone(), org_id.to_string()));
+        let core = self.loader.core.clone();
         let shared = async move {
             task.await.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "building a catalog failed; serving the core tools only");
-                let core = executor_engine::core_tool_entries(store);
-                (Arc::new(Catalog::new(core)), false)
+                (core_only(core), false)
             })
         }
         .boxed()
@@ -99,92 +133,175 @@ impl StoreCatalogs {
     }
 }
 
+/// The core tools' namespace (`tools.executor.*`).
+const CORE_NAMESPACE: &str = "executor";
+
+fn core_only(core: Arc<ToolGroup>) -> Arc<Catalog> {
+    Arc::new(Catalog::from_groups(vec![core], Vec::new()))
+}
+
 /// The org's catalog, and whether it is complete: a catalog built while the
-/// integrations could not be read serves the core tools for now but is not
-/// cached, so the next request tries again.
+/// integrations could not be read serves what it could load for now but is
+/// not cached, so the next request tries again.
 ///
-/// Runs on the blocking pool: it reads whole stored documents, parses them
-/// and builds the search index (tens of ms for a large API), which must not
-/// hold an async worker.
-async fn build(
-    store: Arc<dyn Store>,
-    invokers: Arc<dyn InvokerFactory>,
-    org: String,
-) -> (Arc<Catalog>, bool) {
+/// Runs on the blocking pool: loading a changed integration reads its
+/// stored record and indexes its tools (tens of ms for a large API), which
+/// must not hold an async worker.
+async fn build(loader: Arc<Loader>, org: String) -> (Arc<Catalog>, bool) {
     let handle = tokio::runtime::Handle::current();
-    let fallback = store.clone();
-    let built = tokio::task::spawn_blocking(move || {
-        let records = handle.block_on(store.list_integrations(&org, true));
-        let mut entries = executor_engine::core_tool_entries(store);
-        let complete = match records {
-            Ok(records) => {
-                for record in records {
-                    entries.extend(tools_of(invokers.as_ref(), &org, record));
-                }
-                true
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "could not load integrations; serving the core tools only");
-                false
-            }
-        };
-        (Arc::new(Catalog::new(entries)), complete)
-    })
-    .await;
+    let core = loader.core.clone();
+    let built = tokio::task::spawn_blocking(move || loader.build(&handle, &org)).await;
     built.unwrap_or_else(|e| {
         tracing::error!(error = %e, "building a catalog failed; serving the core tools only");
-        let core = executor_engine::core_tool_entries(fallback);
-        (Arc::new(Catalog::new(core)), false)
+        (core_only(core), false)
     })
 }
 
-fn tools_of(
-    invokers: &dyn InvokerFactory,
-    org_id: &str,
-    record: IntegrationRecord,
-) -> Vec<ToolEntry> {
-    if record.kind != "openapi" {
-        tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
-        return Vec::new();
-    }
-    let integration: ImportedIntegration = match serde_json::from_str(&record.document) {
-        Ok(i) => i,
-        Err(e) => {
-            tracing::error!(error = %e, namespace = %record.namespace, "stored integration does not parse");
-            return Vec::new();
+impl Loader {
+    fn build(&self, handle: &tokio::runtime::Handle, org: &str) -> (Arc<Catalog>, bool) {
+        let records = match handle.block_on(self.store.list_integrations(org, false)) {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::error!(error = %e, "could not list integrations; serving the core tools only");
+                return (core_only(self.core.clone()), false);
+            }
+        };
+        let mut complete = true;
+        let mut groups = vec![self.core.clone()];
+        let mut unavailable = Vec::new();
+        let mut current = Vec::with_capacity(records.len());
+        let mut loaded_any = false;
+        for record in records {
+            current.push(record.namespace.clone());
+            let Some((loaded, fresh)) = self.integration(handle, org, &record) else {
+                complete = false;
+                continue;
+            };
+            loaded_any |= fresh;
+            match loaded.outcome {
+                Ok(group) => groups.push(group),
+                Err(why) => unavailable.push((record.namespace, why)),
+            }
         }
-    };
-    let invoker = invokers.openapi(org_id, integration.clone());
-    tool_entries(&integration, invoker)
-}
+        self.forget_removed(org, &current);
+        if loaded_any {
+            // Loading parsed whole stored records; their text is freed now.
+            // Not on the way of the requests waiting for this build.
+            handle.spawn_blocking(executor_engine::release_freed_memory);
+        }
+        (
+            Arc::new(Catalog::from_groups(groups, unavailable)),
+            complete,
+        )
+    }
 
-/// The catalog entries of an imported integration, all invoked by `invoker`.
-pub fn tool_entries(
-    integration: &ImportedIntegration,
-    invoker: Arc<dyn ToolInvoker>,
-) -> Vec<ToolEntry> {
-    let namespace = &integration.namespace;
-    integration
-        .tools
-        .iter()
-        .map(|t| ToolEntry {
-            path: format!("{namespace}.{}", t.name),
-            name: t.name.clone(),
-            description: t.description.clone(),
-            integration: namespace.clone(),
-            input_schema: Some(t.input_schema.clone()),
-            output_schema: t.output_schema.clone(),
-            requires_approval: t.requires_approval,
-            invoker: invoker.clone(),
-        })
-        .collect()
+    /// One integration's tools: reused while its record is unchanged, else
+    /// loaded from the store (then `true`). None when its record could not
+    /// be read (or was written again meanwhile): the build is then
+    /// incomplete.
+    fn integration(
+        &self,
+        handle: &tokio::runtime::Handle,
+        org: &str,
+        record: &IntegrationRecord,
+    ) -> Option<(Loaded, bool)> {
+        let key = (org.to_string(), record.namespace.clone());
+        if let Ok(loaded) = self.loaded.lock()
+            && let Some(found) = loaded.get(&key)
+            && found.revision == record.revision
+        {
+            return Some((found.clone(), false));
+        }
+        let document = handle.block_on(self.store.integration_document(
+            org,
+            &record.namespace,
+            record.revision,
+        ));
+        let document = match document {
+            Ok(Some(document)) => document,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::error!(error = %e, namespace = %record.namespace, "could not read an integration");
+                return None;
+            }
+        };
+        let loaded = Loaded {
+            revision: record.revision,
+            outcome: self.load(handle, org, record, document),
+        };
+        if let Ok(mut cache) = self.loaded.lock() {
+            cache.insert(key, loaded.clone());
+        }
+        Some((loaded, true))
+    }
+
+    /// Loads a stored document, upgrading (and storing back) one of an
+    /// older format; Err says why the integration cannot be served.
+    fn load(
+        &self,
+        handle: &tokio::runtime::Handle,
+        org: &str,
+        record: &IntegrationRecord,
+        document: String,
+    ) -> Result<Arc<ToolGroup>, String> {
+        if record.kind != "openapi" {
+            tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
+            return Err(format!(
+                "its kind `{}` is not known to this release",
+                record.kind
+            ));
+        }
+        let stored = match stored::load(&document) {
+            Err(LoadError::Older(format)) => {
+                let upgraded = stored::upgrade(&document).map_err(|e| {
+                    tracing::error!(error = %e, namespace = %record.namespace, "could not upgrade a stored integration");
+                    e.to_string()
+                })?;
+                drop(document);
+                let stored = stored::load(&upgraded).map_err(|e| e.to_string())?;
+                let kept = handle.block_on(self.store.replace_integration_document(
+                    org,
+                    &record.namespace,
+                    record.revision,
+                    upgraded,
+                ));
+                tracing::info!(namespace = %record.namespace, from = format, stored = ?kept.ok(), "upgraded a stored integration");
+                stored
+            }
+            Err(e) => {
+                tracing::error!(error = %e, namespace = %record.namespace, "stored integration cannot be loaded");
+                return Err(e.to_string());
+            }
+            Ok(stored) => stored,
+        };
+        if stored.namespace != record.namespace {
+            return Err(
+                "its stored record names another namespace; run `executor integrations refresh`"
+                    .into(),
+            );
+        }
+        let entries = stored.into_entries(|service| self.invokers.openapi(org, service));
+        Ok(Arc::new(ToolGroup::new(&record.namespace, entries)))
+    }
+
+    /// Drops what was loaded for integrations the org no longer has.
+    fn forget_removed(&self, org: &str, current: &[String]) {
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.retain(|(o, namespace), _| o != org || current.contains(namespace));
+        }
+    }
 }
 
 impl CatalogSource for StoreCatalogs {
     fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
         let org_id = org_id.to_string();
         Box::pin(async move {
-            let version = self.store.catalog_version(&org_id).await.unwrap_or(-1);
+            let version = self
+                .loader
+                .store
+                .catalog_version(&org_id)
+                .await
+                .unwrap_or(-1);
             if let Some(catalog) = self.cached(&org_id, version) {
                 return catalog;
             }
@@ -203,10 +320,10 @@ pub struct OpenApiInvokers {
 }
 
 impl InvokerFactory for OpenApiInvokers {
-    fn openapi(&self, org_id: &str, integration: ImportedIntegration) -> Arc<dyn ToolInvoker> {
+    fn openapi(&self, org_id: &str, service: OpenApiService) -> Arc<dyn ToolInvoker> {
         Arc::new(OpenApiInvoker::new(
             org_id,
-            integration,
+            service,
             self.http.clone(),
             self.credentials.clone(),
         ))

@@ -1,5 +1,5 @@
 //! The HTTP invoker for OpenAPI tools (SPEC §7–9): turns an
-//! [`OperationTool`] and its flat arguments into a request, sends it through
+//! [`HttpOperation`] and its flat arguments into a request, sends it through
 //! one shared client guarded against local-network targets, and shapes the
 //! response into a success or a coded failure.
 //!
@@ -24,7 +24,7 @@ use zeroize::Zeroizing;
 pub use crate::credential::Credential;
 use crate::json_scan::JsonScan;
 use crate::redact::Redactor;
-use crate::{AuthMethod, BodySpec, OperationTool, ParamLocation, ParamSpec, ParamStyle};
+use crate::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
 use executor_engine::{HostBudget, HostHold};
 
 /// SPEC §7 error codes this module produces.
@@ -213,7 +213,7 @@ impl HttpInvoker {
     pub async fn invoke_within(
         &self,
         base_url: &str,
-        tool: &OperationTool,
+        tool: &HttpOperation,
         auth: &[AuthMethod],
         credential: &Credential,
         args: &Value,
@@ -238,7 +238,7 @@ impl HttpInvoker {
     pub(crate) async fn invoke(
         &self,
         base_url: &str,
-        tool: &OperationTool,
+        tool: &HttpOperation,
         auth: &[AuthMethod],
         credential: &Credential,
         args: &Value,
@@ -251,7 +251,7 @@ impl HttpInvoker {
     async fn send(
         &self,
         base_url: &str,
-        tool: &OperationTool,
+        tool: &HttpOperation,
         auth: &[AuthMethod],
         credential: &Credential,
         args: &Value,
@@ -641,7 +641,7 @@ fn error_chain(error: &reqwest::Error) -> String {
 /// Builds the request for `args` without sending it (and without the
 /// credential), to refuse before any approval what cannot be sent as the
 /// operation names it.
-pub fn check_args(tool: &OperationTool, args: &Value) -> Result<(), HttpFailure> {
+pub fn check_args(tool: &HttpOperation, args: &Value) -> Result<(), HttpFailure> {
     RequestParts::from_args(tool, arg_map(args)?).map(drop)
 }
 
@@ -665,7 +665,7 @@ struct RequestParts {
 }
 
 impl RequestParts {
-    fn from_args(tool: &OperationTool, args: &Map<String, Value>) -> Result<Self, HttpFailure> {
+    fn from_args(tool: &HttpOperation, args: &Map<String, Value>) -> Result<Self, HttpFailure> {
         let mut parts = RequestParts {
             path: expand_path(&tool.path_template, &tool.parameters, args)?,
             ..RequestParts::default()
@@ -799,7 +799,7 @@ fn sensitive_header(text: &str) -> Option<HeaderValue> {
 /// receive another operation than the one the policy and the approval named.
 fn expand_path(
     template: &str,
-    params: &[ParamSpec],
+    params: &[Arc<ParamSpec>],
     args: &Map<String, Value>,
 ) -> Result<String, HttpFailure> {
     let mut path = String::with_capacity(template.len());
@@ -827,7 +827,7 @@ fn expand_path(
             Some(value) => value,
         };
         let start = path.len();
-        path.push_str(&path_text(spec, name, value));
+        path.push_str(&path_text(spec.map(Arc::as_ref), name, value));
         substituted.push((start..path.len(), property));
         rest = tail;
     }
@@ -1440,22 +1440,16 @@ mod tests {
         path: &str,
         parameters: Vec<ParamSpec>,
         body: Option<&str>,
-    ) -> OperationTool {
-        OperationTool {
-            name: "t.op".to_string(),
-            description: None,
+    ) -> HttpOperation {
+        HttpOperation {
             method: method.to_string(),
             path_template: path.to_string(),
             base_url: None,
-            parameters,
+            parameters: parameters.into_iter().map(Arc::new).collect(),
             body: body.map(|c| BodySpec {
                 content_type: c.to_string(),
                 required: false,
             }),
-            input_schema: json!({}),
-            output_schema: None,
-            requires_approval: false,
-            deprecated: false,
             security: None,
         }
     }

@@ -2,7 +2,6 @@
 //! the connection's credential in host code at call time, and sends the
 //! request through the shared HTTP client (with its SSRF guard).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use executor_engine::{ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
@@ -11,8 +10,10 @@ use executor_store::secrets::{self, SecretKey, SecretRef};
 use futures::future::BoxFuture;
 use serde_json::json;
 
+use crate::AuthMethod;
+use crate::HttpOperation;
+use crate::catalog_source::OpenApiService;
 use crate::http::{Credential, HttpFailure, HttpInvoker};
-use crate::{AuthMethod, ImportedIntegration, OperationTool};
 
 /// Where credentials come from: the org's connections in the store,
 /// unsealed with the data dir's key.
@@ -69,7 +70,8 @@ pub struct OpenApiInvoker {
     namespace: String,
     base_url: Option<String>,
     auth_methods: Arc<Vec<AuthMethod>>,
-    tools: HashMap<String, Arc<OperationTool>>,
+    /// By the tools' slots.
+    tools: Arc<[HttpOperation]>,
     http: Arc<HttpInvoker>,
     credentials: Arc<Credentials>,
 }
@@ -77,20 +79,16 @@ pub struct OpenApiInvoker {
 impl OpenApiInvoker {
     pub fn new(
         org_id: &str,
-        integration: ImportedIntegration,
+        service: OpenApiService,
         http: Arc<HttpInvoker>,
         credentials: Arc<Credentials>,
     ) -> Self {
         OpenApiInvoker {
             org_id: org_id.to_string(),
-            namespace: integration.namespace,
-            base_url: integration.base_url,
-            auth_methods: Arc::new(integration.auth_methods),
-            tools: integration
-                .tools
-                .into_iter()
-                .map(|t| (t.name.clone(), Arc::new(t)))
-                .collect(),
+            namespace: service.namespace,
+            base_url: service.base_url,
+            auth_methods: Arc::new(service.auth_methods),
+            tools: service.operations.into(),
             http,
             credentials,
         }
@@ -99,14 +97,15 @@ impl OpenApiInvoker {
 
 impl ToolInvoker for OpenApiInvoker {
     fn check(&self, entry: &ToolEntry, args: &serde_json::Value) -> Result<(), ToolError> {
-        match self.tools.get(&entry.name) {
+        match self.tools.get(entry.slot) {
             Some(tool) => crate::http::check_args(tool, args).map_err(tool_error),
             None => Ok(()),
         }
     }
 
     fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
-        let tool = self.tools.get(&call.tool.name).cloned();
+        let tools = self.tools.clone();
+        let slot = call.tool.slot;
         let base_url = self.base_url.clone();
         let (org_id, namespace) = (self.org_id.clone(), self.namespace.clone());
         let (auth, http, credentials) = (
@@ -115,7 +114,7 @@ impl ToolInvoker for OpenApiInvoker {
             self.credentials.clone(),
         );
         Box::pin(async move {
-            let tool = tool.ok_or_else(|| {
+            let tool = tools.get(slot).ok_or_else(|| {
                 ToolError::new(
                     "tool_not_found",
                     format!("Tool not found: {}", call.tool.path),
@@ -131,7 +130,7 @@ impl ToolInvoker for OpenApiInvoker {
             })?;
             let credential = match credentials.for_integration(&org_id, &namespace).await? {
                 Some(c) => c,
-                None if needs_credential(&tool) => {
+                None if needs_credential(tool) => {
                     return Err(ToolError::new(
                         "connection_missing",
                         format!(
@@ -142,7 +141,7 @@ impl ToolInvoker for OpenApiInvoker {
                 None => Credential::None,
             };
             match http
-                .invoke_within(&base, &tool, &auth, &credential, &call.args, &call.budget)
+                .invoke_within(&base, tool, &auth, &credential, &call.args, &call.budget)
                 .await
             {
                 Ok(ok) => Ok(ToolSuccess {
@@ -160,7 +159,7 @@ impl ToolInvoker for OpenApiInvoker {
 /// cannot satisfy. No `security` anywhere means no requirement (OpenAPI's
 /// rule), even when schemes are declared; a connection, if set, is still
 /// sent for such operations, since documents often forget `security`.
-fn needs_credential(tool: &OperationTool) -> bool {
+fn needs_credential(tool: &HttpOperation) -> bool {
     tool.security.as_ref().is_some_and(|s| !s.is_empty())
 }
 

@@ -28,11 +28,15 @@ mod pointer;
 mod redact;
 mod schema;
 mod servers;
+mod stored;
 mod text;
 mod warnings;
 
-pub use catalog_source::{InvokerFactory, OpenApiInvokers, StoreCatalogs, tool_entries};
+pub use catalog_source::{InvokerFactory, OpenApiInvokers, OpenApiService, StoreCatalogs};
 pub use invoker::{Credentials, OpenApiInvoker};
+pub use stored::{LoadError, StoredIntegration, format_of, load, tool_entries, upgrade};
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -68,9 +72,18 @@ pub enum SpecVersion {
     OpenApi31,
 }
 
-/// The result of an import: everything the catalog and the invoker need.
+/// The stored form's version ([`ImportedIntegration::format`]). 1: every
+/// tool schema carried its own copy of the definitions it reached (under
+/// `$defs`); 2: the definitions are stored once, in `definitions`.
+pub const FORMAT: u32 = 2;
+
+/// The result of an import: everything the catalog and the invoker need,
+/// and (serialised) the compact form the store keeps and the server loads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImportedIntegration {
+    /// [`FORMAT`] when written; a stored record without it is format 1.
+    #[serde(default = "format_1")]
+    pub format: u32,
     pub namespace: String,
     pub spec_version: SpecVersion,
     /// `info.title`.
@@ -85,8 +98,16 @@ pub struct ImportedIntegration {
     pub base_url_override: Option<String>,
     pub auth_methods: Vec<AuthMethod>,
     pub tools: Vec<OperationTool>,
+    /// The schemas tool schemas refer to as `#/$defs/<name>`, normalised
+    /// once and shared by every tool.
+    #[serde(default)]
+    pub definitions: serde_json::Map<String, serde_json::Value>,
     /// What was skipped or repaired, for the operator (bounded).
     pub warnings: Vec<String>,
+}
+
+fn format_1() -> u32 {
+    1
 }
 
 /// A security scheme the document declares.
@@ -147,6 +168,7 @@ pub struct OperationTool {
     /// `[A-Za-z][A-Za-z0-9_]*`.
     pub name: String,
     /// Summary and description, trimmed and bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Upper case: `GET`, `POST`, …
     pub method: String,
@@ -155,25 +177,53 @@ pub struct OperationTool {
     /// A server declared on the operation or its path item, which replaces
     /// the integration's `base_url` for this tool. Never set when the
     /// operator gave `--base-url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<ParamSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<BodySpec>,
-    /// One flat object: a property per parameter plus `body`, with the
-    /// schemas it refers to under `$defs`.
+    /// One flat object: a property per parameter plus `body`, referring to
+    /// the integration's `definitions` as `#/$defs/<name>`.
     pub input_schema: serde_json::Value,
-    /// The JSON schema of the first 2xx response that has one.
+    /// The JSON schema of the first 2xx response that has one (refers to
+    /// the definitions like the input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
     /// GET/HEAD/OPTIONS run without approval by default; the rest need it.
     pub requires_approval: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub deprecated: bool,
     /// Scheme names that apply (the operation's `security`, else the
     /// document's): the union over the alternatives, in order. `Some([])`
     /// means explicitly anonymous; None means the document does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<Vec<String>>,
+}
+
+/// The stored form leaves out what is false, empty or absent: a 20k-tool
+/// API has a hundred thousand parameters, and their defaults were a third
+/// of its stored size.
+fn is_false(value: &bool) -> bool {
+    !value
+}
+
+/// What the HTTP invoker needs of one operation to build its request (the
+/// request half of an [`OperationTool`]; the catalog holds the rest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOperation {
+    pub method: String,
+    pub path_template: String,
+    pub base_url: Option<String>,
+    /// Shared: most operations of a large API repeat the same few
+    /// parameters (`$top`, `$filter`, `per_page`), loaded once.
+    pub parameters: Vec<Arc<ParamSpec>>,
+    pub body: Option<BodySpec>,
     pub security: Option<Vec<String>>,
 }
 
 /// Where a parameter goes in the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamLocation {
     Path,
@@ -195,7 +245,7 @@ impl ParamLocation {
 
 /// How a parameter value is serialised (OpenAPI 3 `style`; Swagger 2
 /// `collectionFormat` is mapped onto it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ParamStyle {
     Simple,
@@ -210,7 +260,7 @@ pub enum ParamStyle {
 }
 
 /// One parameter of an operation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ParamSpec {
     /// The name on the wire.
     pub name: String,
@@ -218,14 +268,17 @@ pub struct ParamSpec {
     /// The input property that carries it: `name`, unless that collides
     /// with `body` or a parameter elsewhere (then e.g. `query_id`).
     pub property: String,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub required: bool,
     /// Defaults applied: `form` for query and cookie, `simple` otherwise.
     pub style: ParamStyle,
     /// Defaults applied: true for `form`, false otherwise.
     pub explode: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub allow_reserved: bool,
     /// Set when the parameter is described by `content` rather than
     /// `schema`: the value is serialised as this media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_type: Option<String>,
 }
 
@@ -258,7 +311,7 @@ pub fn import_with_progress(
     let mut warnings = warnings::Warnings::default();
     let base_url = servers::base_url(&doc, version, options, &mut warnings);
     let auth_methods = auth::methods(&doc, version, &mut warnings);
-    let tools = operation::tools(
+    let (tools, definitions) = operation::tools(
         &doc,
         version,
         options,
@@ -267,6 +320,7 @@ pub fn import_with_progress(
         progress,
     );
     Ok(ImportedIntegration {
+        format: FORMAT,
         namespace: options.namespace.clone(),
         spec_version: version,
         title: document::title(&doc),
@@ -274,6 +328,7 @@ pub fn import_with_progress(
         base_url_override: options.base_url.clone(),
         auth_methods,
         tools,
+        definitions,
         warnings: warnings.finish(),
     })
 }

@@ -17,14 +17,15 @@ const METHODS: &[&str] = &[
 ];
 /// Longest tool description, in characters.
 const MAX_DESCRIPTION: usize = 2_000;
-/// The most one tool document (input or output schema) may weigh, in
-/// schema nodes (see `schema.rs`): about what `tools.describe.tool` can
-/// render anyway.
+/// The most one tool root (input or output schema, without the shared
+/// definitions it refers to) may weigh, in schema nodes (see `schema.rs`):
+/// about what `tools.describe.tool` can render anyway.
 const MAX_DOC_NODES: usize = 10_000;
-/// What all input documents of one import may weigh together, and all
-/// output documents: per-document budgets shrink as operations grow in
-/// number, so that 20k operations that each reach a large slice of the
-/// schemas still fit in memory. Inputs get more: they are validated.
+/// What all input roots of one import may weigh together, and all output
+/// roots: per-root budgets shrink as operations grow in number, so that
+/// 20k operations that each inline a large parameter schema still fit in
+/// memory. Definitions are not counted here: they are stored once.
+/// Inputs get more: they are validated.
 const TOTAL_INPUT_NODES: usize = 8_000_000;
 const TOTAL_OUTPUT_NODES: usize = 4_000_000;
 /// Floors, so that every tool keeps a usable shape however many there are.
@@ -48,7 +49,8 @@ impl Operation<'_> {
     }
 }
 
-/// Every operation of the document as a tool, in document order.
+/// Every operation of the document as a tool, in document order, and the
+/// definitions their schemas share.
 pub(crate) fn tools(
     doc: &Value,
     version: SpecVersion,
@@ -56,7 +58,7 @@ pub(crate) fn tools(
     base_url: Option<&str>,
     warnings: &mut Warnings,
     progress: &mut dyn FnMut(usize, usize),
-) -> Vec<OperationTool> {
+) -> (Vec<OperationTool>, Map<String, Value>) {
     let operations = collect(doc, warnings);
     let mut shaper = Shaper {
         ctx: Context {
@@ -77,7 +79,10 @@ pub(crate) fn tools(
         tools.push(shaper.tool(operation));
         progress(done + 1, total);
     }
-    tools
+    let Context {
+        schemas, warnings, ..
+    } = shaper.ctx;
+    (tools, schemas.definitions(warnings))
 }
 
 fn doc_budget(total: usize, operations: usize, min: usize) -> usize {
@@ -146,7 +151,7 @@ impl<'a> Context<'a, '_> {
     }
 
     fn finish(&mut self, builder: DocBuilder, root: Value, input: bool) -> Value {
-        self.schemas.finish(builder, root, input, self.warnings)
+        self.schemas.finish(builder, root, input)
     }
 }
 

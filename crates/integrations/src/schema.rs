@@ -1,20 +1,21 @@
-//! JSON Schemas from the document, shaped into self-contained tool schemas.
+//! JSON Schemas from the document, shaped into tool schemas that share one
+//! set of definitions.
 //!
 //! `$ref`s: every schema that a local `$ref` points at becomes a
-//! *definition*, normalised once per import and shared by every tool. Each
-//! tool schema (input or output) is its own document carrying the
-//! definitions it reaches under `$defs`, referred to as `#/$defs/<name>`.
-//! So a cyclic schema is simply a `$defs` entry that refers to itself, and
-//! nothing is ever inlined twice: no exponential blow-up.
+//! *definition*, normalised once per import and stored once per
+//! integration (the import's `definitions`). A tool schema (input or
+//! output) is a root that refers to them as `#/$defs/<name>`; it never
+//! carries a copy. So a cyclic schema is simply a definition that refers to
+//! itself, and nothing is ever inlined twice: no exponential blow-up, and
+//! a 20k-operation API whose every tool reaches most of its schemas costs
+//! its schemas once.
 //!
-//! Size: definitions and tool documents are bounded by counting JSON nodes,
-//! a string counting one more node per [`STRING_BYTES_PER_NODE`] bytes so
-//! that the count follows memory.
-//! A tool document takes the definitions it reaches breadth-first while they
-//! fit its budget; a reference to one that no longer fits is dropped, which
-//! leaves `{}` (accept anything) or the reference's siblings. Schemas only
-//! ever get looser this way, never stricter: the upstream API still
-//! validates what it receives.
+//! Size is bounded by counting JSON nodes, a string counting one more node
+//! per [`STRING_BYTES_PER_NODE`] bytes so that the count follows memory:
+//! each definition is cut at [`MAX_DEF_NODES`], and each tool root at the
+//! budget the importer gives it (inline schemas are the tool's own). What
+//! is cut accepts anything; schemas only ever get looser this way, never
+//! stricter: the upstream API still validates what it receives.
 //!
 //! Normalisation targets JSON Schema 2020-12, which is what the tool
 //! schemas are validated and rendered with: OpenAPI 3.0's `nullable` and
@@ -97,7 +98,6 @@ struct Normalized {
     schema: Value,
     /// Definitions it refers to directly, in first-use order.
     deps: Vec<usize>,
-    nodes: usize,
 }
 
 struct Def {
@@ -112,6 +112,9 @@ pub(crate) struct Schemas<'a> {
     defs: Vec<Def>,
     by_pointer: HashMap<String, usize>,
     by_name: HashMap<String, usize>,
+    /// Definitions finished documents refer to, in first-use order.
+    reached: Vec<usize>,
+    reached_set: HashSet<usize>,
 }
 
 /// The state of one tool document (an input or an output schema) while its
@@ -156,6 +159,8 @@ impl<'a> Schemas<'a> {
             defs: Vec::new(),
             by_pointer: HashMap::new(),
             by_name: HashMap::new(),
+            reached: Vec::new(),
+            reached_set: HashSet::new(),
         }
     }
 
@@ -174,47 +179,28 @@ impl<'a> Schemas<'a> {
         .schema(raw, 0)
     }
 
-    /// Turns a root built from normalised parts into a self-contained
-    /// document: the definitions it reaches that fit the budget go under
-    /// `$defs`; references to the others are dropped. In an `input`
-    /// document, read-only properties are not required (OpenAPI: they are
-    /// only sent in responses).
-    pub(crate) fn finish(
-        &mut self,
-        builder: DocBuilder,
-        root: Value,
-        input: bool,
-        warnings: &mut Warnings,
-    ) -> Value {
-        let included = self.closure(&builder, warnings);
-        let keep: HashSet<usize> = included.iter().copied().collect();
-        let copier = Copier {
-            by_name: &self.by_name,
-            keep: &keep,
-            input,
-        };
-        let mut root = as_object(copier.copy(&root, 0));
-        if !included.is_empty() {
-            let mut defs = Map::new();
-            for id in &included {
-                if let Some(def) = self.defs.get(*id)
-                    && let Some(body) = &def.body
-                {
-                    defs.insert(def.name.clone(), copier.copy(&body.schema, 0));
-                }
+    /// Finishes one tool document (an input or an output schema): its
+    /// `$ref`s point into the import's shared definitions, which
+    /// [`Schemas::definitions`] hands out once at the end. In an `input`
+    /// document, read-only properties of the root's own objects are not
+    /// required (OpenAPI: they are only sent in responses); definitions
+    /// stay as the document wrote them and the catalog applies the same
+    /// rule when it validates arguments.
+    pub(crate) fn finish(&mut self, builder: DocBuilder, root: Value, input: bool) -> Value {
+        for id in builder.deps {
+            if self.reached_set.insert(id) {
+                self.reached.push(id);
             }
-            root.insert("$defs".to_string(), Value::Object(defs));
         }
-        Value::Object(root)
+        Copier { input }.copy(&root, 0)
     }
 
-    /// The definitions a document takes, breadth-first from its root, so
-    /// that what is cut when the budget runs out is the far end.
-    fn closure(&mut self, builder: &DocBuilder, warnings: &mut Warnings) -> Vec<usize> {
-        let mut left = builder.budget.saturating_sub(builder.nodes);
-        let mut queue: VecDeque<usize> = builder.deps.iter().copied().collect();
+    /// Every definition a finished document reaches, directly or through
+    /// other definitions, normalised once: the `$defs` all tools share.
+    pub(crate) fn definitions(mut self, warnings: &mut Warnings) -> Map<String, Value> {
+        let mut queue: VecDeque<usize> = std::mem::take(&mut self.reached).into();
         let mut visited = HashSet::new();
-        let mut included = Vec::new();
+        let mut order = Vec::new();
         while let Some(id) = queue.pop_front() {
             if !visited.insert(id) {
                 continue;
@@ -222,13 +208,18 @@ impl<'a> Schemas<'a> {
             let Some(body) = self.ensure(id, warnings) else {
                 continue;
             };
-            if body.nodes <= left {
-                left -= body.nodes;
-                included.push(id);
-                queue.extend(body.deps.iter().copied());
+            queue.extend(body.deps.iter().copied());
+            order.push(id);
+        }
+        let mut defs = Map::new();
+        for id in order {
+            if let Some(def) = self.defs.get_mut(id)
+                && let Some(body) = def.body.take()
+            {
+                defs.insert(std::mem::take(&mut def.name), body.schema);
             }
         }
-        included
+        defs
     }
 
     /// The normalised body of a definition, computed on first use.
@@ -249,7 +240,6 @@ impl<'a> Schemas<'a> {
             def.body = Some(Normalized {
                 schema,
                 deps: builder.deps,
-                nodes: builder.nodes,
             });
         }
         self.defs.get(id)?.body.as_ref()
@@ -580,27 +570,12 @@ fn string_weight(text: &str) -> usize {
     1 + text.len() / STRING_BYTES_PER_NODE
 }
 
-/// A schema as an object, so that `$defs` can sit next to it.
-fn as_object(schema: Value) -> Map<String, Value> {
-    match schema {
-        Value::Object(map) => map,
-        Value::Bool(false) => {
-            let mut map = Map::new();
-            map.insert("not".to_string(), json!({}));
-            map
-        }
-        _ => Map::new(),
-    }
-}
-
-/// Copies a normalised schema into one tool document.
-struct Copier<'s> {
-    by_name: &'s HashMap<String, usize>,
-    keep: &'s HashSet<usize>,
+/// Copies a finished tool document's root, applying the input rule.
+struct Copier {
     input: bool,
 }
 
-impl Copier<'_> {
+impl Copier {
     fn copy(&self, schema: &Value, depth: usize) -> Value {
         // The normaliser bounds depth; the margin covers the tool-level
         // wrapping around parameter and body schemas.
@@ -613,24 +588,15 @@ impl Copier<'_> {
         let mut out = Map::new();
         for (key, value) in map {
             let copied = match key.as_str() {
-                "$ref" if !self.kept(value) => continue,
-                "required" if self.input => self.writable_required(map, value),
+                "required" if self.input => executor_engine::schema::writable_required(map, value),
                 k if ONE_SCHEMA.contains(&k) => self.copy(value, depth + 1),
                 k if SCHEMA_ARRAY.contains(&k) => self.copy_array(value, depth),
-                k if SCHEMA_MAP.contains(&k) || k == "$defs" => self.copy_map(value, depth),
+                k if SCHEMA_MAP.contains(&k) => self.copy_map(value, depth),
                 _ => value.clone(),
             };
             out.insert(key.clone(), copied);
         }
         Value::Object(out)
-    }
-
-    fn kept(&self, reference: &Value) -> bool {
-        reference
-            .as_str()
-            .and_then(|r| r.strip_prefix("#/$defs/"))
-            .and_then(|name| self.by_name.get(name))
-            .is_some_and(|id| self.keep.contains(id))
     }
 
     fn copy_array(&self, value: &Value, depth: usize) -> Value {
@@ -648,26 +614,6 @@ impl Copier<'_> {
             .collect();
         Value::Object(copied)
     }
-
-    /// `required` without the properties marked `readOnly`, which a client
-    /// never sends.
-    fn writable_required(&self, schema: &Map<String, Value>, required: &Value) -> Value {
-        let properties = schema.get("properties");
-        let read_only = |name: &str| {
-            properties
-                .and_then(|p| p.get(name))
-                .and_then(|p| p.get("readOnly"))
-                == Some(&Value::Bool(true))
-        };
-        let names = required.as_array().map(Vec::as_slice).unwrap_or_default();
-        Value::Array(
-            names
-                .iter()
-                .filter(|n| !n.as_str().is_some_and(read_only))
-                .cloned()
-                .collect(),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -675,12 +621,17 @@ mod tests {
     use super::*;
 
     /// Normalises `raw` (a pointer into `doc`) as a whole document.
+    /// The root, with the shared definitions it reaches under `$defs`.
     fn shape(doc: &Value, raw: &Value, budget: usize, input: bool) -> (Value, Vec<String>) {
         let mut warnings = Warnings::default();
         let mut schemas = Schemas::new(doc);
         let mut builder = DocBuilder::new(budget);
         let root = schemas.normalize(&mut builder, raw, &mut warnings);
-        let out = schemas.finish(builder, root, input, &mut warnings);
+        let mut out = schemas.finish(builder, root, input);
+        let defs = schemas.definitions(&mut warnings);
+        if let (Value::Object(map), false) = (&mut out, defs.is_empty()) {
+            map.insert("$defs".into(), Value::Object(defs));
+        }
         (out, warnings.finish())
     }
 
@@ -728,20 +679,22 @@ mod tests {
     }
 
     #[test]
-    fn budget_cuts_far_definitions_first() {
+    fn definitions_are_whole_whatever_the_root_budget() {
         let doc = json!({"definitions": {
             "A": {"type": "object", "properties": {"b": {"$ref": "#/definitions/B"}}},
             "B": {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "string"},
                                                   "z": {"type": "string"}}}
         }});
         let raw = json!({"$ref": "#/definitions/A"});
-        let (out, _) = shape(&doc, &raw, 9, false);
+        let (out, _) = shape(&doc, &raw, 2, false);
+        assert_eq!(out["$ref"], "#/$defs/A");
+        assert_eq!(out["$defs"]["A"]["properties"]["b"]["$ref"], "#/$defs/B");
         assert_eq!(
-            out,
-            json!({"$ref": "#/$defs/A", "$defs": {"A": {"type": "object", "properties": {"b": {}}}}})
+            out["$defs"]["B"]["properties"].as_object().map(Map::len),
+            Some(3)
         );
-        // Nothing fits: the root accepts anything.
-        let (out, _) = shape(&doc, &raw, 1, false);
+        // Nothing fits: the root accepts anything and reaches nothing.
+        let (out, _) = shape(&doc, &raw, 0, false);
         assert_eq!(out, json!({}));
     }
 
@@ -827,16 +780,20 @@ mod tests {
     }
 
     #[test]
-    fn input_documents_do_not_require_read_only_properties() {
+    fn input_roots_do_not_require_read_only_properties() {
         let doc = json!({"definitions": {"Pet": {
             "type": "object", "required": ["id", "name"],
             "properties": {"id": {"type": "integer", "readOnly": true}, "name": {"type": "string"}}
         }}});
-        let raw = json!({"$ref": "#/definitions/Pet"});
+        let raw = doc["definitions"]["Pet"].clone();
         let (input, _) = shape(&doc, &raw, 100, true);
-        assert_eq!(input["$defs"]["Pet"]["required"], json!(["name"]));
+        assert_eq!(input["required"], json!(["name"]));
         let (output, _) = shape(&doc, &raw, 100, false);
-        assert_eq!(output["$defs"]["Pet"]["required"], json!(["id", "name"]));
+        assert_eq!(output["required"], json!(["id", "name"]));
+        // A shared definition keeps its `required`: the catalog applies
+        // the rule when it validates input.
+        let (input, _) = shape(&doc, &json!({"$ref": "#/definitions/Pet"}), 100, true);
+        assert_eq!(input["$defs"]["Pet"]["required"], json!(["id", "name"]));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Org catalogs at the `CatalogSource` seam: one build per (org, catalog
-//! version), shared by every request that waits for it, and another org's
-//! requests never wait for it.
+//! version), shared by every request that waits for it; another org's
+//! requests never wait for it; a change loads the changed integration only;
+//! a record in an older format is upgraded, and one that cannot be read is
+//! reported, never silently dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use executor_engine::{CatalogSource, ToolInvocation, ToolInvoker, ToolResult};
-use executor_integrations::{ImportOptions, ImportedIntegration, InvokerFactory, StoreCatalogs};
+use executor_integrations::{ImportOptions, InvokerFactory, OpenApiService, StoreCatalogs};
 use executor_store::{IntegrationRecord, SqliteStore, Store, now_ms};
 use futures::future::BoxFuture;
 
@@ -23,21 +25,28 @@ impl ToolInvoker for Never {
     }
 }
 
-/// Counts builds per org (an integration's invoker is made once per build)
-/// and makes the slow org's builds take a while.
+/// Counts loads per org and per (org, namespace) (an integration's invoker
+/// is made once per load) and makes the slow org's loads take a while.
 #[derive(Default)]
 struct Counting {
     builds: Mutex<HashMap<String, usize>>,
+    loads: Mutex<HashMap<(String, String), usize>>,
     slow_org: Mutex<Option<String>>,
 }
 
 impl InvokerFactory for Counting {
-    fn openapi(&self, org_id: &str, _integration: ImportedIntegration) -> Arc<dyn ToolInvoker> {
+    fn openapi(&self, org_id: &str, service: OpenApiService) -> Arc<dyn ToolInvoker> {
         *self
             .builds
             .lock()
             .unwrap()
             .entry(org_id.to_string())
+            .or_default() += 1;
+        *self
+            .loads
+            .lock()
+            .unwrap()
+            .entry((org_id.to_string(), service.namespace.clone()))
             .or_default() += 1;
         if self.slow_org.lock().unwrap().as_deref() == Some(org_id) {
             std::thread::sleep(Duration::from_millis(800));
@@ -50,6 +59,35 @@ impl Counting {
     fn builds(&self, org: &str) -> usize {
         self.builds.lock().unwrap().get(org).copied().unwrap_or(0)
     }
+
+    fn loads(&self, org: &str, namespace: &str) -> usize {
+        let key = (org.to_string(), namespace.to_string());
+        self.loads.lock().unwrap().get(&key).copied().unwrap_or(0)
+    }
+}
+
+/// Stores `document` as the org's integration `namespace`.
+async fn store_document(store: &dyn Store, org: &str, namespace: &str, document: String) {
+    store
+        .upsert_integration(IntegrationRecord {
+            org_id: org.to_string(),
+            namespace: namespace.into(),
+            kind: "openapi".into(),
+            source: "inline".into(),
+            base_url: None,
+            tool_count: 1,
+            document,
+            updated_at_ms: now_ms(),
+            revision: 0,
+        })
+        .await
+        .unwrap();
+}
+
+/// `SPEC` imported as `namespace`, in the stored form.
+fn stored(namespace: &str) -> String {
+    let imported = executor_integrations::import(SPEC, &ImportOptions::new(namespace)).unwrap();
+    serde_json::to_string(&imported).unwrap()
 }
 
 async fn setup(
@@ -68,27 +106,7 @@ async fn setup(
     let mut orgs = Vec::new();
     for email in ["a@builds.test", "b@builds.test"] {
         let org = store.ensure_account(email, None).await.unwrap().org_id;
-        let imported = executor_integrations::import(
-            SPEC,
-            &ImportOptions {
-                namespace: "pets".into(),
-                ..ImportOptions::default()
-            },
-        )
-        .unwrap();
-        store
-            .upsert_integration(IntegrationRecord {
-                org_id: org.clone(),
-                namespace: "pets".into(),
-                kind: "openapi".into(),
-                source: "inline".into(),
-                base_url: None,
-                tool_count: imported.tools.len() as i64,
-                document: serde_json::to_string(&imported).unwrap(),
-                updated_at_ms: now_ms(),
-            })
-            .await
-            .unwrap();
+        store_document(store.as_ref(), &org, "pets", stored("pets")).await;
         orgs.push(org);
     }
     let counting = Arc::new(Counting::default());
@@ -146,5 +164,119 @@ async fn another_org_never_waits_for_a_build() {
         "B was answered while A's build was still running"
     );
     slow.await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_loads_that_integration_only() {
+    let (store, counting, catalogs, a, _b, dir) = setup("one-integration").await;
+    store_document(store.as_ref(), &a, "shop", stored("shop")).await;
+    let before = catalogs.catalog(&a).await;
+    assert_eq!(
+        (counting.loads(&a, "pets"), counting.loads(&a, "shop")),
+        (1, 1)
+    );
+    // Written again: pets is loaded again, shop is reused as it was.
+    store_document(store.as_ref(), &a, "pets", stored("pets")).await;
+    let after = catalogs.catalog(&a).await;
+    assert!(!Arc::ptr_eq(&before, &after), "a new catalog version");
+    assert_eq!(
+        (counting.loads(&a, "pets"), counting.loads(&a, "shop")),
+        (2, 1)
+    );
+    let group = |catalog: &executor_engine::Catalog, namespace: &str| {
+        let groups = catalog.groups();
+        groups
+            .iter()
+            .find(|g| g.namespace() == namespace)
+            .cloned()
+            .unwrap()
+    };
+    assert!(Arc::ptr_eq(&group(&before, "shop"), &group(&after, "shop")));
+    assert!(!Arc::ptr_eq(
+        &group(&before, "pets"),
+        &group(&after, "pets")
+    ));
+    // Removed: its tools go, the others stay.
+    store.remove_integration(&a, "pets").await.unwrap();
+    let removed = catalogs.catalog(&a).await;
+    assert!(removed.get("pets.pets.listPets").is_none());
+    assert!(Arc::ptr_eq(
+        &group(&after, "shop"),
+        &group(&removed, "shop")
+    ));
+    assert_eq!(counting.loads(&a, "shop"), 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_format_record_is_upgraded_and_stored_back() {
+    let (store, _counting, catalogs, a, _b, dir) = setup("upgrade").await;
+    // Format 1: no `format`, no shared `definitions`; each tool schema
+    // carries its own `$defs`.
+    let mut v1: serde_json::Value = serde_json::from_str(&stored("old")).unwrap();
+    v1.as_object_mut().unwrap().remove("format");
+    v1.as_object_mut().unwrap().remove("definitions");
+    v1["tools"][0]["output_schema"] = serde_json::json!({
+        "$ref": "#/$defs/Pet", "$defs": {"Pet": {"type": "object"}}
+    });
+    store_document(store.as_ref(), &a, "old", v1.to_string()).await;
+    let catalog = catalogs.catalog(&a).await;
+    let tool = catalog
+        .get("old.pets.listPets")
+        .expect("the old record's tool is served");
+    assert!(
+        tool.definitions
+            .as_ref()
+            .is_some_and(|d| d.get("Pet").is_some())
+    );
+    let records = store.list_integrations(&a, false).await.unwrap();
+    let record = records.iter().find(|r| r.namespace == "old").unwrap();
+    let document = store
+        .integration_document(&a, "old", record.revision)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        executor_integrations::format_of(&document),
+        executor_integrations::FORMAT
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_cannot_be_read_is_reported_not_dropped() {
+    let (store, _counting, catalogs, a, _b, dir) = setup("unavailable").await;
+    store_document(
+        store.as_ref(),
+        &a,
+        "future",
+        r#"{"format":99,"tools":[]}"#.into(),
+    )
+    .await;
+    store_document(
+        store.as_ref(),
+        &a,
+        "broken",
+        r#"{"format":2,"tools":"#.into(),
+    )
+    .await;
+    let catalog = catalogs.catalog(&a).await;
+    assert!(
+        catalog.get("pets.pets.listPets").is_some(),
+        "the others are served"
+    );
+    let future = catalog
+        .unavailable("future.x.y")
+        .expect("future is reported");
+    assert!(future.contains("newer release"), "{future}");
+    assert!(catalog.unavailable("broken.x").is_some());
+    let listed: Vec<_> = catalog
+        .integrations()
+        .iter()
+        .filter(|i| i.unavailable.is_some())
+        .map(|i| i.namespace.as_str())
+        .collect();
+    assert_eq!(listed, ["broken", "future"]);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -100,22 +100,26 @@ fn check_invariants(integration: &ImportedIntegration) {
                 tool.name
             );
         }
-        assert_refs_resolve(&tool.input_schema, &tool.name);
+        assert!(tool.input_schema.get("$defs").is_none(), "{}", tool.name);
+        assert_refs_resolve(&tool.input_schema, integration, &tool.name);
         if let Some(output) = &tool.output_schema {
-            assert_refs_resolve(output, &tool.name);
+            assert_refs_resolve(output, integration, &tool.name);
         }
+    }
+    for (name, definition) in &integration.definitions {
+        assert_refs_resolve(definition, integration, name);
     }
 }
 
-/// Every `$ref` in a tool document points at one of its own `$defs`.
-fn assert_refs_resolve(document: &Value, name: &str) {
-    let defs = document.get("$defs").and_then(Value::as_object);
+/// Every `$ref` in a schema points at one of the shared definitions.
+fn assert_refs_resolve(document: &Value, integration: &ImportedIntegration, name: &str) {
+    let defs = &integration.definitions;
     let mut stack = vec![document];
     while let Some(value) = stack.pop() {
         match value {
             Value::Object(map) => {
                 if let Some(Value::String(r)) = map.get("$ref") {
-                    let target = r.strip_prefix("#/$defs/").and_then(|n| defs?.get(n));
+                    let target = r.strip_prefix("#/$defs/").and_then(|n| defs.get(n));
                     assert!(target.is_some(), "{name}: dangling {r}");
                 }
                 stack.extend(map.values());
@@ -197,12 +201,11 @@ fn github() {
     );
     let get_repo = tool(&github, "repos.get");
     assert_eq!(get_repo.path_template, "/repos/{owner}/{repo}");
-    assert!(
-        get_repo
-            .output_schema
-            .as_ref()
-            .is_some_and(|o| o.get("$defs").is_some())
+    assert_eq!(
+        get_repo.output_schema.as_ref().and_then(|o| o.get("$ref")),
+        Some(&serde_json::json!("#/$defs/full-repository"))
     );
+    assert!(github.definitions.contains_key("full-repository"));
 }
 
 #[test]

@@ -211,10 +211,7 @@ fn request_bodies_prefer_json_then_forms() {
         post.input_schema["properties"]["body"],
         json!({"$ref": "#/$defs/Thing", "description": "A thing"})
     );
-    assert_eq!(
-        post.input_schema["$defs"]["Thing"],
-        json!({"type": "object"})
-    );
+    assert_eq!(integration.definitions["Thing"], json!({"type": "object"}));
     let patch = &integration.tools[1];
     let patch_type = patch.body.as_ref().map(|b| b.content_type.as_str());
     assert_eq!(patch_type, Some("application/json"));
@@ -262,7 +259,7 @@ fn swagger_body_and_form_data() {
         .map(|b| (b.content_type.as_str(), b.required));
     assert_eq!(add_body, Some(("application/json", true)));
     assert_eq!(
-        add.input_schema["$defs"]["Pet"]["properties"]["name"]["type"],
+        integration.definitions["Pet"]["properties"]["name"]["type"],
         json!(["string", "null"])
     );
 
@@ -282,12 +279,10 @@ fn swagger_body_and_form_data() {
 
     let tags = &get.parameters[1];
     assert_eq!((tags.style, tags.explode), (ParamStyle::Form, true));
+    assert_eq!(get.output_schema, Some(json!({"$ref": "#/$defs/Pet"})));
     assert_eq!(
-        get.output_schema,
-        Some(
-            json!({"$ref": "#/$defs/Pet", "$defs": {"Pet": {"type": "object", "required": ["name"],
-            "properties": {"name": {"type": ["string", "null"]}}}}})
-        )
+        integration.definitions["Pet"],
+        json!({"type": "object", "required": ["name"], "properties": {"name": {"type": ["string", "null"]}}})
     );
 }
 
@@ -426,15 +421,17 @@ fn doubling_references_do_not_blow_up() {
     }}}});
     let integration = run(&doc);
     let tool = only(&integration);
+    assert_eq!(integration.definitions.len(), 41);
     assert_eq!(
-        tool.input_schema["$defs"].as_object().map(|d| d.len()),
-        Some(41)
+        tool.input_schema["properties"]["body"]["$ref"],
+        "#/$defs/T0"
     );
     assert!(tool.input_schema.to_string().len() < 10_000);
 }
 
 /// 10k operations that each reach a large web of schemas: the import stays
-/// fast and every tool document stays within its budget.
+/// fast, every tool root stays within its budget, and the web is stored
+/// once, not once per tool.
 #[test]
 fn ten_thousand_operations_stay_bounded() {
     let mut schemas = serde_json::Map::new();
@@ -482,4 +479,7 @@ fn ten_thousand_operations_stay_bounded() {
     );
     // 800 budget nodes at most (8M / 10k), each well under 100 bytes.
     assert!(largest < 80_000, "{largest}");
+    assert_eq!(integration.definitions.len(), 300);
+    let stored = serde_json::to_string(&integration).unwrap_or_default();
+    assert!(stored.len() < 6_000_000, "{} bytes stored", stored.len());
 }

@@ -505,7 +505,7 @@ impl Sessions {
             .disposed
             .fetch_add(count as u64, Ordering::Relaxed);
         if count > 0 {
-            release_freed_memory();
+            executor_engine::release_freed_memory();
             let store = self.inner.store.clone();
             tokio::spawn(async move {
                 if let Err(e) = store.touch_sessions(touches).await {
@@ -673,16 +673,5 @@ impl Drop for Reservation {
         if let Some(owner) = self.owner.take() {
             self.sessions.release(&owner);
         }
-    }
-}
-
-/// Hands memory freed by disposed runtimes back to the OS: glibc keeps
-/// freed small allocations in its arenas otherwise, and a disposed session
-/// should cost nothing.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and trims the allocator's own arenas.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

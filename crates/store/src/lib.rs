@@ -123,6 +123,24 @@ pub trait Store: Send + Sync + 'static {
         with_documents: bool,
     ) -> StoreResult<Vec<IntegrationRecord>>;
     async fn remove_integration(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
+    /// The document of one integration at `revision`; None when the record
+    /// is gone or was written again since.
+    async fn integration_document(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        revision: i64,
+    ) -> StoreResult<Option<String>>;
+    /// Replaces the document of the record at `revision` with an equivalent
+    /// one (an upgrade of its stored format), without changing its revision
+    /// or the catalog version; false when the record changed meanwhile.
+    async fn replace_integration_document(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        revision: i64,
+        document: String,
+    ) -> StoreResult<bool>;
     /// Changes whenever the org's integrations change (0 before any).
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;
 

@@ -118,6 +118,9 @@ pub struct IntegrationRecord {
     /// The imported integration, as JSON (its kind's own format).
     pub document: String,
     pub updated_at_ms: i64,
+    /// Set by the store on every write of the record (the org's catalog
+    /// version after it); ignored on upsert.
+    pub revision: i64,
 }
 
 /// The credential of one integration. `secret` is never plaintext: it is

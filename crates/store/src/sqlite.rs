@@ -146,6 +146,12 @@ UPDATE orgs SET owner_account_id = (SELECT a.id FROM accounts a WHERE a.email = 
 UPDATE orgs SET name = id WHERE owner_account_id IS NULL AND name LIKE '%@%';
 CREATE UNIQUE INDEX orgs_owner ON orgs(owner_account_id) WHERE owner_account_id IS NOT NULL;
 "#,
+    // Which write of the org's integrations made this record (the org's
+    // catalog version after it): the server reuses an integration's loaded
+    // tools while its revision is unchanged.
+    r#"
+ALTER TABLE integrations ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -914,13 +920,52 @@ impl Store for SqliteStore {
     async fn upsert_integration(&self, r: IntegrationRecord) -> StoreResult<()> {
         self.writer
             .write(move |conn| {
+                bump_catalog_version(conn, &r.org_id)?;
                 conn.execute(
-                    "INSERT INTO integrations (org_id, namespace, kind, source, base_url, tool_count, document, created_at, updated_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) \
-                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, source = ?4, base_url = ?5, tool_count = ?6, document = ?7, updated_at = ?8",
+                    "INSERT INTO integrations (org_id, namespace, kind, source, base_url, tool_count, document, created_at, updated_at, revision) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, (SELECT version FROM catalog_versions WHERE org_id = ?1)) \
+                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, source = ?4, base_url = ?5, tool_count = ?6, document = ?7, updated_at = ?8, revision = excluded.revision",
                     params![r.org_id, r.namespace, r.kind, r.source, r.base_url, r.tool_count, r.document, r.updated_at_ms],
                 )?;
-                bump_catalog_version(conn, &r.org_id)
+                Ok(())
+            })
+            .await
+    }
+
+    async fn integration_document(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        revision: i64,
+    ) -> StoreResult<Option<String>> {
+        let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT document FROM integrations WHERE org_id = ?1 AND namespace = ?2 AND revision = ?3",
+            )?;
+            let mut rows = stmt.query(params![org_id, namespace, revision])?;
+            Ok(match rows.next()? {
+                Some(row) => Some(row.get(0)?),
+                None => None,
+            })
+        })
+    }
+
+    async fn replace_integration_document(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        revision: i64,
+        document: String,
+    ) -> StoreResult<bool> {
+        let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
+        self.writer
+            .write(move |conn| {
+                let changed = conn.execute(
+                    "UPDATE integrations SET document = ?4 WHERE org_id = ?1 AND namespace = ?2 AND revision = ?3",
+                    params![org_id, namespace, revision, document],
+                )?;
+                Ok(changed == 1)
             })
             .await
     }
@@ -933,9 +978,9 @@ impl Store for SqliteStore {
         let org_id = org_id.to_string();
         self.read(move |conn| {
             let sql = if with_documents {
-                "SELECT org_id, namespace, kind, source, base_url, tool_count, document, updated_at FROM integrations WHERE org_id = ?1 ORDER BY namespace"
+                "SELECT org_id, namespace, kind, source, base_url, tool_count, document, updated_at, revision FROM integrations WHERE org_id = ?1 ORDER BY namespace"
             } else {
-                "SELECT org_id, namespace, kind, source, base_url, tool_count, '', updated_at FROM integrations WHERE org_id = ?1 ORDER BY namespace"
+                "SELECT org_id, namespace, kind, source, base_url, tool_count, '', updated_at, revision FROM integrations WHERE org_id = ?1 ORDER BY namespace"
             };
             let mut stmt = conn.prepare_cached(sql)?;
             let rows = stmt.query_map([org_id], |r| {
@@ -948,6 +993,7 @@ impl Store for SqliteStore {
                     tool_count: r.get(5)?,
                     document: r.get(6)?,
                     updated_at_ms: r.get(7)?,
+                    revision: r.get(8)?,
                 })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
@@ -1210,7 +1256,11 @@ mod tests {
         let db = dir.join("executor.db");
         {
             let conn = connect(&db).unwrap();
-            let before = MIGRATIONS.len() - 1;
+            // The store as it was before the personal-orgs migration.
+            let before = MIGRATIONS
+                .iter()
+                .position(|m| m.contains("ADD COLUMN owner_account_id"))
+                .unwrap();
             for sql in &MIGRATIONS[..before] {
                 conn.execute_batch(sql).unwrap();
             }

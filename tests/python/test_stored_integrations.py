@@ -1,0 +1,89 @@
+"""Stored integrations across formats (issue 9): a record in an older format is
+upgraded and served; one the server cannot read is reported by `integrations
+list` and to the agent as `integration_unavailable`, never silently dropped.
+The records are edited in the real store file with sqlite3 before the server
+first loads the org's catalog."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import EXECUTOR_BIN, ExecutorServer, connect, tool_text
+
+pytestmark = pytest.mark.anyio
+
+PETSTORE = Path(__file__).resolve().parent.parent / "e2e" / "fixtures" / "petstore.yaml"
+
+
+def cli(srv: ExecutorServer, *args: str) -> str:
+    proc = subprocess.run(
+        [EXECUTOR_BIN, *args, "--data-dir", str(srv.data_dir)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, f"{args}: {proc.stderr}"
+    return proc.stdout
+
+
+def as_format_1(document: str) -> str:
+    """The record as release 1 stored it: no `format`, no shared
+    `definitions`; every tool schema carries the definitions under `$defs`."""
+    stored = json.loads(document)
+    assert stored.pop("format") == 2
+    definitions = stored.pop("definitions")
+    assert definitions, "petstore has shared definitions"
+    for tool in stored["tools"]:
+        for key in ("input_schema", "output_schema"):
+            if isinstance(tool.get(key), dict):
+                tool[key]["$defs"] = definitions
+    return json.dumps(stored)
+
+
+async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server: ExecutorServer) -> None:
+    srv = own_server
+    for namespace in ("pets", "old", "future"):
+        cli(srv, "integrations", "add", "openapi", "--spec", str(PETSTORE), "--namespace", namespace,
+            "--base-url", "http://127.0.0.1:9")
+    db = sqlite3.connect(srv.data_dir / "executor.db")
+    with db:
+        (old,) = db.execute("SELECT document FROM integrations WHERE namespace = 'old'").fetchone()
+        db.execute("UPDATE integrations SET document = ? WHERE namespace = 'old'", (as_format_1(old),))
+        db.execute("""UPDATE integrations SET document = '{"format":99,"tools":[]}' WHERE namespace = 'future'""")
+
+    listed = cli(srv, "integrations", "list")
+    lines = {line.split("\t")[0]: line for line in listed.splitlines()}
+    assert lines["pets"].endswith("\tok"), listed
+    assert "upgraded when the server loads it" in lines["old"], listed
+    assert "unavailable" in lines["future"] and "newer release" in lines["future"], listed
+
+    async with connect(srv) as (client, _):
+        r = await client.call_tool("execute", {"code": """
+            const listed = await tools.executor.integrations.list({});
+            const future = await tools.future.pets.listPets({});
+            const old = await tools.describe.tool({ path: "old.pets.showPetById" });
+            const found = await tools.search({ query: "list pets" });
+            return { listed: listed.items, future, old, found: found.items.map((i) => i.path) };
+        """})
+        assert not r.is_error, tool_text(r)
+        out = json.loads(tool_text(r))
+
+    by_namespace = {i["namespace"]: i for i in out["listed"]}
+    assert by_namespace["pets"]["toolCount"] == 3 and "unavailable" not in by_namespace["pets"]
+    assert "newer release" in by_namespace["future"]["unavailable"], by_namespace
+    assert out["future"]["ok"] is False
+    assert out["future"]["error"]["code"] == "integration_unavailable", out["future"]
+    assert "integrations refresh" in out["future"]["error"]["message"]
+    # The upgraded record serves its tools with their types intact.
+    assert out["old"]["path"] == "old.pets.showPetById", out["old"]
+    assert "name: string" in json.dumps(out["old"]["typeScriptDefinitions"]), out["old"]
+    assert "old.pets.listPets" in out["found"] and "pets.pets.listPets" in out["found"]
+
+    # ...and was stored back in the current format.
+    (old,) = db.execute("SELECT document FROM integrations WHERE namespace = 'old'").fetchone()
+    assert old.startswith('{"format":2,'), old[:40]
+    db.close()
+    listed = cli(srv, "integrations", "list")
+    assert any(line.startswith("old\t") and line.endswith("\tok") for line in listed.splitlines()), listed
