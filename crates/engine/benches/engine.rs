@@ -5,8 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_engine::catalog::{ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_engine::{CallContext, Catalog, Engine, EngineConfig, StaticCatalog, ToolEntry};
+use executor_catalog::{
+    ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSchema, ToolSuccess,
+};
+use executor_engine::{CallContext, Catalog, Engine, EngineConfig, StaticCatalog};
 use executor_store::{SqliteStore, Store};
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -63,7 +65,7 @@ fn synthetic_catalog() -> Catalog {
                 description: Some(format!(
                     "{verb} {noun} in {namespace}; returns a page of results with cursors"
                 )),
-                input_schema: Some(executor_engine::ToolSchema::from_value(
+                input_schema: Some(ToolSchema::from_value(
                     &json!({"type": "object", "properties": {"id": {"type": "string"}}}),
                 )),
                 output_schema: None,

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use executor_store::Store;
 
-use crate::catalog::{ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_catalog::{
+    ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSchema, ToolSuccess,
+};
 
 /// The namespace of the built-in tools.
 pub const NAMESPACE: &str = "executor";
@@ -70,8 +72,8 @@ pub fn entries(store: Arc<dyn Store>) -> Vec<ToolEntry> {
     let entry = |name: &str, description: &str, output: Value| ToolEntry {
         path: format!("{NAMESPACE}.{name}").into(),
         description: Some(description.to_string()),
-        input_schema: Some(crate::ToolSchema::from_value(&no_input)),
-        output_schema: Some(crate::ToolSchema::from_value(&output)),
+        input_schema: Some(ToolSchema::from_value(&no_input)),
+        output_schema: Some(ToolSchema::from_value(&output)),
         definitions: None,
         requires_approval: false,
         invoker: invoker.clone(),

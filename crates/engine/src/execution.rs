@@ -712,8 +712,8 @@ pub struct SavedExecution {
 
 impl SavedExecution {
     /// The owner's context: who the run acts for when it is continued.
-    pub(crate) fn owner_context(&self) -> crate::CallContext {
-        crate::CallContext {
+    pub(crate) fn owner_context(&self) -> executor_catalog::CallContext {
+        executor_catalog::CallContext {
             principal: self.owner.clone(),
             session_id: self.session_id.clone(),
         }

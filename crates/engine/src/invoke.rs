@@ -11,14 +11,14 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::CallContext;
-use crate::budget::{HostBudget, HostHold};
-use crate::catalog::{Catalog, ToolError, ToolInvocation, ToolResult, result_value};
-use crate::describe;
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
-use crate::schema::{ComposeLimits, Definitions, ToolSchema};
+use executor_catalog::describe;
+use executor_catalog::{
+    CallContext, Catalog, ComposeLimits, Definitions, HostBudget, HostHold, ToolError,
+    ToolInvocation, ToolResult, ToolSchema, result_value,
+};
 
 /// Longest tool path accepted (SPEC §12).
 pub const MAX_TOOL_PATH_BYTES: usize = 512;

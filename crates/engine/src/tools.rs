@@ -6,14 +6,10 @@ use std::time::{Duration, Instant};
 
 use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
 use executor_store::{ExecutionRecord, Store, now_ms};
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::CallContext;
 use crate::admission::{Admission, Refused, ShareLimits, Slot};
-use crate::budget::HostBudget;
-use crate::catalog::Catalog;
 use crate::core_tools;
 use crate::envelope::{
     self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits, internal_error_id,
@@ -26,6 +22,7 @@ use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
 use crate::normalize::normalize;
 use crate::skills::SKILLS;
+use executor_catalog::{CallContext, Catalog, CatalogSource, HostBudget, StaticCatalog};
 
 /// How often a server looks for decisions posted by `executor resume`.
 const POSTED_DECISION_POLL: Duration = Duration::from_millis(200);
@@ -87,22 +84,6 @@ impl Default for EngineConfig {
 pub enum ToolCallError {
     #[error("Unknown tool: {0}")]
     UnknownTool(String),
-}
-
-/// Where an org's catalog comes from. The integrations layer implements
-/// this over the store; until then every org sees the core tools.
-pub trait CatalogSource: Send + Sync + 'static {
-    fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>>;
-}
-
-/// One catalog for everyone.
-pub struct StaticCatalog(pub Arc<Catalog>);
-
-impl CatalogSource for StaticCatalog {
-    fn catalog(&self, _org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
-        let catalog = self.0.clone();
-        Box::pin(async move { catalog })
-    }
 }
 
 pub struct Engine {

@@ -8,9 +8,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_engine::{
     Action, ApprovalPrompt, ApprovalRequest, CallContext, Catalog, Engine, EngineConfig,
-    ShareLimits, StaticCatalog, ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
+    ShareLimits, StaticCatalog,
 };
 use executor_sandbox::Limits;
 use executor_store::{SqliteStore, Store};

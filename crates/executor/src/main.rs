@@ -569,7 +569,8 @@ fn store_catalogs(
             key: Some(Arc::new(key)),
         }),
     };
-    Ok(StoreCatalogs::new(store, Arc::new(invokers)))
+    let core = executor_engine::core_tool_entries(store.clone());
+    Ok(StoreCatalogs::new(store, Arc::new(invokers), core))
 }
 
 /// A secret given to the CLI: `-` reads it from standard input, `@FILE`

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_engine::{Catalog, ToolError, ToolInvocation, ToolInvoker, ToolResult};
+use executor_catalog::{Catalog, ToolError, ToolInvocation, ToolInvoker, ToolResult};
 use executor_integrations::{ImportOptions, import, tool_entries};
 use futures::future::BoxFuture;
 use serde_json::Value;

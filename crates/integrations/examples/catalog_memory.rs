@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use executor_engine::{ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult};
+use executor_catalog::{ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult};
 use executor_integrations::{ImportOptions, import, load};
 use futures::future::BoxFuture;
 

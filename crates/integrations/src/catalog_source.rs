@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_engine::{Catalog, CatalogSource, ToolGroup, ToolInvoker};
+use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup, ToolInvoker};
 use executor_store::{IntegrationRecord, Store};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -29,7 +29,7 @@ use crate::{AuthMethod, HttpOperation};
 
 /// An OpenAPI integration as its invoker sees it: where to send requests,
 /// how to authenticate, and each tool's request shape, by the tool's
-/// [`ToolEntry::slot`](executor_engine::ToolEntry).
+/// [`ToolEntry::slot`](executor_catalog::ToolEntry).
 pub struct OpenApiService {
     pub namespace: String,
     pub base_url: Option<String>,
@@ -73,8 +73,13 @@ pub struct StoreCatalogs {
 }
 
 impl StoreCatalogs {
-    pub fn new(store: Arc<dyn Store>, invokers: Arc<dyn InvokerFactory>) -> Self {
-        let core = executor_engine::core_tool_entries(store.clone());
+    /// Catalogs of the store's integrations, each beside `core`: the
+    /// engine's built-in tools, under `executor.`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        invokers: Arc<dyn InvokerFactory>,
+        core: Vec<ToolEntry>,
+    ) -> Self {
         let core = Arc::new(ToolGroup::new(CORE_NAMESPACE, core));
         StoreCatalogs {
             loader: Arc::new(Loader {
@@ -187,7 +192,7 @@ impl Loader {
         if loaded_any {
             // Loading parsed whole stored records; their text is freed now.
             // Not on the way of the requests waiting for this build.
-            handle.spawn_blocking(executor_engine::release_freed_memory);
+            handle.spawn_blocking(executor_catalog::release_freed_memory);
         }
         (
             Arc::new(Catalog::from_groups(groups, unavailable)),

@@ -25,7 +25,7 @@ pub use crate::credential::Credential;
 use crate::json_scan::JsonScan;
 use crate::redact::Redactor;
 use crate::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
-use executor_engine::{HostBudget, HostHold};
+use executor_catalog::{HostBudget, HostHold};
 
 /// SPEC §7 error codes this module produces.
 pub const INVALID_TOOL_ARGUMENTS: &str = "invalid_tool_arguments";

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use executor_engine::{ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_catalog::{
+    ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
+};
 use executor_store::Store;
 use executor_store::secrets::{self, SecretKey, SecretRef};
 use futures::future::BoxFuture;

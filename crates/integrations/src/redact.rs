@@ -126,10 +126,31 @@ impl Redactor {
         if spans.is_empty() {
             return None;
         }
+        // A form decoded across the text's own escapes (a secret ending in
+        // `\` before an escaped quote) maps back to a range that would take
+        // half an escape: ranges are widened to whole escapes.
+        let spans = crate::json_scan::whole_escapes(text, &spans);
+        let out = self.replace_spans(text, &spans);
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&out).is_ok()
+            || serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err()
+        {
+            return Some(out);
+        }
+        // Never expected: a replacement that breaks valid JSON. The parsed
+        // value is redacted instead, which can only redact more.
+        tracing::warn!("redacting a JSON answer as text broke it; redacting the parsed value");
+        let mut value: Value = serde_json::from_slice(text).ok()?;
+        self.value(&mut value);
+        serde_json::to_vec(&value).ok()
+    }
+
+    /// `text` with each span replaced by the marker, quoted where it stood
+    /// outside a string.
+    fn replace_spans(&self, text: &[u8], spans: &[(usize, usize)]) -> Vec<u8> {
         let mut out = Vec::with_capacity(text.len());
         let mut scan = JsonScan::default();
         let mut at = 0;
-        for (start, end) in spans {
+        for &(start, end) in spans {
             scan.feed(&text[at..start]);
             out.extend_from_slice(&text[at..start]);
             if scan.in_string() {
@@ -143,7 +164,7 @@ impl Redactor {
             at = end;
         }
         out.extend_from_slice(&text[at..]);
-        Some(out)
+        out
     }
 
     /// Redacts every string and every object key inside `value`.

@@ -588,7 +588,7 @@ impl Copier {
         let mut out = Map::new();
         for (key, value) in map {
             let copied = match key.as_str() {
-                "required" if self.input => executor_engine::schema::writable_required(map, value),
+                "required" if self.input => executor_catalog::schema::writable_required(map, value),
                 k if ONE_SCHEMA.contains(&k) => self.copy(value, depth + 1),
                 k if SCHEMA_ARRAY.contains(&k) => self.copy_array(value, depth),
                 k if SCHEMA_MAP.contains(&k) => self.copy_map(value, depth),

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use executor_engine::{
+use executor_catalog::{
     Definitions, SchemaInterner, SchemaText, ToolEntry, ToolInvoker, ToolSchema, schema_text,
 };
 use serde::Deserialize;
@@ -349,9 +349,9 @@ mod tests {
     impl ToolInvoker for Nothing {
         fn invoke(
             &self,
-            _call: executor_engine::ToolInvocation,
-        ) -> futures::future::BoxFuture<'static, executor_engine::ToolResult> {
-            Box::pin(async { Err(executor_engine::ToolError::new("x", "x")) })
+            _call: executor_catalog::ToolInvocation,
+        ) -> futures::future::BoxFuture<'static, executor_catalog::ToolResult> {
+            Box::pin(async { Err(executor_catalog::ToolError::new("x", "x")) })
         }
     }
 }

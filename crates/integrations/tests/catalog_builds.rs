@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use executor_engine::{CatalogSource, ToolInvocation, ToolInvoker, ToolResult};
+use executor_catalog::{CatalogSource, ToolInvocation, ToolInvoker, ToolResult};
 use executor_integrations::{ImportOptions, InvokerFactory, OpenApiService, StoreCatalogs};
 use executor_store::{IntegrationRecord, SqliteStore, Store, now_ms};
 use futures::future::BoxFuture;
@@ -110,7 +110,7 @@ async fn setup(
         orgs.push(org);
     }
     let counting = Arc::new(Counting::default());
-    let catalogs = StoreCatalogs::new(store.clone(), counting.clone());
+    let catalogs = StoreCatalogs::new(store.clone(), counting.clone(), Vec::new());
     let b = orgs.pop().unwrap();
     let a = orgs.pop().unwrap();
     (store, counting, catalogs, a, b, dir)
@@ -184,7 +184,7 @@ async fn a_change_loads_that_integration_only() {
         (counting.loads(&a, "pets"), counting.loads(&a, "shop")),
         (2, 1)
     );
-    let group = |catalog: &executor_engine::Catalog, namespace: &str| {
+    let group = |catalog: &executor_catalog::Catalog, namespace: &str| {
         let groups = catalog.groups();
         groups
             .iter()

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use executor_engine::{Catalog, ToolInvocation, ToolInvoker, ToolResult};
+use executor_catalog::{Catalog, ToolInvocation, ToolInvoker, ToolResult};
 use executor_integrations::{ImportOptions, import, tool_entries};
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -25,7 +25,12 @@ struct NotCalled;
 
 impl ToolInvoker for NotCalled {
     fn invoke(&self, _call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async { Err(executor_engine::ToolError::new("not_called", "search only")) })
+        Box::pin(async {
+            Err(executor_catalog::ToolError::new(
+                "not_called",
+                "search only",
+            ))
+        })
     }
 }
 

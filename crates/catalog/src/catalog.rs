@@ -1,9 +1,4 @@
-//! The tool catalog: every tool an org can call from `execute`, and the
-//! seam integrations plug into.
-//!
-//! An integration kind (OpenAPI, GraphQL, MCP upstream, the built-in core
-//! tools) produces [`ToolEntry`]s and a [`ToolInvoker`] that runs them. The
-//! engine never knows which kind a tool came from.
+//! Tool entries, their invokers, and the catalog that indexes them.
 //!
 //! A catalog is made of [`ToolGroup`]s, one per namespace, each indexed on
 //! its own: a change to one integration builds that group again and the
@@ -375,5 +370,21 @@ impl Catalog {
     /// Integration namespaces with their tool counts, sorted.
     pub fn integrations(&self) -> &[IntegrationSummary] {
         &self.integrations
+    }
+}
+
+/// Where an org's catalog comes from: the integrations layer implements
+/// this over the store; [`StaticCatalog`] serves one catalog to every org.
+pub trait CatalogSource: Send + Sync + 'static {
+    fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>>;
+}
+
+/// One catalog for everyone.
+pub struct StaticCatalog(pub Arc<Catalog>);
+
+impl CatalogSource for StaticCatalog {
+    fn catalog(&self, _org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
+        let catalog = self.0.clone();
+        Box::pin(async move { catalog })
     }
 }

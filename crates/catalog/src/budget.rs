@@ -76,7 +76,7 @@ impl HostBudget {
     /// After the run: when it held a large answer, asks the allocator to
     /// return freed pages to the system (glibc keeps them otherwise), on a
     /// blocking thread.
-    pub(crate) fn give_back_memory(&self) {
+    pub fn give_back_memory(&self) {
         if self.largest.load(Ordering::Relaxed) < LARGE_HOLD {
             return;
         }

@@ -42,7 +42,7 @@ const TRUNCATED: &str = "/* … */";
 const PARTS_BUDGET: usize = MAX_CHARS - 100;
 
 /// Renders the input and output schemas; both may point into their own
-/// `$defs`/`definitions`/`components.schemas`, rendered once each.
+/// `$defs` (or draft-07 `definitions`), rendered once each.
 pub fn render(input_schema: Option<&Value>, output_schema: Option<&Value>) -> TsRendering {
     let mut renderer = Renderer::new([input_schema, output_schema]);
     let input = input_schema.map(|schema| renderer.render_top(schema, INPUT));
@@ -264,15 +264,12 @@ impl<'a> Renderer<'a> {
     }
 
     fn object_schema(&mut self, map: &'a Map<String, Value>, at: At) -> Ty {
-        // Siblings of `$ref` are ignored, as in OpenAPI 3.0, except nullable.
-        let base = match map.get("$ref") {
+        // A `$ref` names the type; its siblings (descriptions, mostly) add
+        // nothing to it. Importers write 2020-12: a nullable reference is
+        // `anyOf: [{$ref}, {type: null}]`, which `constrained` renders.
+        match map.get("$ref") {
             Some(reference) => self.reference(reference, at.root),
             None => self.constrained(map, at),
-        };
-        if is_nullable(map) {
-            union(vec![base, Ty::atom("null")])
-        } else {
-            base
         }
     }
 
@@ -602,13 +599,6 @@ fn implied_type(map: &Map<String, Value>) -> Option<&'static str> {
     }
 }
 
-/// `nullable` from `OpenAPI` 3.0 and its Swagger 2 vendor spelling.
-fn is_nullable(map: &Map<String, Value>) -> bool {
-    ["nullable", "x-nullable"]
-        .iter()
-        .any(|key| map.get(*key) == Some(&Value::Bool(true)))
-}
-
 fn required_names(map: &Map<String, Value>) -> Vec<&str> {
     map.get("required")
         .and_then(Value::as_array)
@@ -894,7 +884,6 @@ fn resolve<'a>(document: &'a Value, reference: &str) -> Option<(&'a Value, Strin
     let segments: Vec<String> = pointer.split('/').map(unescape_segment).collect();
     let supported = match segments.as_slice() {
         [first, _] => first == "$defs" || first == "definitions",
-        [first, second, _] => first == "components" && second == "schemas",
         _ => false,
     };
     if !supported {
@@ -1035,12 +1024,9 @@ mod tests {
     #[test]
     fn type_arrays_and_nullable() {
         assert_eq!(ts(&json!({"type": ["string", "null"]})), "string | null");
-        assert_eq!(
-            ts(&json!({"type": "integer", "nullable": true})),
-            "number | null"
-        );
-        // Already nullable: no duplicate member.
-        let twice = json!({"type": ["string", "null"], "nullable": true});
+        assert_eq!(ts(&json!({"type": ["integer", "null"]})), "number | null");
+        // Null twice: no duplicate member.
+        let twice = json!({"anyOf": [{"type": ["string", "null"]}, {"type": "null"}]});
         assert_eq!(ts(&twice), "string | null");
         let object = json!({"type": ["object", "null"], "properties": {"a": {"type": "string"}}});
         assert_eq!(ts(&object), "{ a?: string } | null");
@@ -1132,14 +1118,14 @@ mod tests {
             "properties": {
                 "pet": {"$ref": "#/$defs/Pet.Owner"},
                 "tag": {"$ref": "#/definitions/1st"},
-                "kind": {"$ref": "#/components/schemas/string", "nullable": true},
+                "kind": {"anyOf": [{"$ref": "#/$defs/string"}, {"type": "null"}]},
                 "missing": {"$ref": "#/$defs/Nope"},
                 "remote": {"$ref": "other.json#/$defs/Pet"},
                 "pointer": {"$ref": "#/properties/tag"}
             },
-            "$defs": {"Pet.Owner": {"type": "object", "properties": {"name": {"type": "string"}}}},
-            "definitions": {"1st": {"enum": ["a"]}},
-            "components": {"schemas": {"string": {"type": "string"}}}
+            "$defs": {"Pet.Owner": {"type": "object", "properties": {"name": {"type": "string"}}},
+                      "string": {"type": "string"}},
+            "definitions": {"1st": {"enum": ["a"]}}
         });
         let out = render(Some(&schema), None);
         assert_eq!(
@@ -1197,10 +1183,8 @@ mod tests {
     #[test]
     fn input_and_output_share_equal_definitions() {
         let pet = json!({"type": "object", "properties": {"id": {"type": "integer"}}});
-        let input =
-            json!({"$ref": "#/components/schemas/Pet", "components": {"schemas": {"Pet": pet}}});
-        let output = json!({"items": {"$ref": "#/components/schemas/Pet"},
-                            "components": {"schemas": {"Pet": pet.clone()}}});
+        let input = json!({"$ref": "#/$defs/Pet", "$defs": {"Pet": pet}});
+        let output = json!({"items": {"$ref": "#/$defs/Pet"}, "$defs": {"Pet": pet.clone()}});
         let out = render(Some(&input), Some(&output));
         assert_eq!(out.output.as_deref(), Some("Pet[]"));
         assert_eq!(
@@ -1327,6 +1311,7 @@ mod tests {
             json!({"$ref": "#/$defs/a/b", "$defs": {"a": {"b": {}}}}),
             json!({"$ref": "#/$defs/%zz%", "$defs": 3}),
             json!({"$ref": "#/components/schemas/é", "components": {"schemas": {"é": true}}}),
+            json!({"$ref": "#/$defs/é", "$defs": {"é": true}}),
             json!({"additionalProperties": 4, "patternProperties": {"x": false}}),
             json!({"nullable": "yes", "const": [[[[[[[[[[[[1]]]]]]]]]]]]}),
             json!({"description": 3, "properties": {"\u{0}\u{2028}": {"description": ["x"]}}}),

@@ -1,0 +1,40 @@
+//! The tool catalog: every tool an org can call from `execute`, and the
+//! seam integration kinds plug into.
+//!
+//! An integration kind (OpenAPI today; GraphQL and upstream MCP servers
+//! next; the engine's built-in core tools) produces [`ToolEntry`]s and a
+//! [`ToolInvoker`] that runs them. This crate holds what every kind and the
+//! engine share: the entries, grouped per integration and indexed
+//! ([`ToolGroup`], [`Catalog`], `search.rs`); tool schemas held as compact
+//! text with the definitions an integration's tools share stored once
+//! (`schema.rs`); argument validation (`validate.rs`); the TypeScript
+//! rendering of `describe` (`describe.rs`); and the host memory a tool
+//! answer may hold ([`HostBudget`]).
+//!
+//! It must never depend on the sandbox or on any integration kind: the
+//! importers build without QuickJS, and the engine never learns an API
+//! description's dialect (schemas arrive as JSON Schema 2020-12).
+
+mod budget;
+mod catalog;
+pub mod describe;
+pub mod schema;
+pub mod search;
+mod validate;
+
+pub use budget::{HostBudget, HostHold, release_freed_memory};
+pub use catalog::{
+    Catalog, CatalogSource, IntegrationSummary, StaticCatalog, ToolEntry, ToolError, ToolGroup,
+    ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, result_value,
+};
+pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
+
+use executor_store::Principal;
+
+/// Who is calling a tool and from where.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub principal: Principal,
+    /// None for sessionless (2026-07-28) requests and the CLI.
+    pub session_id: Option<String>,
+}
