@@ -10,12 +10,10 @@ use clap::Parser;
 use executor_engine::CatalogSource;
 use executor_engine::policy::{Pattern, PolicyAction};
 use executor_engine::{Engine, EngineConfig, ShareLimits};
-use executor_integrations::http::{HttpConfig, HttpInvoker};
-use executor_integrations::{
-    Credentials, ImportOptions, ImportedIntegration, OpenApiInvokers, StoreCatalogs,
-    import_with_progress,
-};
+use executor_integrations::{Credentials, IntegrationKind, OpenApiInvokers, StoreCatalogs};
 use executor_mcp::McpServer;
+use executor_openapi::{ImportOptions, ImportedIntegration, import_with_progress};
+use executor_outbound::{HttpClient, HttpConfig};
 use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
 use executor_store::secrets::{self, SecretKey, SecretRef};
@@ -310,11 +308,11 @@ async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyRes
 /// list`: `ok`, an older format it upgrades when it loads the record, or
 /// why its tools are unavailable.
 fn stored_status(document: &str) -> String {
-    let format = executor_integrations::format_of(document);
-    if format < executor_integrations::FORMAT {
+    let format = executor_openapi::format_of(document);
+    if format < executor_openapi::FORMAT {
         return format!("ok (format {format}: upgraded when the server loads it)");
     }
-    match executor_integrations::load(document) {
+    match executor_openapi::load(document) {
         Ok(_) => "ok".to_string(),
         Err(e) => format!("unavailable: {e}"),
     }
@@ -334,7 +332,7 @@ async fn import_openapi(
 ) -> AnyResult<()> {
     let is_url = source.starts_with("http://") || source.starts_with("https://");
     let text = if is_url {
-        let http = HttpInvoker::new(HttpConfig {
+        let http = HttpClient::new(HttpConfig {
             allow_local_network,
             ..HttpConfig::default()
         })?;
@@ -370,7 +368,7 @@ async fn import_openapi(
         .upsert_integration(IntegrationRecord {
             org_id: org_id.to_string(),
             namespace: namespace.to_string(),
-            kind: "openapi".into(),
+            kind: IntegrationKind::OpenApi.as_str().into(),
             source: source.to_string(),
             base_url: imported.base_url.clone(),
             tool_count: imported.tools.len() as i64,
@@ -560,7 +558,7 @@ fn store_catalogs(
     global: &GlobalOpts,
     http: HttpConfig,
 ) -> AnyResult<StoreCatalogs> {
-    let http = HttpInvoker::new(http)?;
+    let http = HttpClient::new(http)?;
     let key = SecretKey::load_or_create(&global.data_dir())?;
     let invokers = OpenApiInvokers {
         http: Arc::new(http),

@@ -22,20 +22,11 @@ use executor_store::{IntegrationRecord, Store};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
-use crate::http::HttpInvoker;
-use crate::invoker::{Credentials, OpenApiInvoker};
-use crate::stored::{self, LoadError};
-use crate::{AuthMethod, HttpOperation};
+use executor_openapi::{LoadError, OpenApiInvoker, OpenApiService};
+use executor_outbound::HttpClient;
 
-/// An OpenAPI integration as its invoker sees it: where to send requests,
-/// how to authenticate, and each tool's request shape, by the tool's
-/// [`ToolEntry::slot`](executor_catalog::ToolEntry).
-pub struct OpenApiService {
-    pub namespace: String,
-    pub base_url: Option<String>,
-    pub auth_methods: Vec<AuthMethod>,
-    pub operations: Vec<HttpOperation>,
-}
+use crate::IntegrationKind;
+use crate::connections::Credentials;
 
 /// What a stored integration's tools are invoked with.
 pub trait InvokerFactory: Send + Sync + 'static {
@@ -240,8 +231,8 @@ impl Loader {
         Some((loaded, true))
     }
 
-    /// Loads a stored document, upgrading (and storing back) one of an
-    /// older format; Err says why the integration cannot be served.
+    /// Loads a stored document by its kind; Err says why the integration
+    /// cannot be served.
     fn load(
         &self,
         handle: &tokio::runtime::Handle,
@@ -249,21 +240,35 @@ impl Loader {
         record: &IntegrationRecord,
         document: String,
     ) -> Result<Arc<ToolGroup>, String> {
-        if record.kind != "openapi" {
+        let Ok(kind) = record.kind.parse::<IntegrationKind>() else {
             tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
             return Err(format!(
                 "its kind `{}` is not known to this release",
                 record.kind
             ));
+        };
+        match kind {
+            IntegrationKind::OpenApi => self.load_openapi(handle, org, record, document),
         }
-        let stored = match stored::load(&document) {
+    }
+
+    /// An OpenAPI record's tools, upgrading (and storing back) a record of
+    /// an older format.
+    fn load_openapi(
+        &self,
+        handle: &tokio::runtime::Handle,
+        org: &str,
+        record: &IntegrationRecord,
+        document: String,
+    ) -> Result<Arc<ToolGroup>, String> {
+        let stored = match executor_openapi::load(&document) {
             Err(LoadError::Older(format)) => {
-                let upgraded = stored::upgrade(&document).map_err(|e| {
+                let upgraded = executor_openapi::upgrade(&document).map_err(|e| {
                     tracing::error!(error = %e, namespace = %record.namespace, "could not upgrade a stored integration");
                     e.to_string()
                 })?;
                 drop(document);
-                let stored = stored::load(&upgraded).map_err(|e| e.to_string())?;
+                let stored = executor_openapi::load(&upgraded).map_err(|e| e.to_string())?;
                 let kept = handle.block_on(self.store.replace_integration_document(
                     org,
                     &record.namespace,
@@ -320,7 +325,7 @@ impl CatalogSource for StoreCatalogs {
 /// Invokers for stored OpenAPI integrations: one HTTP client and one
 /// credential source shared by all of them.
 pub struct OpenApiInvokers {
-    pub http: Arc<HttpInvoker>,
+    pub http: Arc<HttpClient>,
     pub credentials: Arc<Credentials>,
 }
 

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use executor_catalog::{CatalogSource, ToolInvocation, ToolInvoker, ToolResult};
-use executor_integrations::{ImportOptions, InvokerFactory, OpenApiService, StoreCatalogs};
+use executor_integrations::{InvokerFactory, StoreCatalogs};
+use executor_openapi::{ImportOptions, OpenApiService};
 use executor_store::{IntegrationRecord, SqliteStore, Store, now_ms};
 use futures::future::BoxFuture;
 
@@ -86,7 +87,7 @@ async fn store_document(store: &dyn Store, org: &str, namespace: &str, document:
 
 /// `SPEC` imported as `namespace`, in the stored form.
 fn stored(namespace: &str) -> String {
-    let imported = executor_integrations::import(SPEC, &ImportOptions::new(namespace)).unwrap();
+    let imported = executor_openapi::import(SPEC, &ImportOptions::new(namespace)).unwrap();
     serde_json::to_string(&imported).unwrap()
 }
 
@@ -238,8 +239,8 @@ async fn an_old_format_record_is_upgraded_and_stored_back() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        executor_integrations::format_of(&document),
-        executor_integrations::FORMAT
+        executor_openapi::format_of(&document),
+        executor_openapi::FORMAT
     );
     let _ = std::fs::remove_dir_all(dir);
 }

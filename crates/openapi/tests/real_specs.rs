@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! npm install --prefix /tmp/specs @octokit/openapi @readme/oas-examples
-//! EXECUTOR_SPECS_DIR=/tmp/specs cargo test -p executor-integrations
+//! EXECUTOR_SPECS_DIR=/tmp/specs cargo test -p executor-openapi
 //! ```
 //!
 //! `tests/specs/install` installs them and prints the directory. Without
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use executor_integrations::{
+use executor_openapi::{
     AuthMethod, ImportOptions, ImportedIntegration, OperationTool, ParamLocation, import,
 };
 use serde_json::Value;

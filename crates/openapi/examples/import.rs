@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use executor_integrations::{ImportOptions, import};
+use executor_openapi::{ImportOptions, import};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

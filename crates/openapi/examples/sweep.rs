@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use executor_integrations::{ImportError, ImportOptions, import};
+use executor_openapi::{ImportError, ImportOptions, import};
 use serde_json::{Value, json};
 
 /// The path-item keys that are operations.

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::operation::{Context, Operation};
+use crate::context::{Context, Operation};
 use crate::parameters::{self, Split};
 use crate::schema::DocBuilder;
 use crate::{BodySpec, SpecVersion, pointer};

@@ -3,7 +3,7 @@
 //! step (a counting allocator, so the figures are bytes asked for, without
 //! the allocator's own overhead).
 //!
-//!     cargo run --release -p executor-integrations --example catalog_memory -- SPEC.json
+//!     cargo run --release -p executor-openapi --example catalog_memory -- SPEC.json
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use executor_catalog::{ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult};
-use executor_integrations::{ImportOptions, import, load};
+use executor_openapi::{ImportOptions, import, load};
 use futures::future::BoxFuture;
 
 struct Counting;

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::context::{Context, Operation};
 use crate::media::{self, BodyShape};
 use crate::naming::{self, Names};
 use crate::parameters::{self, Split};
@@ -31,23 +32,6 @@ const TOTAL_OUTPUT_NODES: usize = 4_000_000;
 /// Floors, so that every tool keeps a usable shape however many there are.
 const MIN_INPUT_NODES: usize = 300;
 const MIN_OUTPUT_NODES: usize = 100;
-
-/// One operation found under `paths`.
-pub(crate) struct Operation<'a> {
-    /// The path template, with a leading `/`.
-    pub(crate) path: String,
-    /// Lower case.
-    pub(crate) method: String,
-    pub(crate) op: &'a Map<String, Value>,
-    pub(crate) item: &'a Map<String, Value>,
-}
-
-impl Operation<'_> {
-    /// `GET /pets`, for warnings.
-    pub(crate) fn label(&self) -> String {
-        format!("{} {}", self.method.to_ascii_uppercase(), self.path)
-    }
-}
 
 /// Every operation of the document as a tool, in document order, and the
 /// definitions their schemas share.
@@ -133,26 +117,6 @@ fn collect<'a>(doc: &'a Value, warnings: &mut Warnings) -> Vec<Operation<'a>> {
         }
     }
     operations
-}
-
-/// What the parts of every tool of one import share: the document, its
-/// definitions and the warnings.
-pub(crate) struct Context<'a, 'w> {
-    pub(crate) doc: &'a Value,
-    pub(crate) version: SpecVersion,
-    pub(crate) schemas: Schemas<'a>,
-    pub(crate) warnings: &'w mut Warnings,
-}
-
-impl<'a> Context<'a, '_> {
-    /// A raw schema of the document, normalised into a tool document.
-    pub(crate) fn normalize(&mut self, builder: &mut DocBuilder, raw: &'a Value) -> Value {
-        self.schemas.normalize(builder, raw, self.warnings)
-    }
-
-    fn finish(&mut self, builder: DocBuilder, root: Value, input: bool) -> Value {
-        self.schemas.finish(builder, root, input)
-    }
 }
 
 struct Shaper<'a, 'w> {

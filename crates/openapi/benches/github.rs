@@ -1,4 +1,4 @@
-//! Figures over GitHub's real spec (`cargo bench -p executor-integrations`,
+//! Figures over GitHub's real spec (`cargo bench -p executor-openapi`,
 //! with `EXECUTOR_SPECS_DIR` set as for the tests): import time, and
 //! `tools.search` p50/p99 over the imported catalog for the plain-language
 //! query set of tests/e2e/fixtures/github-search-queries.json. Without the
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use executor_catalog::{Catalog, ToolError, ToolInvocation, ToolInvoker, ToolResult};
-use executor_integrations::{ImportOptions, import, tool_entries};
+use executor_openapi::{ImportOptions, import, tool_entries};
 use futures::future::BoxFuture;
 use serde_json::Value;
 

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use executor_integrations::{
+use executor_openapi::{
     AuthMethod, ImportError, ImportOptions, ImportedIntegration, OperationTool, ParamLocation,
     ParamStyle, SpecVersion, import,
 };

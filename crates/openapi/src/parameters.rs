@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use crate::operation::{Context, Operation};
+use crate::context::{Context, Operation};
 use crate::schema::DocBuilder;
 use crate::text::bounded;
 use crate::warnings::Warnings;

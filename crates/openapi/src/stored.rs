@@ -23,7 +23,7 @@ use executor_catalog::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::catalog_source::OpenApiService;
+use crate::invoker::OpenApiService;
 use crate::{AuthMethod, BodySpec, FORMAT, HttpOperation, ImportedIntegration, ParamSpec};
 
 /// A stored integration, loaded: schemas as compact text.

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use executor_catalog::{Catalog, ToolInvocation, ToolInvoker, ToolResult};
-use executor_integrations::{ImportOptions, import, tool_entries};
+use executor_openapi::{ImportOptions, import, tool_entries};
 use futures::future::BoxFuture;
 use serde_json::Value;
 

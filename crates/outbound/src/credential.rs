@@ -41,19 +41,18 @@ impl fmt::Debug for Credential {
     }
 }
 
-/// Shorthands for tests; the server builds credentials from resolved
-/// connections (`invoker.rs`).
-#[cfg(test)]
+/// Credentials from plain values (tests, tools); the server builds them
+/// from resolved connections, moving the secret without a copy.
 impl Credential {
-    pub(crate) fn api_key(secret: impl Into<String>) -> Self {
+    pub fn api_key(secret: impl Into<String>) -> Self {
         Credential::ApiKey(SecretString::from(secret.into()))
     }
 
-    pub(crate) fn bearer(secret: impl Into<String>) -> Self {
+    pub fn bearer(secret: impl Into<String>) -> Self {
         Credential::Bearer(SecretString::from(secret.into()))
     }
 
-    pub(crate) fn basic(username: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn basic(username: impl Into<String>, password: impl Into<String>) -> Self {
         Credential::Basic {
             username: username.into(),
             password: SecretString::from(password.into()),
@@ -63,7 +62,7 @@ impl Credential {
 
 impl Credential {
     /// The token of an `Authorization: Basic` header (RFC 7617).
-    pub(crate) fn basic_token(username: &str, password: &str) -> Zeroizing<String> {
+    pub fn basic_token(username: &str, password: &str) -> Zeroizing<String> {
         let pair = Zeroizing::new(format!("{username}:{password}"));
         Zeroizing::new(STANDARD.encode(pair.as_bytes()))
     }
@@ -98,5 +97,17 @@ impl Credential {
         forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
         forms.dedup();
         forms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_token_matches_rfc7617() {
+        // RFC 7617 §2's example.
+        let token = Credential::basic_token("Aladdin", "open sesame");
+        assert_eq!(token.as_str(), "QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
     }
 }

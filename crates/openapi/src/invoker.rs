@@ -7,64 +7,32 @@ use std::sync::Arc;
 use executor_catalog::{
     ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
-use executor_store::Store;
-use executor_store::secrets::{self, SecretKey, SecretRef};
+use executor_outbound::{Credential, HttpClient, HttpFailure};
 use futures::future::BoxFuture;
 use serde_json::json;
 
-use crate::AuthMethod;
-use crate::HttpOperation;
-use crate::catalog_source::OpenApiService;
-use crate::http::{Credential, HttpFailure, HttpInvoker};
+use crate::{AuthMethod, HttpOperation};
 
-/// Where credentials come from: the org's connections in the store,
-/// unsealed with the data dir's key.
-pub struct Credentials {
-    pub store: Arc<dyn Store>,
-    pub key: Option<Arc<SecretKey>>,
+/// Where an invoker gets the credential of its integration at call time
+/// (the server: the org's connections in the store, unsealed). None when
+/// no connection is set; Err says, without the secret, why one cannot be
+/// used.
+pub trait CredentialSource: Send + Sync + 'static {
+    fn credential<'a>(
+        &'a self,
+        org_id: &'a str,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>>;
 }
 
-impl Credentials {
-    /// The credential for `namespace`, or None when no connection is set.
-    async fn for_integration(
-        &self,
-        org_id: &str,
-        namespace: &str,
-    ) -> Result<Option<Credential>, ToolError> {
-        let unavailable = || {
-            ToolError::new(
-                "connection_missing",
-                format!("the connection of {namespace} could not be read"),
-            )
-        };
-        let connection = self
-            .store
-            .get_connection(org_id, namespace)
-            .await
-            .map_err(|_| unavailable())?;
-        let Some(connection) = connection else {
-            return Ok(None);
-        };
-        let reference = SecretRef::parse(&connection.secret).map_err(|_| unavailable())?;
-        let key = self.key.as_deref().ok_or_else(unavailable)?;
-        let secret = secrets::resolve(key, &reference, &secrets::connection_aad(org_id, namespace))
-            .map_err(|e| {
-                // The error names a missing variable or a bad seal, never a value.
-                ToolError::new(
-                    "connection_missing",
-                    format!("the credential of {namespace} cannot be used: {e}"),
-                )
-            })?;
-        // The resolved secret moves into the credential, never copied.
-        Ok(Some(match connection.kind.as_str() {
-            "basic" => Credential::Basic {
-                username: connection.username.unwrap_or_default(),
-                password: secret,
-            },
-            "bearer" => Credential::Bearer(secret),
-            _ => Credential::ApiKey(secret),
-        }))
-    }
+/// An OpenAPI integration as its invoker sees it: where to send requests,
+/// how to authenticate, and each tool's request shape, by the tool's
+/// [`ToolEntry::slot`].
+pub struct OpenApiService {
+    pub namespace: String,
+    pub base_url: Option<String>,
+    pub auth_methods: Vec<AuthMethod>,
+    pub operations: Vec<HttpOperation>,
 }
 
 pub struct OpenApiInvoker {
@@ -74,16 +42,16 @@ pub struct OpenApiInvoker {
     auth_methods: Arc<Vec<AuthMethod>>,
     /// By the tools' slots.
     tools: Arc<[HttpOperation]>,
-    http: Arc<HttpInvoker>,
-    credentials: Arc<Credentials>,
+    http: Arc<HttpClient>,
+    credentials: Arc<dyn CredentialSource>,
 }
 
 impl OpenApiInvoker {
     pub fn new(
         org_id: &str,
         service: OpenApiService,
-        http: Arc<HttpInvoker>,
-        credentials: Arc<Credentials>,
+        http: Arc<HttpClient>,
+        credentials: Arc<dyn CredentialSource>,
     ) -> Self {
         OpenApiInvoker {
             org_id: org_id.to_string(),
@@ -100,7 +68,7 @@ impl OpenApiInvoker {
 impl ToolInvoker for OpenApiInvoker {
     fn check(&self, entry: &ToolEntry, args: &serde_json::Value) -> Result<(), ToolError> {
         match self.tools.get(entry.slot) {
-            Some(tool) => crate::http::check_args(tool, args).map_err(tool_error),
+            Some(tool) => crate::request::check_args(tool, args).map_err(tool_error),
             None => Ok(()),
         }
     }
@@ -130,7 +98,7 @@ impl ToolInvoker for OpenApiInvoker {
                     ),
                 )
             })?;
-            let credential = match credentials.for_integration(&org_id, &namespace).await? {
+            let credential = match credentials.credential(&org_id, &namespace).await? {
                 Some(c) => c,
                 None if needs_credential(tool) => {
                     return Err(ToolError::new(
@@ -142,10 +110,16 @@ impl ToolInvoker for OpenApiInvoker {
                 }
                 None => Credential::None,
             };
-            match http
-                .invoke_within(&base, tool, &auth, &credential, &call.args, &call.budget)
-                .await
-            {
+            let sent = crate::request::call(
+                &http,
+                &base,
+                tool,
+                &auth,
+                &credential,
+                &call.args,
+                &call.budget,
+            );
+            match sent.await {
                 Ok(ok) => Ok(ToolSuccess {
                     data: ok.data,
                     http: Some(json!({ "status": ok.status, "headers": ok.headers })),

@@ -1,49 +1,24 @@
-//! The HTTP invoker for OpenAPI tools (SPEC §7–9): turns an
-//! [`HttpOperation`] and its flat arguments into a request, sends it through
-//! one shared client guarded against local-network targets, and shapes the
-//! response into a success or a coded failure.
-//!
-//! Credentials are rendered into headers, query or cookies only here, and
-//! every message, detail and result this module returns is scrubbed of them.
+//! The HTTP request of an OpenAPI operation (SPEC §7–9): turns an
+//! [`HttpOperation`] and its flat arguments (one property per parameter,
+//! plus `body`) into an [`OutboundRequest`] — path, query, header and
+//! cookie parameters in their OpenAPI styles, the body in its media type —
+//! and picks where the connection's credential goes among the schemes the
+//! document declares. Sending, the SSRF guard and redaction are
+//! `executor-outbound`'s.
 
-use std::collections::BTreeMap;
-use std::error::Error as StdError;
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, COOKIE, HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Method, Url};
-use rustls_platform_verifier::BuilderVerifierExt;
+use executor_catalog::HostBudget;
+use executor_outbound::{
+    COMPONENT, Credential, HttpClient, HttpFailure, HttpSuccess, OutboundRequest, Placement,
+};
+use percent_encoding::{AsciiSet, utf8_percent_encode};
+use reqwest::Method;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use zeroize::Zeroizing;
-
-pub use crate::credential::Credential;
-use crate::json_scan::JsonScan;
-use crate::redact::Redactor;
 use crate::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
-use executor_catalog::{HostBudget, HostHold};
 
-/// SPEC §7 error codes this module produces.
-pub const INVALID_TOOL_ARGUMENTS: &str = "invalid_tool_arguments";
-pub const CONNECTION_REJECTED: &str = "connection_rejected";
-pub const UPSTREAM_HTTP_ERROR: &str = "upstream_http_error";
-pub const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
-
-/// How much of an upstream error body is kept in `details`.
-const MAX_ERROR_DETAIL_BYTES: usize = 4096;
-/// Same-origin redirects followed before the 3xx is returned as is.
-const MAX_REDIRECTS: usize = 10;
-/// Everything but RFC 3986 unreserved characters is encoded: a value can
-/// never break out of its path segment, query pair or cookie.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
 /// `allowReserved: true` query values keep the reserved characters that
 /// cannot change how the query string splits into pairs.
 const RESERVED_ALLOWED: &AsciiSet = &COMPONENT
@@ -62,587 +37,40 @@ const RESERVED_ALLOWED: &AsciiSet = &COMPONENT
     .remove(b'[')
     .remove(b']');
 
-/// Operator settings for outbound calls.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpConfig {
-    /// Allows loopback, private and link-local targets (`--allow-local-network`).
-    pub allow_local_network: bool,
-    /// From sending the request to the end of the response headers.
-    pub header_timeout: Duration,
-    /// For reading the whole response body.
-    pub body_timeout: Duration,
-    /// Larger response bodies fail rather than fill memory.
-    pub max_response_bytes: usize,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        HttpConfig {
-            allow_local_network: false,
-            header_timeout: Duration::from_secs(110),
-            body_timeout: Duration::from_secs(60),
-            max_response_bytes: 8 * 1024 * 1024,
-        }
-    }
-}
-
-/// A 2xx (or an unfollowed 3xx) response.
-#[derive(Debug)]
-pub struct HttpSuccess {
-    pub status: u16,
-    /// A safe subset of the response headers, names in lower case.
-    pub headers: BTreeMap<String, String>,
-    /// Parsed JSON, else the body as text, or null when there is no body.
-    pub data: Value,
-    /// Room `data` holds in the execution's host budget.
-    pub held: Option<HostHold>,
-}
-
-/// What one call carries through sending and reading.
-struct Call<'a> {
-    redactor: &'a Redactor,
-    budget: &'a HostBudget,
-}
-
-/// Host bytes per JSON value beyond its text: the value's enum, its slot in
-/// an array or a map entry (key, hash, index).
-const PARSED_VALUE_OVERHEAD: usize = 80;
-
-/// An upper estimate of what `bytes` takes once parsed: its text plus
-/// [`PARSED_VALUE_OVERHEAD`] per value (counted by the separators outside
-/// strings). Text that is not JSON is kept as one string.
-fn parsed_size_estimate(bytes: &[u8], is_json: bool) -> usize {
-    if !is_json {
-        return bytes.len();
-    }
-    let mut scan = JsonScan::default();
-    let separators = bytes
-        .iter()
-        .filter(|&&b| scan.outside(b) && matches!(b, b',' | b'[' | b'{' | b':'))
-        .count();
-    bytes.len() + (1 + separators) * PARSED_VALUE_OVERHEAD
-}
-
-/// A call that did not succeed, as SPEC §7's `error` object.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpFailure {
-    pub code: &'static str,
-    pub message: String,
-    pub status: Option<u16>,
-    /// The upstream error body (bounded), when there is one.
-    pub details: Option<Value>,
-    pub retryable: Option<bool>,
-}
-
-impl HttpFailure {
-    fn new(code: &'static str, message: impl Into<String>) -> Self {
-        HttpFailure {
-            code,
-            message: message.into(),
-            status: None,
-            details: None,
-            retryable: None,
-        }
-    }
-
-    fn invalid(message: impl Into<String>) -> Self {
-        HttpFailure::new(INVALID_TOOL_ARGUMENTS, message)
-    }
-
-    fn upstream(message: impl Into<String>, retryable: bool) -> Self {
-        HttpFailure {
-            retryable: Some(retryable),
-            ..HttpFailure::new(UPSTREAM_HTTP_ERROR, message)
-        }
-    }
-
-    fn timeout(message: impl Into<String>) -> Self {
-        HttpFailure {
-            retryable: Some(true),
-            ..HttpFailure::new(UPSTREAM_TIMEOUT, message)
-        }
-    }
-
-    fn local_network(host: &str) -> Self {
-        HttpFailure::upstream(
-            format!(
-                "the request to {host} was refused: the address is on a local network; \
-                 the operator can allow it with --allow-local-network"
-            ),
-            false,
-        )
-    }
-}
-
-impl fmt::Display for HttpFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl StdError for HttpFailure {}
-
-/// Sends tool calls; one client (and so one connection pool) for all calls.
-#[derive(Debug, Clone)]
-pub struct HttpInvoker {
-    client: reqwest::Client,
-    config: HttpConfig,
-}
-
-impl HttpInvoker {
-    pub fn new(config: HttpConfig) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls_config()?)
-            .dns_resolver(Arc::new(GuardedResolver {
-                allow_local_network: config.allow_local_network,
-            }))
-            // A proxy would resolve the target itself, bypassing the guard.
-            .no_proxy()
-            .redirect(redirect_policy())
-            .connect_timeout(config.header_timeout)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(HttpInvoker { client, config })
-    }
-
-    /// Builds and sends the request for `tool` with flat `args` (one property
-    /// per parameter, plus `body`), injecting `credential` according to the
-    /// first of `auth` the tool's `security` allows, else the first method.
-    /// A JSON answer is parsed only once its estimated parsed size is held
-    /// in `budget` (the execution's share of host memory).
-    pub async fn invoke_within(
-        &self,
-        base_url: &str,
-        tool: &HttpOperation,
-        auth: &[AuthMethod],
-        credential: &Credential,
-        args: &Value,
-        budget: &HostBudget,
-    ) -> Result<HttpSuccess, HttpFailure> {
-        let redactor = Redactor::new(credential);
-        let call = Call {
-            redactor: &redactor,
-            budget,
-        };
-        match self
-            .send(base_url, tool, auth, credential, args, &call)
-            .await
-        {
-            Ok(success) => Ok(redact_success(&redactor, success)),
-            Err(failure) => Err(redact_failure(&redactor, failure)),
-        }
-    }
-
-    /// [`HttpInvoker::invoke_within`] with a budget of 64 MiB.
-    #[cfg(test)]
-    pub(crate) async fn invoke(
-        &self,
-        base_url: &str,
-        tool: &HttpOperation,
-        auth: &[AuthMethod],
-        credential: &Credential,
-        args: &Value,
-    ) -> Result<HttpSuccess, HttpFailure> {
-        let budget = HostBudget::new(64 << 20);
-        self.invoke_within(base_url, tool, auth, credential, args, &budget)
-            .await
-    }
-
-    async fn send(
-        &self,
-        base_url: &str,
-        tool: &HttpOperation,
-        auth: &[AuthMethod],
-        credential: &Credential,
-        args: &Value,
-        call: &Call<'_>,
-    ) -> Result<HttpSuccess, HttpFailure> {
-        let args = arg_map(args)?;
-        let mut parts = RequestParts::from_args(tool, args)?;
-        // `security: []` declares the operation public: no credential goes out.
-        let public = tool.security.as_ref().is_some_and(Vec::is_empty);
-        if !public {
-            let method = choose_auth_method(auth, tool.security.as_deref(), credential);
-            parts.apply_credential(placement(method, credential))?;
-        }
-        let base = tool.base_url.as_deref().unwrap_or(base_url);
-        let url = parts.url(base)?;
-        let host = url.host_str().unwrap_or_default().to_string();
-        self.check_target(&url)?;
-        let http_method = Method::from_bytes(tool.method.as_bytes())
-            .map_err(|_| HttpFailure::invalid(format!("unsupported method {}", tool.method)))?;
-        let is_head = http_method == Method::HEAD;
-        let mut request = self.client.request(http_method, url).headers(parts.headers);
-        if let Some(body) = parts.body {
-            request = request.body(body);
-        }
-        let sent = tokio::time::timeout(self.config.header_timeout, request.send()).await;
-        let response = match sent {
-            Err(_) => {
-                return Err(HttpFailure::timeout(format!(
-                    "{host} did not answer within {} s",
-                    self.config.header_timeout.as_secs_f64()
-                )));
-            }
-            Ok(Err(e)) => return Err(send_failure(&e, &host)),
-            Ok(Ok(response)) => response,
-        };
-        self.read_response(response, is_head, call).await
-    }
-
-    /// GETs a document (an API description) through the same client, SSRF
-    /// guard and timeouts as tool calls; at most `max_bytes`.
-    pub async fn fetch_document(&self, url: &str, max_bytes: usize) -> Result<String, HttpFailure> {
-        let parsed =
-            Url::parse(url).map_err(|e| HttpFailure::invalid(format!("not a URL: {e}")))?;
-        self.check_target(&parsed)?;
-        let host = parsed.host_str().unwrap_or_default().to_string();
-        let sent =
-            tokio::time::timeout(self.config.header_timeout, self.client.get(parsed).send()).await;
-        let response = match sent {
-            Err(_) => {
-                return Err(HttpFailure::timeout(
-                    "the document's server sent no response in time",
-                ));
-            }
-            Ok(Err(e)) => return Err(send_failure(&e, &host)),
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            return Err(HttpFailure {
-                status: Some(status),
-                ..HttpFailure::upstream(
-                    format!("fetching the document answered HTTP {status}"),
-                    false,
-                )
-            });
-        }
-        let (bytes, truncated) = self.read_body(response, max_bytes).await?;
-        if truncated {
-            return Err(HttpFailure::upstream(
-                format!("the document is larger than {max_bytes} bytes"),
-                false,
-            ));
-        }
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    /// Literal IP hosts never reach the resolver, so they are checked here.
-    fn check_target(&self, url: &Url) -> Result<(), HttpFailure> {
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(HttpFailure::upstream(
-                format!("unsupported URL scheme {:?}", url.scheme()),
-                false,
-            ));
-        }
-        let ip = match url.host() {
-            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
-            _ => None,
-        };
-        match ip {
-            Some(ip) if !self.config.allow_local_network && is_local(ip) => {
-                Err(HttpFailure::local_network(&ip.to_string()))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    async fn read_response(
-        &self,
-        response: reqwest::Response,
-        is_head: bool,
-        call: &Call<'_>,
-    ) -> Result<HttpSuccess, HttpFailure> {
-        let status = response.status().as_u16();
-        let headers = safe_headers(response.headers());
-        let is_json = is_json_media(headers.get("content-type").map(String::as_str));
-        if !(200..400).contains(&status) {
-            return Err(self
-                .error_response(response, status, is_json, call.redactor)
-                .await);
-        }
-        let no_body = is_head || matches!(status, 204 | 205 | 304);
-        let mut held = None;
-        let data = if no_body {
-            Value::Null
-        } else {
-            let limit = self.config.max_response_bytes;
-            let (bytes, truncated) = self.read_body(response, limit).await?;
-            if truncated {
-                return Err(HttpFailure {
-                    status: Some(status),
-                    ..HttpFailure::upstream(
-                        format!("the response is larger than the {limit}-byte limit"),
-                        false,
-                    )
-                });
-            }
-            // Held before parsing: the parsed value is what costs memory.
-            let estimate = parsed_size_estimate(&bytes, is_json);
-            held = Some(
-                call.budget
-                    .hold(estimate)
-                    .await
-                    .map_err(|message| HttpFailure {
-                        status: Some(status),
-                        ..HttpFailure::upstream(message, false)
-                    })?,
-            );
-            redacted_body(&bytes, is_json, call.redactor)
-        };
-        Ok(HttpSuccess {
-            status,
-            headers,
-            data,
-            held,
-        })
-    }
-
-    async fn error_response(
-        &self,
-        response: reqwest::Response,
-        status: u16,
-        is_json: bool,
-        redactor: &Redactor,
-    ) -> HttpFailure {
-        // The details are a courtesy: a body that cannot be read is dropped.
-        // More than is kept is read, so that redaction runs before the cut.
-        let limit = MAX_ERROR_DETAIL_BYTES + redactor.slack();
-        let details = match self.read_body(response, limit).await {
-            Ok((bytes, _)) if bytes.is_empty() => None,
-            Ok((bytes, false)) if bytes.len() <= MAX_ERROR_DETAIL_BYTES => {
-                Some(redacted_body(&bytes, is_json, redactor))
-            }
-            Ok((bytes, _)) => {
-                let text = String::from_utf8_lossy(&bytes);
-                Some(Value::String(redactor.cut(&text, MAX_ERROR_DETAIL_BYTES)))
-            }
-            Err(_) => None,
-        };
-        let mut failure = if matches!(status, 401 | 403) {
-            HttpFailure {
-                retryable: Some(false),
-                ..HttpFailure::new(
-                    CONNECTION_REJECTED,
-                    format!(
-                        "the upstream API rejected the connection's credential (HTTP {status})"
-                    ),
-                )
-            }
-        } else {
-            let retryable = matches!(status, 408 | 425 | 429) || status >= 500;
-            HttpFailure::upstream(
-                format!("the upstream API answered HTTP {status}"),
-                retryable,
-            )
-        };
-        failure.status = Some(status);
-        failure.details = details;
-        failure
-    }
-
-    /// Reads at most `limit` bytes; the flag says whether more were left.
-    async fn read_body(
-        &self,
-        response: reqwest::Response,
-        limit: usize,
-    ) -> Result<(Vec<u8>, bool), HttpFailure> {
-        let timeout = self.config.body_timeout;
-        match tokio::time::timeout(timeout, read_bounded(response, limit)).await {
-            Err(_) => Err(HttpFailure::timeout(format!(
-                "the response body did not arrive within {} s",
-                timeout.as_secs_f64()
-            ))),
-            Ok(Err(e)) if e.is_timeout() => {
-                Err(HttpFailure::timeout("the response body timed out"))
-            }
-            Ok(Err(e)) => Err(HttpFailure::upstream(
-                format!("reading the response body failed: {}", error_chain(&e)),
-                true,
-            )),
-            Ok(Ok(read)) => Ok(read),
-        }
-    }
-}
-
-/// TLS through rustls with the `ring` provider (no C toolchain needed) and
-/// the operating system's trust store.
-fn tls_config() -> Result<rustls::ClientConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("cannot configure TLS: {e}"))?
-        .with_platform_verifier()
-        .map_err(|e| format!("cannot load the platform's TLS roots: {e}"))?
-        .with_no_client_auth();
-    Ok(config)
-}
-
-/// Follows redirects only within the origin of the first request: those
-/// keep the credential safely (a custom API-key header would otherwise be
-/// forwarded to another host), and their host is resolved through the guard
-/// again. A redirect elsewhere is returned as the 3xx with its `location`.
-/// One more same-origin redirect than [`MAX_REDIRECTS`] is an error
-/// ([`TooManyRedirects`]): the API is looping, and its last 3xx is no answer.
-fn redirect_policy() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        // `previous` holds the first request's URL and every redirect's.
-        let followed = attempt.previous().len().saturating_sub(1);
-        if !same_origin {
-            attempt.stop()
-        } else if followed < MAX_REDIRECTS {
-            attempt.follow()
-        } else {
-            attempt.error(TooManyRedirects)
-        }
-    })
-}
-
-/// The same-origin redirect limit was reached; found in a send error's
-/// sources by [`send_failure`].
-#[derive(Debug)]
-struct TooManyRedirects;
-
-impl fmt::Display for TooManyRedirects {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("too many redirects")
-    }
-}
-
-impl StdError for TooManyRedirects {}
-
-async fn read_bounded(
-    mut response: reqwest::Response,
-    limit: usize,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        let room = limit.saturating_sub(bytes.len());
-        if chunk.len() > room {
-            bytes.extend_from_slice(chunk.get(..room).unwrap_or_default());
-            return Ok((bytes, true));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok((bytes, false))
-}
-
-/// The body as the agent will see it, redacted once, where it becomes a
-/// value: a JSON text before it is parsed (so a secret echoed as a number is
-/// caught, and the parsed tree is never walked again), any other text — or
-/// JSON that does not parse — as the string it becomes.
-fn redacted_body(bytes: &[u8], is_json: bool, redactor: &Redactor) -> Value {
-    let redacted = if is_json {
-        redactor.json_text(bytes)
-    } else {
+/// Sends the request `tool` names for `args` through `client`, with the
+/// credential placed as the first of `auth` the tool's `security` allows
+/// (else the first method); `security: []` sends none. A JSON answer is
+/// parsed only once its estimated parsed size is held in `budget`.
+pub async fn call(
+    client: &HttpClient,
+    base_url: &str,
+    tool: &HttpOperation,
+    auth: &[AuthMethod],
+    credential: &Credential,
+    args: &Value,
+    budget: &HostBudget,
+) -> Result<HttpSuccess, HttpFailure> {
+    let request = build(tool, arg_map(args)?)?;
+    let public = tool.security.as_ref().is_some_and(Vec::is_empty);
+    let placement = if public {
         None
+    } else {
+        placement(
+            choose_auth_method(auth, tool.security.as_deref(), credential),
+            credential,
+        )
     };
-    let mut value = body_value(redacted.as_deref().unwrap_or(bytes), is_json);
-    if let Value::String(text) = &mut value {
-        redactor.text_in_place(text);
-    }
-    value
+    let base = tool.base_url.as_deref().unwrap_or(base_url);
+    client
+        .send(base, request, credential, placement, budget)
+        .await
 }
-
-fn body_value(bytes: &[u8], is_json: bool) -> Value {
-    if bytes.is_empty() {
-        return Value::Null;
-    }
-    if is_json && let Ok(value) = serde_json::from_slice(bytes) {
-        return value;
-    }
-    Value::String(String::from_utf8_lossy(bytes).into_owned())
-}
-
-/// `application/json`, `application/problem+json`, … (parameters ignored).
-fn is_json_media(content_type: Option<&str>) -> bool {
-    content_type.is_some_and(crate::media::names_json)
-}
-
-/// Response headers worth showing the agent; the rest may carry cookies or
-/// infrastructure details.
-fn safe_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
-    const KEPT: &[&str] = &["content-type", "etag", "link", "location", "retry-after"];
-    let mut kept = BTreeMap::new();
-    for (name, value) in headers {
-        let name = name.as_str();
-        let wanted = KEPT.contains(&name) || name.starts_with("x-ratelimit-");
-        let Ok(value) = value.to_str() else { continue };
-        if wanted {
-            kept.entry(name.to_string())
-                .and_modify(|v: &mut String| {
-                    v.push_str(", ");
-                    v.push_str(value);
-                })
-                .or_insert_with(|| value.to_string());
-        }
-    }
-    kept
-}
-
-/// Shapes a send error without its URL, which may hold a query credential.
-fn send_failure(error: &reqwest::Error, host: &str) -> HttpFailure {
-    if has_source::<LocalNetworkRefused>(error) {
-        return HttpFailure::local_network(host);
-    }
-    if has_source::<TooManyRedirects>(error) {
-        return HttpFailure::upstream(
-            format!("{TooManyRedirects}: {host} redirected more than {MAX_REDIRECTS} times"),
-            false,
-        );
-    }
-    if error.is_timeout() {
-        return HttpFailure::timeout(format!("{host} did not answer in time"));
-    }
-    let cause = error_chain(error);
-    if error.is_connect() {
-        HttpFailure::upstream(format!("could not connect to {host}: {cause}"), true)
-    } else {
-        HttpFailure::upstream(format!("the request to {host} failed: {cause}"), true)
-    }
-}
-
-fn has_source<E: StdError + 'static>(error: &(dyn StdError + 'static)) -> bool {
-    let mut current = Some(error);
-    while let Some(e) = current {
-        if e.is::<E>() {
-            return true;
-        }
-        current = e.source();
-    }
-    false
-}
-
-/// The error's sources joined with `: `, skipping reqwest's own text (which
-/// names the URL).
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut parts = Vec::new();
-    let mut current = error.source();
-    while let Some(e) = current {
-        parts.push(e.to_string());
-        current = e.source();
-    }
-    if parts.is_empty() {
-        "unknown error".to_string()
-    } else {
-        parts.join(": ")
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Building the request.
 
 /// Builds the request for `args` without sending it (and without the
 /// credential), to refuse before any approval what cannot be sent as the
 /// operation names it.
 pub fn check_args(tool: &HttpOperation, args: &Value) -> Result<(), HttpFailure> {
-    RequestParts::from_args(tool, arg_map(args)?).map(drop)
+    build(tool, arg_map(args)?).map(drop)
 }
 
 fn arg_map(args: &Value) -> Result<&Map<String, Value>, HttpFailure> {
@@ -654,141 +82,63 @@ fn arg_map(args: &Value) -> Result<&Map<String, Value>, HttpFailure> {
     }
 }
 
-/// The request before it becomes a URL: query pieces are already encoded.
-#[derive(Default)]
-struct RequestParts {
-    path: String,
-    query: Vec<String>,
-    headers: HeaderMap,
-    cookies: Vec<(String, String)>,
-    body: Option<Vec<u8>>,
+/// The request `tool` names for `args`, without the credential.
+fn build(tool: &HttpOperation, args: &Map<String, Value>) -> Result<OutboundRequest, HttpFailure> {
+    let method = Method::from_bytes(tool.method.as_bytes())
+        .map_err(|_| HttpFailure::invalid(format!("unsupported method {}", tool.method)))?;
+    let path = expand_path(&tool.path_template, &tool.parameters, args)?;
+    let mut parts = OutboundRequest::new(method, path);
+    parts
+        .headers
+        .insert(ACCEPT, HeaderValue::from_static("application/json"));
+    for spec in &tool.parameters {
+        let value = match args.get(&spec.property) {
+            None | Some(Value::Null) if spec.required => {
+                return Err(HttpFailure::invalid(format!(
+                    "the required parameter `{}` is missing",
+                    spec.property
+                )));
+            }
+            None | Some(Value::Null) => continue,
+            Some(value) => value,
+        };
+        add_param(&mut parts, spec, value)?;
+    }
+    if let Some((content_type, body)) = encode_body(tool.body.as_ref(), args.get("body"))? {
+        let content_type = HeaderValue::from_str(&content_type)
+            .map_err(|_| HttpFailure::invalid("the body's content type is not a valid header"))?;
+        parts.headers.insert(CONTENT_TYPE, content_type);
+        parts.body = Some(body);
+    }
+    Ok(parts)
 }
 
-impl RequestParts {
-    fn from_args(tool: &HttpOperation, args: &Map<String, Value>) -> Result<Self, HttpFailure> {
-        let mut parts = RequestParts {
-            path: expand_path(&tool.path_template, &tool.parameters, args)?,
-            ..RequestParts::default()
-        };
-        parts
-            .headers
-            .insert(ACCEPT, HeaderValue::from_static("application/json"));
-        for spec in &tool.parameters {
-            let value = match args.get(&spec.property) {
-                None | Some(Value::Null) if spec.required => {
-                    return Err(HttpFailure::invalid(format!(
-                        "the required parameter `{}` is missing",
-                        spec.property
-                    )));
-                }
-                None | Some(Value::Null) => continue,
-                Some(value) => value,
-            };
-            parts.add_param(spec, value)?;
-        }
-        if let Some((content_type, body)) = encode_body(tool.body.as_ref(), args.get("body"))? {
-            let content_type = HeaderValue::from_str(&content_type).map_err(|_| {
-                HttpFailure::invalid("the body's content type is not a valid header")
+/// Puts one parameter's value where its spec says.
+fn add_param(
+    parts: &mut OutboundRequest,
+    spec: &ParamSpec,
+    value: &Value,
+) -> Result<(), HttpFailure> {
+    match spec.location {
+        // Already in the path.
+        ParamLocation::Path => {}
+        ParamLocation::Query => parts.query.extend(query_pieces(spec, value)),
+        ParamLocation::Header => {
+            let name = HeaderName::from_bytes(spec.name.as_bytes()).map_err(|_| {
+                HttpFailure::invalid(format!("`{}` is not a valid header name", spec.name))
             })?;
-            parts.headers.insert(CONTENT_TYPE, content_type);
-            parts.body = Some(body);
-        }
-        Ok(parts)
-    }
-
-    fn add_param(&mut self, spec: &ParamSpec, value: &Value) -> Result<(), HttpFailure> {
-        match spec.location {
-            // Already in the path.
-            ParamLocation::Path => {}
-            ParamLocation::Query => self.query.extend(query_pieces(spec, value)),
-            ParamLocation::Header => {
-                let name = HeaderName::from_bytes(spec.name.as_bytes()).map_err(|_| {
-                    HttpFailure::invalid(format!("`{}` is not a valid header name", spec.name))
-                })?;
-                let text = header_text(spec, value);
-                let value = HeaderValue::from_str(&text).map_err(|_| {
-                    HttpFailure::invalid(format!(
-                        "the value of `{}` cannot be sent as a header",
-                        spec.property
-                    ))
-                })?;
-                self.headers.insert(name, value);
-            }
-            ParamLocation::Cookie => self.cookies.extend(cookie_pairs(spec, value)),
-        }
-        Ok(())
-    }
-
-    fn apply_credential(&mut self, placement: Option<Placement<'_>>) -> Result<(), HttpFailure> {
-        let header_error = || {
-            HttpFailure::new(
-                CONNECTION_REJECTED,
-                "the connection's credential contains characters an HTTP header cannot carry",
-            )
-        };
-        match placement {
-            None => {}
-            Some(Placement::Header(name, secret)) => {
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| header_error())?;
-                let value = sensitive_header(secret).ok_or_else(header_error)?;
-                self.headers.insert(name, value);
-            }
-            Some(Placement::Query(name, secret)) => self.query.push(format!(
-                "{}={}",
-                utf8_percent_encode(name, COMPONENT),
-                utf8_percent_encode(secret, COMPONENT)
-            )),
-            Some(Placement::Cookie(name, secret)) => {
-                // The credential wins over a parameter of the same name.
-                self.cookies.retain(|(n, _)| n != name);
-                let value = utf8_percent_encode(secret, COMPONENT).to_string();
-                self.cookies.push((name.to_string(), value));
-            }
-            Some(Placement::Bearer(token)) => {
-                let text = Zeroizing::new(format!("Bearer {token}"));
-                let value = sensitive_header(&text).ok_or_else(header_error)?;
-                self.headers.insert(reqwest::header::AUTHORIZATION, value);
-            }
-            Some(Placement::Basic(user, password)) => {
-                let token = Credential::basic_token(user, password);
-                let text = Zeroizing::new(format!("Basic {}", token.as_str()));
-                let value = sensitive_header(&text).ok_or_else(header_error)?;
-                self.headers.insert(reqwest::header::AUTHORIZATION, value);
-            }
-        }
-        Ok(())
-    }
-
-    fn url(&mut self, base: &str) -> Result<Url, HttpFailure> {
-        if !self.cookies.is_empty() {
-            let cookie = self
-                .cookies
-                .iter()
-                .map(|(n, v)| format!("{n}={v}"))
-                .collect::<Vec<_>>()
-                .join("; ");
-            let value = sensitive_header(&cookie).ok_or_else(|| {
-                HttpFailure::invalid("a cookie parameter cannot be sent as a header")
+            let text = header_text(spec, value);
+            let value = HeaderValue::from_str(&text).map_err(|_| {
+                HttpFailure::invalid(format!(
+                    "the value of `{}` cannot be sent as a header",
+                    spec.property
+                ))
             })?;
-            self.headers.insert(COOKIE, value);
+            parts.headers.insert(name, value);
         }
-        let mut text = format!("{}{}", base.trim_end_matches('/'), self.path);
-        if !self.query.is_empty() {
-            text.push(if text.contains('?') { '&' } else { '?' });
-            text.push_str(&self.query.join("&"));
-        }
-        // The message names the base only: the full URL may hold a key.
-        Url::parse(&text).map_err(|e| {
-            HttpFailure::upstream(format!("the base URL {base:?} is not usable: {e}"), false)
-        })
+        ParamLocation::Cookie => parts.cookies.extend(cookie_pairs(spec, value)),
     }
-}
-
-/// Marked sensitive so that reqwest and hyper never print it.
-fn sensitive_header(text: &str) -> Option<HeaderValue> {
-    let mut value = HeaderValue::from_str(text).ok()?;
-    value.set_sensitive(true);
-    Some(value)
+    Ok(())
 }
 
 /// Substitutes each `{name}` of the template with its parameter's value.
@@ -1068,7 +418,7 @@ fn encode_body(
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase();
-    let bytes = if is_json_media(Some(&essence)) {
+    let bytes = if crate::media::names_json(&essence) {
         serde_json::to_vec(value)
             .map_err(|e| HttpFailure::invalid(format!("the body cannot be encoded: {e}")))?
     } else if essence == "application/x-www-form-urlencoded" {
@@ -1110,16 +460,6 @@ fn form_body(value: &Value) -> Result<Vec<u8>, HttpFailure> {
 
 // ---------------------------------------------------------------------------
 // Credentials.
-
-/// Where the credential goes, borrowed from the auth method and credential.
-#[derive(PartialEq, Eq)]
-enum Placement<'a> {
-    Header(&'a str, &'a str),
-    Query(&'a str, &'a str),
-    Cookie(&'a str, &'a str),
-    Bearer(&'a str),
-    Basic(&'a str, &'a str),
-}
 
 /// Among the methods the tool's `security` names (else all declared), the
 /// first that fits the kind of credential held, else the first: an API key
@@ -1182,137 +522,16 @@ fn placement<'a>(
     })
 }
 
-/// Scrubs the credential from a success's headers (its body was redacted
-/// as it was read, by [`redacted_body`]).
-fn redact_success(redactor: &Redactor, mut success: HttpSuccess) -> HttpSuccess {
-    if !redactor.is_empty() {
-        // Names too: `x-ratelimit-*` headers are kept whatever they are called.
-        success.headers = std::mem::take(&mut success.headers)
-            .into_iter()
-            .map(|(mut name, mut value)| {
-                redactor.header_name_in_place(&mut name);
-                redactor.text_in_place(&mut value);
-                (name, value)
-            })
-            .collect();
-    }
-    success
-}
-
-/// Scrubs the credential from a failure's message (transport errors may
-/// quote a URL) and details.
-fn redact_failure(redactor: &Redactor, mut failure: HttpFailure) -> HttpFailure {
-    redactor.text_in_place(&mut failure.message);
-    if let Some(details) = &mut failure.details {
-        redactor.value(details);
-    }
-    failure
-}
-
-// ---------------------------------------------------------------------------
-// The SSRF guard.
-
-/// Raised by the resolver when every address of a host is local; found
-/// again in reqwest's error chain to report the refusal clearly.
-#[derive(Debug)]
-struct LocalNetworkRefused;
-
-impl fmt::Display for LocalNetworkRefused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the address is on a local network")
-    }
-}
-
-impl StdError for LocalNetworkRefused {}
-
-/// Resolves through the system and drops local addresses, so the check
-/// applies to what is actually connected to (including redirects and
-/// DNS names that point inside the network).
-struct GuardedResolver {
-    allow_local_network: bool,
-}
-
-impl reqwest::dns::Resolve for GuardedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_string();
-        let allow_local = self.allow_local_network;
-        Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = found
-                .iter()
-                .copied()
-                .filter(|addr| allow_local || !is_local(addr.ip()))
-                .collect();
-            if allowed.is_empty() && !found.is_empty() {
-                return Err(Box::new(LocalNetworkRefused) as Box<dyn StdError + Send + Sync>);
-            }
-            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
-/// Whether an address is loopback, private, link-local, CGNAT, reserved,
-/// unspecified, multicast or broadcast, including IPv6 forms embedding one.
-pub fn is_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_local_v4(v4),
-        IpAddr::V6(v6) => is_local_v6(v6),
-    }
-}
-
-fn is_local_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        || ip.is_broadcast()
-        // 0.0.0.0/8 "this network", 100.64.0.0/10 CGNAT, 240.0.0.0/4 reserved.
-        || a == 0
-        || (a == 100 && (b & 0xc0) == 64)
-        || a >= 240
-}
-
-fn is_local_v6(ip: Ipv6Addr) -> bool {
-    let segments = ip.segments();
-    let first = segments[0];
-    if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
-        return true;
-    }
-    // fe80::/10 link-local, fec0::/10 site-local (deprecated), fc00::/7 ULA.
-    if (first & 0xffc0) == 0xfe80 || (first & 0xffc0) == 0xfec0 || (first & 0xfe00) == 0xfc00 {
-        return true;
-    }
-    embedded_v4(ip).is_some_and(is_local_v4)
-}
-
-/// The IPv4 address inside IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
-/// (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4 (`2002::/16`) addresses.
-fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
-    let s = ip.segments();
-    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-    if let Some(mapped) = ip.to_ipv4_mapped() {
-        return Some(mapped);
-    }
-    if s[..6] == [0; 6] || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4]) {
-        return Some(tail);
-    }
-    if s[0] == 0x2002 {
-        return Some(Ipv4Addr::new(
-            (s[1] >> 8) as u8,
-            s[1] as u8,
-            (s[2] >> 8) as u8,
-            s[2] as u8,
-        ));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::sync::Mutex;
+    use std::time::Duration;
+
+    use executor_outbound::{
+        CONNECTION_REJECTED, HttpConfig, INVALID_TOOL_ARGUMENTS, MAX_ERROR_DETAIL_BYTES,
+        MAX_REDIRECTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,
+    };
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use serde_json::json;
@@ -1418,8 +637,49 @@ mod tests {
         }
     }
 
-    fn invoker() -> HttpInvoker {
-        HttpInvoker::new(config(true)).unwrap()
+    fn invoker() -> HttpClient {
+        HttpClient::new(config(true)).unwrap()
+    }
+
+    /// An operation's call through a client, as the invoker makes it.
+    trait Invoke {
+        async fn invoke_within(
+            &self,
+            base_url: &str,
+            tool: &HttpOperation,
+            auth: &[AuthMethod],
+            credential: &Credential,
+            args: &Value,
+            budget: &HostBudget,
+        ) -> Result<HttpSuccess, HttpFailure>;
+
+        /// With a budget of 64 MiB.
+        async fn invoke(
+            &self,
+            base_url: &str,
+            tool: &HttpOperation,
+            auth: &[AuthMethod],
+            credential: &Credential,
+            args: &Value,
+        ) -> Result<HttpSuccess, HttpFailure> {
+            let budget = HostBudget::new(64 << 20);
+            self.invoke_within(base_url, tool, auth, credential, args, &budget)
+                .await
+        }
+    }
+
+    impl Invoke for HttpClient {
+        async fn invoke_within(
+            &self,
+            base_url: &str,
+            tool: &HttpOperation,
+            auth: &[AuthMethod],
+            credential: &Credential,
+            args: &Value,
+            budget: &HostBudget,
+        ) -> Result<HttpSuccess, HttpFailure> {
+            call(self, base_url, tool, auth, credential, args, budget).await
+        }
     }
 
     fn param(name: &str, location: ParamLocation, style: ParamStyle, explode: bool) -> ParamSpec {
@@ -1661,22 +921,6 @@ mod tests {
         assert!(placement(None, &cred) == Some(Placement::Bearer("t")));
     }
 
-    #[test]
-    fn default_timeouts_are_specs() {
-        // SPEC §8: 110 s for the response headers, 60 s for the body.
-        let config = HttpConfig::default();
-        assert_eq!(config.header_timeout, Duration::from_secs(110));
-        assert_eq!(config.body_timeout, Duration::from_secs(60));
-        assert!(!config.allow_local_network);
-    }
-
-    #[test]
-    fn basic_token_matches_rfc7617() {
-        // RFC 7617 §2's example.
-        let token = Credential::basic_token("Aladdin", "open sesame");
-        assert_eq!(token.as_str(), "QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
-    }
-
     #[tokio::test]
     async fn json_form_and_text_bodies() {
         let server = serve(ok_json).await;
@@ -1842,7 +1086,7 @@ mod tests {
     async fn local_targets_are_refused_unless_allowed() {
         let server = serve(ok_json).await;
         let t = tool("GET", "/x", vec![], None);
-        let guarded = HttpInvoker::new(config(false)).unwrap();
+        let guarded = HttpClient::new(config(false)).unwrap();
         let cred = Credential::api_key("s3cr3t-value");
         for base in [
             server.base.clone(),
@@ -1872,46 +1116,6 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(server.connections.load(Ordering::SeqCst), 2);
-    }
-
-    #[test]
-    fn local_address_classification() {
-        let local = [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "172.31.255.255",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "100.127.255.255",
-            "224.0.0.1",
-            "255.255.255.255",
-            "::1",
-            "::",
-            "fe80::1",
-            "fc00::1",
-            "fd12::1",
-            "ff02::1",
-            "::ffff:10.0.0.1",
-            "::ffff:127.0.0.1",
-            "64:ff9b::a9fe:a9fe",
-            "2002:c0a8:0101::1",
-        ];
-        for ip in local {
-            assert!(is_local(ip.parse().unwrap()), "{ip}");
-        }
-        let public = [
-            "8.8.8.8",
-            "172.32.0.1",
-            "100.128.0.1",
-            "2606:4700::1111",
-            "::ffff:8.8.8.8",
-        ];
-        for ip in public {
-            assert!(!is_local(ip.parse().unwrap()), "{ip}");
-        }
     }
 
     #[tokio::test]
@@ -2229,7 +1433,7 @@ mod tests {
                 None,
             );
             let args = json!({"owner": owner, "repo": repo});
-            let built = RequestParts::from_args(&t, args.as_object().unwrap())
+            let built = build(&t, args.as_object().unwrap())
                 .and_then(|mut parts| parts.url("http://127.0.0.1:9/api/v1"));
             match built {
                 Err(failure) => proptest::prop_assert_eq!(failure.code, INVALID_TOOL_ARGUMENTS),
@@ -2302,52 +1506,5 @@ mod tests {
         )
         .await
         .unwrap();
-    }
-
-    #[test]
-    fn parsed_size_estimates_count_values_not_string_contents() {
-        assert_eq!(
-            parsed_size_estimate(b"[1,2]", true),
-            5 + 3 * PARSED_VALUE_OVERHEAD
-        );
-        assert_eq!(
-            parsed_size_estimate(br#"{"a,b":"c\",d"}"#, true),
-            15 + 3 * PARSED_VALUE_OVERHEAD
-        );
-        assert_eq!(parsed_size_estimate(b"[1,2]", false), 5);
-    }
-
-    #[test]
-    fn secrets_never_print() {
-        let secret = "s3cr3t value";
-        let creds = [
-            Credential::api_key(secret),
-            Credential::bearer(secret),
-            Credential::basic("u", secret),
-        ];
-        let basic = Credential::basic_token("u", "s3cr3t value").to_string();
-        for cred in &creds {
-            assert!(!format!("{cred:?}").contains("s3cr3t"));
-            let echoed = match cred {
-                Credential::Basic { .. } => json!([secret, "s3cr3t%20value", basic]),
-                _ => json!([secret, "s3cr3t%20value"]),
-            };
-            let failure = redact_failure(
-                &Redactor::new(cred),
-                HttpFailure {
-                    details: Some(json!({"echo": echoed})),
-                    ..HttpFailure::upstream("key s3cr3t value rejected", false)
-                },
-            );
-            for shown in [format!("{failure:?}"), failure.to_string()] {
-                assert!(!shown.contains("s3cr3t"), "{shown}");
-                assert!(!shown.contains(&basic), "{shown}");
-            }
-        }
-        let mut parts = RequestParts::default();
-        parts
-            .apply_credential(Some(Placement::Bearer("s3cr3t-value")))
-            .unwrap();
-        assert!(!format!("{:?}", parts.headers).contains("s3cr3t"));
     }
 }

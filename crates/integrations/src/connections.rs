@@ -1,0 +1,72 @@
+//! Connections: the credential of each integration, as the org stored it
+//! (sealed with the data dir's key, or an `env://` reference), resolved at
+//! call time for the invokers.
+
+use std::sync::Arc;
+
+use executor_catalog::ToolError;
+use executor_openapi::CredentialSource;
+use executor_outbound::Credential;
+use executor_store::Store;
+use executor_store::secrets::{self, SecretKey, SecretRef};
+use futures::future::BoxFuture;
+
+/// Where credentials come from: the org's connections in the store,
+/// unsealed with the data dir's key.
+pub struct Credentials {
+    pub store: Arc<dyn Store>,
+    pub key: Option<Arc<SecretKey>>,
+}
+
+impl CredentialSource for Credentials {
+    fn credential<'a>(
+        &'a self,
+        org_id: &'a str,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>> {
+        Box::pin(self.resolve(org_id, namespace))
+    }
+}
+
+impl Credentials {
+    /// The credential for `namespace`, or None when no connection is set.
+    async fn resolve(
+        &self,
+        org_id: &str,
+        namespace: &str,
+    ) -> Result<Option<Credential>, ToolError> {
+        let unavailable = || {
+            ToolError::new(
+                "connection_missing",
+                format!("the connection of {namespace} could not be read"),
+            )
+        };
+        let connection = self
+            .store
+            .get_connection(org_id, namespace)
+            .await
+            .map_err(|_| unavailable())?;
+        let Some(connection) = connection else {
+            return Ok(None);
+        };
+        let reference = SecretRef::parse(&connection.secret).map_err(|_| unavailable())?;
+        let key = self.key.as_deref().ok_or_else(unavailable)?;
+        let secret = secrets::resolve(key, &reference, &secrets::connection_aad(org_id, namespace))
+            .map_err(|e| {
+                // The error names a missing variable or a bad seal, never a value.
+                ToolError::new(
+                    "connection_missing",
+                    format!("the credential of {namespace} cannot be used: {e}"),
+                )
+            })?;
+        // The resolved secret moves into the credential, never copied.
+        Ok(Some(match connection.kind.as_str() {
+            "basic" => Credential::Basic {
+                username: connection.username.unwrap_or_default(),
+                password: secret,
+            },
+            "bearer" => Credential::Bearer(secret),
+            _ => Credential::ApiKey(secret),
+        }))
+    }
+}

@@ -1,0 +1,350 @@
+//! The OpenAPI integration kind (SPEC §7–9): importing an OpenAPI 3.0/3.1
+//! or Swagger 2.0 document into tools, storing and loading the result, and
+//! calling those tools over HTTP.
+//!
+//! [`import`] reads the document (JSON or YAML) and shapes every operation
+//! into an [`OperationTool`] — a name, a flat input schema and the request
+//! shape ([`HttpOperation`]) — and the schema definitions they share, once.
+//! The importer is pure: it never touches the network or the file system,
+//! and it treats the document as untrusted (no panics, bounded work and
+//! output whatever the input). `stored.rs` is the import as the store keeps
+//! it and the server loads it; `request.rs` turns a call's arguments into
+//! an HTTP request, and [`OpenApiInvoker`] sends it through
+//! `executor-outbound` with the credential its [`CredentialSource`] gives.
+//!
+//! OpenAPI's dialect (`nullable`, `x-nullable`, `components`, Swagger's
+//! `collectionFormat`) ends here: the catalog sees JSON Schema 2020-12.
+
+mod auth;
+mod context;
+mod document;
+mod error;
+mod invoker;
+mod media;
+mod naming;
+mod operation;
+mod parameters;
+mod pointer;
+mod request;
+mod schema;
+mod servers;
+mod stored;
+mod text;
+mod warnings;
+
+pub use invoker::{CredentialSource, OpenApiInvoker, OpenApiService};
+pub use request::{call, check_args};
+pub use stored::{LoadError, StoredIntegration, format_of, load, tool_entries, upgrade};
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::ImportError;
+
+/// How to import one document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The integration's namespace: the first segment of every tool address.
+    pub namespace: String,
+    /// Overrides the servers the document declares (`--base-url`).
+    pub base_url: Option<String>,
+    /// Where the document was fetched from, if from a URL: relative server
+    /// URLs (OpenAPI 3) and a missing `host` (Swagger 2) resolve against it.
+    pub source_url: Option<String>,
+}
+
+impl ImportOptions {
+    pub fn new(namespace: impl Into<String>) -> Self {
+        ImportOptions {
+            namespace: namespace.into(),
+            ..ImportOptions::default()
+        }
+    }
+}
+
+/// Which dialect the document was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecVersion {
+    Swagger2,
+    OpenApi30,
+    OpenApi31,
+}
+
+/// The stored form's version ([`ImportedIntegration::format`]). 1: every
+/// tool schema carried its own copy of the definitions it reached (under
+/// `$defs`); 2: the definitions are stored once, in `definitions`.
+pub const FORMAT: u32 = 2;
+
+/// The result of an import: everything the catalog and the invoker need,
+/// and (serialised) the compact form the store keeps and the server loads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportedIntegration {
+    /// [`FORMAT`] when written; a stored record without it is format 1.
+    #[serde(default = "format_1")]
+    pub format: u32,
+    pub namespace: String,
+    pub spec_version: SpecVersion,
+    /// `info.title`.
+    pub title: Option<String>,
+    /// `--base-url`, else the first server (3.x, variables at their
+    /// defaults) or `schemes`/`host`/`basePath` (2.0); no trailing slash.
+    /// None when the document gives no usable absolute URL.
+    pub base_url: Option<String>,
+    /// The operator's `--base-url`, kept so that a refresh applies it
+    /// again while a document-derived URL follows the document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url_override: Option<String>,
+    pub auth_methods: Vec<AuthMethod>,
+    pub tools: Vec<OperationTool>,
+    /// The schemas tool schemas refer to as `#/$defs/<name>`, normalised
+    /// once and shared by every tool.
+    #[serde(default)]
+    pub definitions: serde_json::Map<String, serde_json::Value>,
+    /// What was skipped or repaired, for the operator (bounded).
+    pub warnings: Vec<String>,
+}
+
+fn format_1() -> u32 {
+    1
+}
+
+/// A security scheme the document declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AuthMethod {
+    ApiKeyHeader {
+        scheme: String,
+        name: String,
+    },
+    ApiKeyQuery {
+        scheme: String,
+        name: String,
+    },
+    ApiKeyCookie {
+        scheme: String,
+        name: String,
+    },
+    Bearer {
+        scheme: String,
+    },
+    Basic {
+        scheme: String,
+    },
+    /// Recorded so the operator sees it; not supported by the invoker.
+    #[serde(rename = "oauth2")]
+    OAuth2 {
+        scheme: String,
+    },
+    /// Anything else (`openIdConnect`, `mutualTLS`, `http` with another
+    /// scheme such as `digest`); `kind` says which.
+    Other {
+        scheme: String,
+        kind: String,
+    },
+}
+
+impl AuthMethod {
+    /// The name the document gives the scheme (the key in
+    /// `securitySchemes`/`securityDefinitions`).
+    pub fn scheme(&self) -> &str {
+        match self {
+            AuthMethod::ApiKeyHeader { scheme, .. }
+            | AuthMethod::ApiKeyQuery { scheme, .. }
+            | AuthMethod::ApiKeyCookie { scheme, .. }
+            | AuthMethod::Bearer { scheme }
+            | AuthMethod::Basic { scheme }
+            | AuthMethod::OAuth2 { scheme }
+            | AuthMethod::Other { scheme, .. } => scheme,
+        }
+    }
+}
+
+/// One operation as a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperationTool {
+    /// `<group>.<leaf>`, without the namespace; each segment matches
+    /// `[A-Za-z][A-Za-z0-9_]*`.
+    pub name: String,
+    /// Summary and description, trimmed and bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Upper case: `GET`, `POST`, …
+    pub method: String,
+    /// The path as the document writes it, e.g. `/repos/{owner}/{repo}`.
+    pub path_template: String,
+    /// A server declared on the operation or its path item, which replaces
+    /// the integration's `base_url` for this tool. Never set when the
+    /// operator gave `--base-url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<ParamSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<BodySpec>,
+    /// One flat object: a property per parameter plus `body`, referring to
+    /// the integration's `definitions` as `#/$defs/<name>`.
+    pub input_schema: serde_json::Value,
+    /// The JSON schema of the first 2xx response that has one (refers to
+    /// the definitions like the input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    /// GET/HEAD/OPTIONS run without approval by default; the rest need it.
+    pub requires_approval: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deprecated: bool,
+    /// Scheme names that apply (the operation's `security`, else the
+    /// document's): the union over the alternatives, in order. `Some([])`
+    /// means explicitly anonymous; None means the document does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<Vec<String>>,
+}
+
+/// The stored form leaves out what is false, empty or absent: a 20k-tool
+/// API has a hundred thousand parameters, and their defaults were a third
+/// of its stored size.
+fn is_false(value: &bool) -> bool {
+    !value
+}
+
+/// What the HTTP invoker needs of one operation to build its request (the
+/// request half of an [`OperationTool`]; the catalog holds the rest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOperation {
+    pub method: String,
+    pub path_template: String,
+    pub base_url: Option<String>,
+    /// Shared: most operations of a large API repeat the same few
+    /// parameters (`$top`, `$filter`, `per_page`), loaded once.
+    pub parameters: Vec<Arc<ParamSpec>>,
+    pub body: Option<BodySpec>,
+    pub security: Option<Vec<String>>,
+}
+
+/// Where a parameter goes in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamLocation {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+impl ParamLocation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamLocation::Path => "path",
+            ParamLocation::Query => "query",
+            ParamLocation::Header => "header",
+            ParamLocation::Cookie => "cookie",
+        }
+    }
+}
+
+/// How a parameter value is serialised (OpenAPI 3 `style`; Swagger 2
+/// `collectionFormat` is mapped onto it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ParamStyle {
+    Simple,
+    Form,
+    Label,
+    Matrix,
+    SpaceDelimited,
+    PipeDelimited,
+    DeepObject,
+    /// Swagger 2 `collectionFormat: tsv`.
+    TabDelimited,
+}
+
+/// One parameter of an operation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ParamSpec {
+    /// The name on the wire.
+    pub name: String,
+    pub location: ParamLocation,
+    /// The input property that carries it: `name`, unless that collides
+    /// with `body` or a parameter elsewhere (then e.g. `query_id`).
+    pub property: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub required: bool,
+    /// Defaults applied: `form` for query and cookie, `simple` otherwise.
+    pub style: ParamStyle,
+    /// Defaults applied: true for `form`, false otherwise.
+    pub explode: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_reserved: bool,
+    /// Set when the parameter is described by `content` rather than
+    /// `schema`: the value is serialised as this media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
+/// The request body of an operation; the input's `body` property.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodySpec {
+    /// JSON is preferred, then forms, then whatever comes first.
+    pub content_type: String,
+    pub required: bool,
+}
+
+/// Imports one OpenAPI document.
+pub fn import(
+    spec_text: &str,
+    options: &ImportOptions,
+) -> Result<ImportedIntegration, ImportError> {
+    import_with_progress(spec_text, options, &mut |_, _| {})
+}
+
+/// [`import`], calling `progress(done, total)` as operations are shaped so
+/// that a large document can show progress (SPEC §8).
+pub fn import_with_progress(
+    spec_text: &str,
+    options: &ImportOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ImportedIntegration, ImportError> {
+    check_namespace(&options.namespace)?;
+    let doc = document::parse(spec_text)?;
+    let version = document::version(&doc)?;
+    let mut warnings = warnings::Warnings::default();
+    let base_url = servers::base_url(&doc, version, options, &mut warnings);
+    let auth_methods = auth::methods(&doc, version, &mut warnings);
+    let (tools, definitions) = operation::tools(
+        &doc,
+        version,
+        options,
+        base_url.as_deref(),
+        &mut warnings,
+        progress,
+    );
+    Ok(ImportedIntegration {
+        format: FORMAT,
+        namespace: options.namespace.clone(),
+        spec_version: version,
+        title: document::title(&doc),
+        base_url,
+        base_url_override: options.base_url.clone(),
+        auth_methods,
+        tools,
+        definitions,
+        warnings: warnings.finish(),
+    })
+}
+
+/// Longest namespace accepted.
+const MAX_NAMESPACE_LEN: usize = 64;
+
+/// The namespace becomes the first segment of `tools.<ns>.<group>.<leaf>`,
+/// so it must be a plain identifier.
+fn check_namespace(namespace: &str) -> Result<(), ImportError> {
+    let mut chars = namespace.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if starts_with_letter && rest_ok && namespace.len() <= MAX_NAMESPACE_LEN {
+        Ok(())
+    } else {
+        Err(ImportError::InvalidNamespace(namespace.to_string()))
+    }
+}
