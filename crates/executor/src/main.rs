@@ -718,7 +718,7 @@ fn seal_with(global: &GlobalOpts, value: &str, associated: &str) -> AnyResult<St
 async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> AnyResult<()> {
     let server = Arc::new(McpServer::new(engine(store.clone(), global, &opts.engine)?));
     let sessions = Sessions::new(
-        store,
+        store.clone(),
         server,
         SessionsConfig {
             idle_timeout: Duration::from_millis(opts.session_idle_timeout),
@@ -831,6 +831,10 @@ async fn serve(store: Arc<dyn Store>, global: &GlobalOpts, opts: ServeOpts) -> A
         let _ = task.await;
     }
     sessions.dispose_all().await;
+    // Last: the store writer commits what the loops and disposals queued.
+    if let Err(e) = store.flush().await {
+        tracing::error!(error = %e, "the store could not commit its last writes");
+    }
     Ok(())
 }
 

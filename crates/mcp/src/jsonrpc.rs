@@ -60,6 +60,13 @@ impl RpcError {
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// Server errors (SPEC §2): no such session, or no valid bearer / a
+    /// method the endpoint does not serve.
+    pub const SESSION_NOT_FOUND: i64 = -32001;
+    /// The session belongs to another principal.
+    pub const FORBIDDEN: i64 = -32003;
+    /// Any other refusal of the transport (limits, draining, overload).
+    pub const SERVER_ERROR: i64 = -32000;
 
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         RpcError {
@@ -104,6 +111,19 @@ pub fn result_response(id: &Value, result: Value) -> Value {
 
 pub fn error_response(id: &Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
+}
+
+/// A request the server sends to the client (`elicitation/create`).
+pub fn server_request(id: &Value, method: &str, params: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+/// A notification; `params` is left out when None.
+pub fn notification(method: &str, params: Option<Value>) -> Value {
+    match params {
+        Some(params) => json!({ "jsonrpc": "2.0", "method": method, "params": params }),
+        None => json!({ "jsonrpc": "2.0", "method": method }),
+    }
 }
 
 impl RpcError {

@@ -569,8 +569,7 @@ impl Sessions {
             })
             .collect();
         let mut versions: HashMap<String, i64> = HashMap::new();
-        let notification =
-            serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" });
+        let notification = executor_mcp::notification("notifications/tools/list_changed", None);
         for rt in live {
             let org = rt.record.owner.org_id.clone();
             let current = match versions.get(&org) {

@@ -101,6 +101,12 @@ pub trait Store: Send + Sync + 'static {
     /// events stay. Returns how many were deleted.
     async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
 
+    // --- lifecycle ----------------------------------------------------------
+    /// Returns once every write queued before the call is committed
+    /// (fire-and-forget ones included). `serve` awaits it last, so that
+    /// nothing queued is lost when the process exits.
+    async fn flush(&self) -> StoreResult<()>;
+
     // --- orgs and policies --------------------------------------------------
     /// The id of the org with this name (or id).
     async fn find_org(&self, name: &str) -> StoreResult<Option<String>>;

@@ -917,6 +917,12 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn flush(&self) -> StoreResult<()> {
+        // The writer commits in queue order: once this empty write is
+        // answered, everything queued before it is committed.
+        self.writer.write(|_| Ok(())).await
+    }
+
     async fn upsert_integration(&self, r: IntegrationRecord) -> StoreResult<()> {
         self.writer
             .write(move |conn| {
@@ -1287,6 +1293,29 @@ mod tests {
         );
         let team = s.ensure_account("dave@d.test", Some("team")).await.unwrap();
         assert_eq!(team.org_id, "org_team");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn flush_returns_once_queued_writes_are_committed() {
+        let (s, dir) = temp_store();
+        let bounds = LogBounds {
+            max_events: 10,
+            max_bytes: 1024,
+        };
+        s.append_event(event("x", 1, "{}"), bounds).await.unwrap();
+        // Fire-and-forget: queued, not awaited.
+        s.mark_delivered("s", "x", 1).await.unwrap();
+        s.flush().await.unwrap();
+        let conn = connect(&dir.join("executor.db")).unwrap();
+        let undelivered: i64 = conn
+            .query_row(
+                "SELECT undelivered FROM events WHERE session_id = 's' AND stream_id = 'x' AND seq = 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(undelivered, 0);
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use executor_sessions::{AcquireError, StreamLimit};
 use executor_store::tokens::TokenRejection;
-use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
@@ -75,12 +74,16 @@ impl WireError {
 
     fn code(&self) -> i64 {
         match self {
-            WireError::MethodNotAllowed | WireError::Unauthorized { .. } => -32001,
-            WireError::Session(AcquireError::NotFound | AcquireError::Terminated) => -32001,
-            WireError::Session(AcquireError::Forbidden) => -32003,
+            WireError::MethodNotAllowed | WireError::Unauthorized { .. } => {
+                RpcError::SESSION_NOT_FOUND
+            }
+            WireError::Session(AcquireError::NotFound | AcquireError::Terminated) => {
+                RpcError::SESSION_NOT_FOUND
+            }
+            WireError::Session(AcquireError::Forbidden) => RpcError::FORBIDDEN,
             WireError::Rpc(e) => e.code,
             WireError::Internal => RpcError::INTERNAL_ERROR,
-            _ => -32000,
+            _ => RpcError::SERVER_ERROR,
         }
     }
 
@@ -116,10 +119,10 @@ impl WireError {
 impl IntoResponse for WireError {
     fn into_response(self) -> Response {
         let error = match &self {
-            WireError::Rpc(e) => e.to_json(),
-            other => json!({ "code": other.code(), "message": other.to_string() }),
+            WireError::Rpc(e) => e.clone(),
+            other => RpcError::new(other.code(), other.to_string()),
         };
-        let body = json!({ "jsonrpc": "2.0", "error": error, "id": null });
+        let body = executor_mcp::error_response(&serde_json::Value::Null, &error);
         (self.status(), self.headers(), axum::Json(body)).into_response()
     }
 }

@@ -519,12 +519,8 @@ impl executor_engine::ApprovalPrompt for ElicitPrompt {
             let id = json!(format!("approval-{}", random_id(9)));
             let version = stream.lease.protocol_version().to_string();
             let answer = stream.lease.runtime().await_client_response(&id);
-            let ask = json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "method": "elicitation/create",
-                "params": executor_mcp::elicitation_params(&version, &request),
-            });
+            let params = executor_mcp::elicitation_params(&version, &request);
+            let ask = executor_mcp::server_request(&id, "elicitation/create", params);
             stream.send(&ask).await;
             let cancel_if_dropped = CancelOnDrop {
                 stream: Some(stream),
@@ -555,11 +551,10 @@ impl Drop for CancelOnDrop {
         let Some(stream) = self.stream.take() else {
             return;
         };
-        let cancelled = json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": { "requestId": self.id, "reason": "the approval was settled another way" },
-        });
+        let cancelled = executor_mcp::notification(
+            "notifications/cancelled",
+            Some(json!({ "requestId": self.id, "reason": "the approval was settled another way" })),
+        );
         tokio::spawn(async move { stream.send(&cancelled).await });
     }
 }
