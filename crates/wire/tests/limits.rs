@@ -3,114 +3,17 @@
 //! rotation, session and GET-stream caps, the Host check of the
 //! protected-resource metadata, the `/metrics` token.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response, StatusCode, header};
-use executor_engine::{Engine, EngineConfig};
-use executor_mcp::McpServer;
-use executor_sessions::{OutboundStream, Sessions, SessionsConfig};
-use executor_store::{SqliteStore, Store, now_ms, tokens};
-use executor_wire::{App, InFlight, MetricsToken, WireConfig, router};
+use executor_sessions::{OutboundStream, SessionsConfig};
+use executor_wire::{MetricsToken, WireConfig};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-struct Fixture {
-    app: App,
-    store: Arc<dyn Store>,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-async fn fixture(wire: WireConfig, sessions: SessionsConfig) -> Fixture {
-    let dir = std::env::temp_dir().join(format!(
-        "executor-wire-limits-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
-    let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
-    let server = Arc::new(McpServer::new(engine));
-    let app = App {
-        sessions: Sessions::new(store.clone(), server, sessions),
-        config: Arc::new(wire),
-        in_flight: InFlight::default(),
-    };
-    Fixture { app, store, dir }
-}
-
-impl Fixture {
-    async fn bearer(&self, email: &str) -> String {
-        let principal = self.store.ensure_account(email, None).await.unwrap();
-        let minted = tokens::mint(principal, now_ms(), None);
-        self.store.insert_token(minted.record).await.unwrap();
-        minted.plaintext
-    }
-
-    async fn send(&self, request: Request<Body>) -> Response<Body> {
-        router(self.app.clone()).oneshot(request).await.unwrap()
-    }
-
-    async fn post(&self, bearer: &str, session: Option<&str>, body: Value) -> Response<Body> {
-        let mut request = mcp(bearer, "POST", session);
-        *request.body_mut() = Body::from(body.to_string());
-        self.send(request).await
-    }
-
-    /// `initialize`; the session id, or the refusal.
-    async fn initialize(&self, bearer: &str, version: &str) -> Result<String, Response<Body>> {
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}
-        }});
-        let res = self.post(bearer, None, init).await;
-        match res.status() {
-            StatusCode::OK => Ok(res.headers()["mcp-session-id"]
-                .to_str()
-                .unwrap()
-                .to_string()),
-            _ => Err(res),
-        }
-    }
-}
-
-fn mcp(bearer: &str, method: &str, session: Option<&str>) -> Request<Body> {
-    let mut request = Request::builder()
-        .method(method)
-        .uri("/mcp")
-        .header(header::HOST, "127.0.0.1:4788")
-        .header(header::AUTHORIZATION, format!("Bearer {bearer}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(
-            header::ACCEPT,
-            if method == "GET" {
-                "text/event-stream"
-            } else {
-                "application/json, text/event-stream"
-            },
-        );
-    if let Some(id) = session {
-        request = request.header("mcp-session-id", id);
-    }
-    request.body(Body::empty()).unwrap()
-}
-
-async fn json_of(res: Response<Body>) -> Value {
-    let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-}
+mod common;
+use common::{fixture, json_of, mcp};
 
 fn tool_calls(n: usize) -> Value {
     Value::Array(
