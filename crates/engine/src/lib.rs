@@ -15,7 +15,7 @@ mod metrics;
 mod normalize;
 pub mod policy;
 mod skills;
-mod tools;
+mod engine;
 
 pub use admission::{Refused, ShareLimits};
 // The catalog types the engine's API speaks in, for its callers, and the
@@ -28,4 +28,4 @@ pub use executor_catalog::{
 };
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;
-pub use tools::{Engine, EngineConfig, ToolCallError};
+pub use engine::{Engine, EngineConfig, ToolCallError};
