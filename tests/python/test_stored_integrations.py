@@ -87,3 +87,16 @@ async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server:
     db.close()
     listed = cli(srv, "integrations", "list")
     assert any(line.startswith("old\t") and line.endswith("\tok") for line in listed.splitlines()), listed
+
+    # The way out the message names: refresh re-imports from the source,
+    # even though the stored record cannot be read.
+    cli(srv, "integrations", "refresh", "future")
+    listed = cli(srv, "integrations", "list")
+    assert any(line.startswith("future\t") and line.endswith("\tok") for line in listed.splitlines()), listed
+    async with connect(srv) as (client, _):
+        r = await client.call_tool("execute", {"code": """
+            const found = await tools.search({ query: "list pets", namespace: "future" });
+            return found.items.map((i) => i.path);
+        """})
+        assert not r.is_error, tool_text(r)
+        assert "future.pets.listPets" in json.loads(tool_text(r))

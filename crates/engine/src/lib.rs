@@ -8,6 +8,7 @@
 
 mod admission;
 mod core_tools;
+mod engine;
 mod envelope;
 pub mod execution;
 mod invoke;
@@ -15,12 +16,12 @@ mod metrics;
 mod normalize;
 pub mod policy;
 mod skills;
-mod engine;
 
 pub use admission::{Refused, ShareLimits};
 // The catalog types the engine's API speaks in, for its callers, and the
 // allocator trim sessions use after disposing runtimes.
 pub use core_tools::entries as core_tool_entries;
+pub use engine::{Engine, EngineConfig, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
 pub use execution::{Action, ApprovalPrompt, ApprovalRequest, is_paused};
 pub use executor_catalog::{
@@ -28,4 +29,3 @@ pub use executor_catalog::{
 };
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;
-pub use engine::{Engine, EngineConfig, ToolCallError};

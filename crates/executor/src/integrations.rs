@@ -2,7 +2,7 @@
 //! integrations.
 
 use executor_integrations::IntegrationKind;
-use executor_openapi::{ImportOptions, ImportedIntegration, import_with_progress};
+use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::{IntegrationRecord, Store, now_ms};
 
@@ -59,15 +59,31 @@ pub(crate) async fn integrations(store: &dyn Store, command: IntegrationsCommand
                 .into_iter()
                 .find(|i| i.namespace == namespace)
                 .ok_or_else(|| format!("no integration {namespace:?}"))?;
-            let previous: ImportedIntegration = serde_json::from_str(&record.document)?;
             // An operator-given base URL is kept; one from the document
-            // follows the document.
+            // follows the document. Refresh is also the way out for a record
+            // the server cannot read (a newer format, damage), so it reads
+            // only that field, and goes on without it when even that fails.
+            #[derive(serde::Deserialize)]
+            struct Previous {
+                base_url_override: Option<String>,
+            }
+            let base_url = match serde_json::from_str::<Previous>(&record.document) {
+                Ok(previous) => previous.base_url_override,
+                Err(e) => {
+                    eprintln!(
+                        "warning: the stored record of {namespace} cannot be read ({e}); \
+                         refreshing from {} without its --base-url",
+                        record.source
+                    );
+                    None
+                }
+            };
             import_openapi(
                 store,
                 &org_id,
                 &record.source,
                 &namespace,
-                previous.base_url_override,
+                base_url,
                 allow_local_network,
             )
             .await
