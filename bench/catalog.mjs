@@ -91,7 +91,7 @@ try {
     const [hit] = (await tools.search({ query: "update user", namespace: "graphbeta", limit: 1 })).items;
     const t = Date.now(); const d = await tools.describe.tool({ path: hit.path });
     return { ms: Date.now() - t, path: d.path, chars: JSON.stringify(d).length };`);
-  row(\`tools.describe.tool \${described.result.path}\`, { ms: described.result.ms, "answer chars": described.result.chars });
+  row(`tools.describe.tool ${described.result.path}`, { ms: described.result.ms, "answer chars": described.result.chars });
 } finally {
   child.kill("SIGTERM");
   await sleep(300);
