@@ -281,7 +281,8 @@ const SCHEMA_MAPS: &[&str] = &[
     "$defs",
 ];
 
-fn node_count(value: &Value) -> usize {
+/// The JSON nodes of a value (objects, arrays and values alike).
+pub fn node_count(value: &Value) -> usize {
     match value {
         Value::Object(map) => 1 + map.values().map(node_count).sum::<usize>(),
         Value::Array(items) => 1 + items.iter().map(node_count).sum::<usize>(),

@@ -50,7 +50,7 @@ fn main() {
     };
     imports.sort();
     let started = Instant::now();
-    let catalog = Catalog::new(tool_entries(&github, Arc::new(NotCalled)));
+    let catalog = Catalog::new(tool_entries(&github, Arc::new(NotCalled)).expect("loads"));
     let indexed = started.elapsed();
     let queries: Vec<Value> = serde_json::from_str(
         &std::fs::read_to_string(

@@ -17,9 +17,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use executor_catalog::{
-    Definitions, SchemaInterner, SchemaText, ToolEntry, ToolInvoker, ToolSchema, schema_text,
-};
+use executor_catalog::schema::node_count;
+use executor_catalog::{Definitions, SchemaInterner, SchemaText, ToolEntry, ToolInvoker};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -139,7 +138,7 @@ pub fn upgrade(document: &str) -> Result<String, LoadError> {
         for (name, def) in defs {
             let larger = definitions
                 .get(&name)
-                .is_none_or(|kept| weight(kept) < weight(&def));
+                .is_none_or(|kept| node_count(kept) < node_count(&def));
             if larger {
                 definitions.insert(name, def);
             }
@@ -154,14 +153,6 @@ pub fn upgrade(document: &str) -> Result<String, LoadError> {
     integration.definitions = definitions;
     integration.format = FORMAT;
     serde_json::to_string(&integration).map_err(|e| LoadError::Damaged(e.to_string()))
-}
-
-fn weight(value: &Value) -> usize {
-    match value {
-        Value::Object(map) => 1 + map.values().map(weight).sum::<usize>(),
-        Value::Array(items) => 1 + items.iter().map(weight).sum::<usize>(),
-        _ => 1,
-    }
 }
 
 impl StoredIntegration {
@@ -231,34 +222,14 @@ impl StoredIntegration {
 }
 
 /// The catalog entries of a fresh import, all invoked by `invoker` (for
-/// tests and benchmarks; the server loads stored records).
+/// tests and benchmarks), made the way the server makes them: through the
+/// stored form.
 pub fn tool_entries(
     integration: &ImportedIntegration,
     invoker: Arc<dyn ToolInvoker>,
-) -> Vec<ToolEntry> {
-    let definitions = Arc::new(Definitions::new(
-        integration
-            .definitions
-            .iter()
-            .map(|(name, schema)| (name.as_str().into(), schema_text(schema)))
-            .collect(),
-    ));
-    let namespace = &integration.namespace;
-    integration
-        .tools
-        .iter()
-        .enumerate()
-        .map(|(slot, t)| ToolEntry {
-            path: format!("{namespace}.{}", t.name).into(),
-            description: t.description.clone(),
-            input_schema: Some(ToolSchema::from_value(&t.input_schema)),
-            output_schema: t.output_schema.as_ref().map(ToolSchema::from_value),
-            definitions: Some(definitions.clone()),
-            requires_approval: t.requires_approval,
-            invoker: invoker.clone(),
-            slot,
-        })
-        .collect()
+) -> Result<Vec<ToolEntry>, LoadError> {
+    let text = serde_json::to_string(integration).map_err(|e| LoadError::Damaged(e.to_string()))?;
+    Ok(load(&text)?.into_entries(|_| invoker))
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ fn spec(var: &str, relative: &str, install: &str) -> String {
 
 fn catalog(text: &str, namespace: &str) -> Catalog {
     let imported = import(text, &ImportOptions::new(namespace)).expect("imports");
-    Catalog::new(tool_entries(&imported, Arc::new(NotCalled)))
+    Catalog::new(tool_entries(&imported, Arc::new(NotCalled)).expect("loads"))
 }
 
 fn queries(file: &str) -> Vec<Value> {
