@@ -388,3 +388,55 @@ impl CatalogSource for StaticCatalog {
         Box::pin(async move { catalog })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Never;
+
+    impl ToolInvoker for Never {
+        fn invoke(&self, _call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
+            Box::pin(async { Err(ToolError::new("never", "not called")) })
+        }
+    }
+
+    fn entry(path: &str, description: &str) -> ToolEntry {
+        ToolEntry {
+            path: path.into(),
+            description: Some(description.into()),
+            input_schema: None,
+            output_schema: None,
+            definitions: None,
+            requires_approval: false,
+            invoker: Arc::new(Never),
+            slot: 0,
+        }
+    }
+
+    #[test]
+    fn groups_are_searched_together_and_merged_by_score() {
+        let catalog = Catalog::new(vec![
+            entry("zoo.pets.list", "List pets"),
+            entry(
+                "api.pets.listPetsAndOwnersWithTheirAddresses",
+                "List pets and owners",
+            ),
+            entry("api.users.get", "Get a user"),
+        ]);
+        assert_eq!(catalog.groups().len(), 2);
+        let hits = catalog.search("list pets", None);
+        let paths: Vec<&str> = hits.iter().map(|(t, _)| &*t.path).collect();
+        // The better match is in the group that sorts later.
+        assert_eq!(paths.first(), Some(&"zoo.pets.list"));
+        assert!(paths.contains(&"api.pets.listPetsAndOwnersWithTheirAddresses"));
+        assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "{paths:?}");
+        let scoped: Vec<String> = catalog
+            .search("list pets", Some("api"))
+            .iter()
+            .map(|(t, _)| t.path.to_string())
+            .collect();
+        assert_eq!(scoped, ["api.pets.listPetsAndOwnersWithTheirAddresses"]);
+        assert!(catalog.get("api.users.get").is_some() && catalog.get("api.users.nope").is_none());
+    }
+}
