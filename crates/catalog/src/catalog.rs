@@ -38,6 +38,10 @@ pub struct ToolEntry {
     /// The invoker's own number for this tool (its place in the invoker's
     /// table of operations); 0 where the invoker goes by name.
     pub slot: usize,
+    /// What the tool does in its transport's own terms, for search to index
+    /// beside its name and description. Read once, when the tool's group
+    /// is built, and dropped there: it is not kept per tool.
+    pub route: Option<RouteHint>,
 }
 
 impl ToolEntry {
@@ -143,6 +147,21 @@ pub trait ToolInvoker: Send + Sync + 'static {
     }
 }
 
+/// A tool's route as search reads it. Real APIs often name and describe
+/// operations poorly (Microsoft Graph summarises `GET /me/messages` as "Get
+/// open extension"), but the route says what the operation is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteHint {
+    /// Plain words: the operation's verb and the resource it acts on, e.g.
+    /// "list me messages" for `GET /me/messages`.
+    pub words: String,
+    /// How far down the API's tree the resource sits (path segments): of
+    /// two tools that match a query alike, the shallower one is the
+    /// resource itself rather than a copy reached through another
+    /// (`/me/messages` before `/me/mailFolders/{id}/messages`).
+    pub depth: u8,
+}
+
 /// An integration as listed by `tools.executor.integrations.list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct IntegrationSummary {
@@ -179,7 +198,12 @@ impl ToolGroup {
             name: t.name(),
             integration: t.integration(),
             description: t.description.as_deref().unwrap_or(""),
+            route: t.route.as_ref().map_or("", |r| r.words.as_str()),
+            depth: t.route.as_ref().map_or(0, |r| r.depth),
         }));
+        for tool in &mut tools {
+            tool.route = None;
+        }
         ToolGroup {
             namespace: namespace.to_string(),
             tools: tools.into_iter().map(Arc::new).collect(),
@@ -411,6 +435,7 @@ mod tests {
             requires_approval: false,
             invoker: Arc::new(Never),
             slot: 0,
+            route: None,
         }
     }
 

@@ -19,15 +19,20 @@ pub struct SearchDoc<'a> {
     pub name: &'a str,
     pub integration: &'a str,
     pub description: &'a str,
+    /// The words of the tool's route (see [`crate::RouteHint`]); may be
+    /// empty.
+    pub route: &'a str,
+    pub depth: u8,
 }
 
 /// Field order used everywhere below: path, name, integration, summary (the
 /// description's first line, which for real APIs is the operation's
-/// plain-language summary: "List pull requests"), description.
-const FIELD_COUNT: usize = 5;
-const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [12.0, 10.0, 8.0, 7.0, 5.0];
+/// plain-language summary: "List pull requests"), description, route.
+const FIELD_COUNT: usize = 6;
+const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [12.0, 10.0, 8.0, 7.0, 5.0, 10.0];
 const NAME_FIELD: usize = 1;
 const SUMMARY_FIELD: usize = 3;
+const ROUTE_FIELD: usize = 5;
 /// Longest summary kept: a first line that runs on is prose, not a title.
 const MAX_SUMMARY_BYTES: usize = 160;
 /// Weights of the share of a tool's name and of its summary that the query
@@ -38,6 +43,10 @@ const MAX_SUMMARY_BYTES: usize = 160;
 /// a part of a longer one ("List pull requests associated with a commit").
 const NAME_COVERAGE_WEIGHT: f64 = 24.0;
 const SUMMARY_COVERAGE_WEIGHT: f64 = 40.0;
+const ROUTE_COVERAGE_WEIGHT: f64 = 40.0;
+/// What each level of depth costs a tool: enough to order tools that match
+/// alike, too little to overturn a better match.
+const DEPTH_COST: f64 = 1.0;
 /// Words that carry no meaning in a query ("get *a* repository"); dropped
 /// from queries and from indexed text alike, unless a query is nothing else.
 const STOPWORDS: [&str; 22] = [
@@ -58,25 +67,37 @@ const ABBREVIATIONS: [(&str, &[&str]); 8] = [
 ];
 /// Query words and what the tools usually call the same thing. An
 /// alternative matches at most at the prefix level, below the word itself.
-const SYNONYMS: [(&str, &[&str]); 18] = [
+const SYNONYMS: [(&str, &[&str]); 30] = [
     ("open", &["create"]),
     ("make", &["create"]),
     ("new", &["create"]),
     ("add", &["create"]),
+    ("post", &["create"]),
+    ("start", &["create"]),
+    ("register", &["create"]),
     ("close", &["update"]),
     ("edit", &["update"]),
     ("modify", &["update"]),
     ("change", &["update"]),
+    ("mark", &["update"]),
     ("set", &["update", "create"]),
     ("remove", &["delete"]),
     ("fetch", &["get"]),
     ("retrieve", &["get"]),
     ("show", &["get"]),
     ("read", &["get"]),
+    ("download", &["content", "get"]),
+    ("upload", &["content", "update"]),
     ("find", &["search", "list"]),
     ("trigger", &["dispatch"]),
     ("approve", &["review"]),
-    ("my", &["authenticated"]),
+    ("invite", &["invitation"]),
+    ("subscribe", &["subscription"]),
+    ("my", &["authenticated", "me"]),
+    ("email", &["mail", "message"]),
+    ("meeting", &["event"]),
+    ("file", &["item"]),
+    ("profile", &["user"]),
 ];
 /// The first fields are short identifiers, where a query token may span a
 /// term boundary ("pullrequest" against `pull_request`); scanning their joined
@@ -447,6 +468,8 @@ struct Doc {
     /// coverage shares.
     name_terms: u8,
     summary_terms: u8,
+    route_terms: u8,
+    depth: u8,
 }
 
 impl Doc {
@@ -459,6 +482,7 @@ impl Doc {
             doc.integration,
             summary_of(doc.description),
             clip(doc.description, MAX_DESCRIPTION_BYTES),
+            doc.route,
         ];
         let mut field = 0u8;
         let mut distinct = [0u8; FIELD_COUNT];
@@ -469,13 +493,14 @@ impl Doc {
             field += 1;
             built
         });
-        let (name_terms, summary_terms) = (distinct[NAME_FIELD], distinct[SUMMARY_FIELD]);
         Doc {
             integration: scratch.integration(doc.integration),
             path: doc.path.clone(),
             fields,
-            name_terms,
-            summary_terms,
+            name_terms: distinct[NAME_FIELD],
+            summary_terms: distinct[SUMMARY_FIELD],
+            route_terms: distinct[ROUTE_FIELD],
+            depth: doc.depth,
         }
     }
 
@@ -548,6 +573,7 @@ impl SearchIndex {
         };
         let in_scope = |doc: &Doc| namespace.is_none_or(|ns| doc.in_namespace(ns));
         let (mut levels, touched) = self.match_terms(&query);
+        let weights = query.token_weights(&touched);
         let mut hits: Vec<(usize, f64)> = self
             .docs
             .iter()
@@ -555,7 +581,7 @@ impl SearchIndex {
             .enumerate()
             .filter(|(_, (doc, _))| in_scope(doc))
             .filter_map(|(i, (doc, (doc_levels, touched)))| {
-                let score = query.score_candidate(doc, doc_levels, touched)?;
+                let score = query.score_candidate(doc, doc_levels, touched != 0, &weights)?;
                 Some((i, score))
             })
             .collect();
@@ -569,11 +595,11 @@ impl SearchIndex {
 
     /// Compares the query with each distinct term once and walks only the
     /// postings of the terms it matches, so documents without a matching
-    /// term cost nothing here. Returns every document's levels and whether
-    /// any term reached it.
-    fn match_terms(&self, query: &Query) -> (Vec<DocLevels>, Vec<bool>) {
+    /// term cost nothing here. Returns every document's levels and which
+    /// query tokens (one bit each) its terms matched.
+    fn match_terms(&self, query: &Query) -> (Vec<DocLevels>, Vec<u16>) {
         let mut levels = vec![[[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT]; self.docs.len()];
-        let mut touched = vec![false; self.docs.len()];
+        let mut touched = vec![0u16; self.docs.len()];
         for term in &self.terms {
             let packed = query.pack_levels(term);
             if packed == 0 {
@@ -587,8 +613,8 @@ impl SearchIndex {
                 if let Some(field) = field {
                     raise_levels(field, packed, query.tokens.len());
                 }
-                if let Some(flag) = touched.get_mut(doc) {
-                    *flag = true;
+                if let Some(tokens) = touched.get_mut(doc) {
+                    *tokens |= token_bits(packed);
                 }
             }
         }
@@ -672,12 +698,18 @@ impl Query {
 
     /// Finishes matching one document and scores it; None when it is not a
     /// hit. `touched` says whether any vocabulary term already reached it.
-    fn score_candidate(&self, doc: &Doc, levels: &mut DocLevels, touched: bool) -> Option<f64> {
+    fn score_candidate(
+        &self,
+        doc: &Doc,
+        levels: &mut DocLevels,
+        touched: bool,
+        weights: &[f64],
+    ) -> Option<f64> {
         // Every short field is scanned for tokens spanning terms; the pair
         // masks make that nearly free.
         let spanned = self.match_across_terms(doc, levels);
         if touched || spanned || self.equals_a_field(doc) {
-            self.score(doc, levels)
+            self.score(doc, levels, weights)
         } else {
             None
         }
@@ -715,7 +747,30 @@ impl Query {
         doc.fields.iter().any(|f| *f.compact == *self.compact)
     }
 
-    fn score(&self, doc: &Doc, levels: &DocLevels) -> Option<f64> {
+    /// Each token's weight: rarer words say more ("email" against "get"),
+    /// as inverse document frequency, scaled so that the weights average 1
+    /// and scores stay comparable across queries.
+    fn token_weights(&self, touched: &[u16]) -> Vec<f64> {
+        let count = self.tokens.len();
+        let mut frequency = vec![0usize; count];
+        for &tokens in touched {
+            for (t, df) in frequency.iter_mut().enumerate() {
+                *df += usize::from(tokens >> t & 1 == 1);
+            }
+        }
+        let documents = touched.len() as f64;
+        let idf: Vec<f64> = frequency
+            .iter()
+            .map(|&df| (1.0 + documents / (1.0 + df as f64)).ln())
+            .collect();
+        let mean = idf.iter().sum::<f64>() / count.max(1) as f64;
+        if mean <= 0.0 {
+            return vec![1.0; count];
+        }
+        idf.iter().map(|w| w / mean).collect()
+    }
+
+    fn score(&self, doc: &Doc, levels: &DocLevels, weights: &[f64]) -> Option<f64> {
         let count = self.tokens.len();
         let matched = (0..count)
             .filter(|&t| levels.iter().any(|field| field[t] != NONE))
@@ -727,7 +782,11 @@ impl Query {
         }
         let mut score = 0.0;
         for (f, weight) in FIELD_WEIGHTS.iter().enumerate() {
-            let tokens: f64 = levels[f][..count].iter().map(|&l| token_factor(l)).sum();
+            let tokens: f64 = levels[f][..count]
+                .iter()
+                .zip(weights)
+                .map(|(&l, w)| w * token_factor(l))
+                .sum();
             score += weight * (tokens + phrase_factor(phrase[f]));
         }
         let covered = |field: usize, terms: u8| {
@@ -743,6 +802,8 @@ impl Query {
         };
         score += NAME_COVERAGE_WEIGHT * covered(NAME_FIELD, doc.name_terms);
         score += SUMMARY_COVERAGE_WEIGHT * covered(SUMMARY_FIELD, doc.summary_terms);
+        score += ROUTE_COVERAGE_WEIGHT * covered(ROUTE_FIELD, doc.route_terms);
+        score -= DEPTH_COST * f64::from(doc.depth);
         Some(score)
     }
 
@@ -784,6 +845,13 @@ fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
     }
 }
 
+/// The tokens a packed set of levels matches at all, one bit each.
+fn token_bits(packed: u32) -> u16 {
+    (0..MAX_QUERY_TOKENS).fold(0u16, |bits, t| {
+        bits | (u16::from((packed >> (2 * t)) & 0b11 != 0) << t)
+    })
+}
+
 /// Keeps, per token, the higher of the current level and the packed one.
 fn raise_levels(best: &mut [u8; MAX_QUERY_TOKENS], packed: u32, count: usize) {
     for (t, level) in best.iter_mut().take(count).enumerate() {
@@ -810,6 +878,8 @@ mod tests {
             name,
             integration,
             description,
+            route: "",
+            depth: 0,
         }
     }
 
@@ -962,11 +1032,11 @@ mod tests {
         assert_eq!(paths(&index, &docs, "", None)[0], "github.issues.create");
         // The namespace also filters real queries.
         assert_eq!(
-            paths(&index, &docs, "post", Some("github")),
+            paths(&index, &docs, "chat", Some("github")),
             Vec::<String>::new()
         );
         assert_eq!(
-            paths(&index, &docs, "post", Some("slack.")),
+            paths(&index, &docs, "chat", Some("slack.")),
             ["slack.chat.post"]
         );
     }
@@ -1051,6 +1121,62 @@ mod tests {
             hits.first().map(String::as_str),
             Some("app12.invoices.archiveInvoices")
         );
+    }
+
+    #[test]
+    fn the_route_speaks_for_a_tool_its_summary_misdescribes() {
+        let route = |words: &'static str, depth: u8| {
+            move |mut d: SearchDoc<'static>| {
+                d.route = words;
+                d.depth = depth;
+                d
+            }
+        };
+        // Graph summarises `GET /me/messages` and `POST /me/messages` as
+        // "Get open extension" and "Create open extension"; the names say
+        // "messages" alike. The route tells them apart.
+        let docs = [
+            route("create me messages", 2)(doc(
+                "g.a.messages",
+                "messages",
+                "g",
+                "Create open extension",
+            )),
+            route("list me messages", 2)(doc(
+                "g.b.messages",
+                "messages",
+                "g",
+                "Get open extension",
+            )),
+        ];
+        assert_eq!(run(&docs, "list my messages", None)[0], "g.b.messages");
+        assert_eq!(run(&docs, "add a message", None)[0], "g.a.messages");
+        // Alike but for depth: the shallower resource first, though its
+        // path sorts later.
+        let docs = [
+            route("list me folders messages", 4)(doc("g.a.listMessages", "listMessages", "g", "")),
+            route("list me messages", 2)(doc("g.b.listMessages", "listMessages", "g", "")),
+        ];
+        assert_eq!(
+            run(&docs, "list messages", None),
+            ["g.b.listMessages", "g.a.listMessages"]
+        );
+    }
+
+    #[test]
+    fn rare_words_weigh_more_than_common_ones() {
+        // Both tools say "get" and "invoice", one word in the name and the
+        // other in the description, which weighs more here (summary and
+        // description); but forty tools say "get", so the tool whose
+        // description holds "invoice" is the better match (unweighted, the
+        // two tie and path order would put `x.a` first).
+        let mut docs = vec![
+            doc("x.a", "invoice", "x", "Get"),
+            doc("x.b", "get", "x", "Invoice"),
+        ];
+        let names: Vec<String> = (0..40).map(|i| format!("x.get{i}")).collect();
+        docs.extend(names.iter().map(|n| doc(n, "get", "x", "Get")));
+        assert_eq!(run(&docs, "get invoice", None)[..2], ["x.b", "x.a"]);
     }
 
     fn capitalise(word: &str) -> String {

@@ -73,6 +73,7 @@ fn synthetic_catalog() -> Catalog {
                 requires_approval: false,
                 invoker: invoker.clone(),
                 slot: 0,
+                route: None,
             });
         }
     }

@@ -64,6 +64,7 @@ fn catalog(seen: &Arc<Mutex<Vec<Value>>>) -> Arc<Catalog> {
         requires_approval,
         invoker: invoker.clone(),
         slot: 0,
+        route: None,
     };
     Arc::new(Catalog::new(vec![
         entry("slow", false),

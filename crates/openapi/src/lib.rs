@@ -26,6 +26,7 @@ mod operation;
 mod parameters;
 mod pointer;
 mod request;
+mod route;
 mod schema;
 mod servers;
 mod stored;

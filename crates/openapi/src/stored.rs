@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::invoker::OpenApiService;
+use crate::route::route_hint;
 use crate::{AuthMethod, BodySpec, FORMAT, HttpOperation, ImportedIntegration, ParamSpec};
 
 /// A stored integration, loaded: schemas as compact text.
@@ -178,6 +179,7 @@ impl StoredIntegration {
                         .clone()
                 })
                 .collect();
+            let route = route_hint(&tool.method, &tool.path_template);
             let operation = HttpOperation {
                 method: tool.method,
                 path_template: tool.path_template,
@@ -193,6 +195,7 @@ impl StoredIntegration {
                 schemas.schema(&tool.input_schema),
                 tool.output_schema.map(|o| schemas.schema(&o)),
                 tool.requires_approval,
+                route,
             ));
         }
         let invoker = invoker(OpenApiService {
@@ -206,7 +209,7 @@ impl StoredIntegration {
             .into_iter()
             .enumerate()
             .map(
-                |(slot, (name, description, input, output, requires_approval))| ToolEntry {
+                |(slot, (name, description, input, output, requires_approval, route))| ToolEntry {
                     path: format!("{namespace}.{name}").into(),
                     description,
                     input_schema: Some(input),
@@ -215,6 +218,7 @@ impl StoredIntegration {
                     requires_approval,
                     invoker: invoker.clone(),
                     slot,
+                    route: Some(route),
                 },
             )
             .collect()

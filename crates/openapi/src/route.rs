@@ -1,0 +1,94 @@
+//! What an operation's method and path say about it, for search.
+//!
+//! Large APIs name and describe operations unevenly (Microsoft Graph
+//! summarises `GET /me/messages` as "Get open extension"), but the route is
+//! always right: the method is the verb and the path's segments name the
+//! resource. [`route_hint`] turns them into words search can match.
+
+use executor_catalog::RouteHint;
+
+/// The verb and the resource words of `method path_template`:
+/// `GET /me/messages` gives "list me messages", `DELETE
+/// /me/messages/{message-id}` "delete me messages", `POST
+/// /me/microsoft.graph.sendMail` "me sendMail" (an action names its own
+/// verb).
+pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
+    let segments: Vec<&str> = path_template.split('/').filter(|s| !s.is_empty()).collect();
+    let last = segments.last().copied().unwrap_or("");
+    let is_action = last.contains('.');
+    let on_member = is_parameter(last);
+    let verb = match method.to_ascii_lowercase().as_str() {
+        "get" | "head" if on_member => "get",
+        "get" | "head" => "list",
+        "post" if is_action => "",
+        "post" => "create",
+        "put" | "patch" => "update",
+        "delete" => "delete",
+        _ => "",
+    };
+    let mut words = String::from(verb);
+    for segment in &segments {
+        if is_parameter(segment) {
+            continue;
+        }
+        if !words.is_empty() {
+            words.push(' ');
+        }
+        words.push_str(resource_word(segment));
+    }
+    RouteHint {
+        words,
+        depth: u8::try_from(segments.len()).unwrap_or(u8::MAX),
+    }
+}
+
+/// `{id}`, or a segment that holds one with other text (`{name}.json`).
+fn is_parameter(segment: &str) -> bool {
+    segment.starts_with('{') || segment.starts_with(':')
+}
+
+/// The name in a segment: an OData action or function is qualified by its
+/// namespace and may carry its arguments (`microsoft.graph.search(q='{q}')`
+/// is `search`).
+fn resource_word(segment: &str) -> &str {
+    let name = segment.split('(').next().unwrap_or(segment);
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(method: &str, path: &str) -> (String, u8) {
+        let RouteHint { words, depth } = route_hint(method, path);
+        (words, depth)
+    }
+
+    #[test]
+    fn the_method_is_the_verb_and_the_segments_the_resource() {
+        assert_eq!(hint("GET", "/me/messages"), ("list me messages".into(), 2));
+        assert_eq!(
+            hint("GET", "/me/messages/{message-id}"),
+            ("get me messages".into(), 3)
+        );
+        assert_eq!(
+            hint("POST", "/repos/{owner}/{repo}/forks"),
+            ("create repos forks".into(), 4)
+        );
+        assert_eq!(hint("PATCH", "/me"), ("update me".into(), 1));
+        assert_eq!(hint("PUT", "/a/{b}"), ("update a".into(), 2));
+        assert_eq!(hint("DELETE", "/a/{b}"), ("delete a".into(), 2));
+    }
+
+    #[test]
+    fn actions_and_functions_name_their_own_verb() {
+        assert_eq!(
+            hint("POST", "/me/microsoft.graph.sendMail"),
+            ("me sendMail".into(), 2)
+        );
+        assert_eq!(
+            hint("GET", "/drives/{drive-id}/microsoft.graph.search(q='{q}')"),
+            ("list drives search".into(), 3)
+        );
+    }
+}
