@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
-use executor_store::{ExecutionRecord, Store, now_ms};
+use executor_store::{ExecutionRecord, ExecutionStatus, Store, now_ms};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -15,8 +15,9 @@ use crate::envelope::{
     self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits, internal_error_id,
 };
 use crate::execution::{
-    Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, Executions, LiveExecution,
-    MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, SavedExecution, is_paused, paused_envelope,
+    Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, ExecutionState, Executions,
+    LiveExecution, MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, SavedExecution, is_paused,
+    paused_envelope,
 };
 use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
@@ -306,9 +307,8 @@ impl Engine {
             session_id: ctx.session_id.clone(),
             body,
             code: code.to_string(),
-            pending: None,
+            state: ExecutionState::Running,
             journal: Vec::new(),
-            settled: None,
             decided: Vec::new(),
             journal_dropped: false,
         };
@@ -340,7 +340,7 @@ impl Engine {
             let Some(saved) = live.snapshot() else {
                 return internal_error("execution state lock poisoned", &"poisoned");
             };
-            let Some(pending) = saved.pending else {
+            let ExecutionState::Waiting(pending) = saved.state else {
                 return answer;
             };
             let request = ApprovalRequest::of(&saved.id, &pending, self.approval_preview_chars);
@@ -366,7 +366,7 @@ impl Engine {
             // False when the window closed first; the run goes on either way.
             live.gate.answer(pending.index, decision_of(action));
             live.update(|s| {
-                s.pending = None;
+                s.state = ExecutionState::Running;
                 s.decided.push((pending.index, action));
             });
             answer = self.advance(live, events).await;
@@ -416,7 +416,7 @@ impl Engine {
             .map(|&(index, action)| (index, decision_of(action)))
             .chain(
                 decision
-                    .zip(saved.pending.as_ref())
+                    .zip(saved.state.pending())
                     .map(|(d, p)| (p.index, d)),
             )
             .collect();
@@ -469,7 +469,7 @@ impl Engine {
                 let journal = live.gate.journal_entries();
                 let dropped = live.gate.journal_overflowed();
                 let Some(saved) = live.update(|s| {
-                    s.pending = Some(pending.clone());
+                    s.state = ExecutionState::Waiting(pending.clone());
                     s.journal = journal;
                     s.journal_dropped = dropped;
                 }) else {
@@ -484,7 +484,7 @@ impl Engine {
                     tokio::spawn(persist_journal(self.store.clone(), Arc::downgrade(live)));
                 }
                 let record = ExecutionRecord {
-                    status: "waiting_for_interaction".into(),
+                    status: ExecutionStatus::WaitingForInteraction,
                     ..execution_record(
                         &saved.owner_context(),
                         &saved.id,
@@ -547,12 +547,12 @@ impl Engine {
         if let Err(answer) = still_waiting(&saved, action, ResumeRefusal::AlreadySettled) {
             return answer;
         }
-        let index = saved.pending.as_ref().map_or(0, |p| p.index);
+        let index = saved.state.pending().map_or(0, |p| p.index);
         if !replayed && !live.gate.answer(index, decision_of(action)) {
             return ResumeRefusal::Expired.envelope(id);
         }
         live.update(|s| {
-            s.pending = None;
+            s.state = ExecutionState::Running;
             s.decided.push((index, action));
         });
         let answer = self.advance(&live, &mut events).await;
@@ -646,7 +646,7 @@ impl Engine {
                 if let Some(answer) = settled_answer(&saved, action) {
                     return answer;
                 }
-                match &saved.pending {
+                match saved.state.pending() {
                     Some(next) if next.index != pending.index => {
                         return paused_envelope(id, next, self.approval_preview_chars);
                     }
@@ -722,8 +722,10 @@ impl Engine {
             return;
         }
         if let Some(saved) = live.update(|s| {
-            s.pending = None;
-            s.settled = Some((action, answer.clone()));
+            s.state = ExecutionState::Settled {
+                action,
+                envelope: answer.clone(),
+            };
         }) && let Err(e) = self.save(&saved).await
         {
             tracing::warn!(error = %e, "could not save settled execution");
@@ -771,8 +773,8 @@ fn execution_record(
     duration_ms: i64,
 ) -> ExecutionRecord {
     let (status, result, error) = match &outcome.result {
-        Ok(value) => ("completed", value.clone(), None),
-        Err(message) => ("error", None, Some(message.clone())),
+        Ok(value) => (ExecutionStatus::Completed, value.clone(), None),
+        Err(message) => (ExecutionStatus::Error, None, Some(message.clone())),
     };
     ExecutionRecord {
         id: id.to_string(),
@@ -780,7 +782,7 @@ fn execution_record(
         account_id: ctx.principal.account_id.clone(),
         org_id: ctx.principal.org_id.clone(),
         code: code.to_string(),
-        status: status.into(),
+        status,
         result,
         error,
         logs: outcome.logs.clone(),
@@ -896,13 +898,13 @@ async fn persist_journal(store: Arc<dyn Store>, live: std::sync::Weak<LiveExecut
         };
         let journal = live.gate.journal_entries();
         let Some(saved) = live.update(|s| {
-            if s.pending.is_some() {
+            if s.state.pending().is_some() {
                 s.journal = journal;
             }
         }) else {
             return;
         };
-        if saved.pending.is_some()
+        if saved.state.pending().is_some()
             && let Err(e) = save_state(&store, &saved).await
         {
             tracing::warn!(error = %e, "could not save a paused execution's journal");
@@ -954,7 +956,7 @@ fn still_waiting(
     if let Some(answer) = settled_answer(saved, action) {
         return Err(answer);
     }
-    match &saved.pending {
+    match saved.state.pending() {
         None => Err(when_idle.envelope(&saved.id)),
         Some(p) if p.expires_at_ms <= now_ms() => Err(ResumeRefusal::Expired.envelope(&saved.id)),
         Some(p) => Ok(p.clone()),
@@ -964,7 +966,13 @@ fn still_waiting(
 /// The answer for a resume of an execution that is already settled: the
 /// same result for the same action (idempotent), a refusal for another.
 fn settled_answer(saved: &SavedExecution, action: Action) -> Option<Value> {
-    let (settled_with, answer) = saved.settled.as_ref()?;
+    let ExecutionState::Settled {
+        action: settled_with,
+        envelope: answer,
+    } = &saved.state
+    else {
+        return None;
+    };
     Some(if *settled_with == action {
         answer.clone()
     } else {

@@ -677,7 +677,7 @@ impl Executions {
         map.values()
             .filter(|live| {
                 live.saved.lock().is_ok_and(|s| {
-                    keep(&s) && s.pending.as_ref().is_some_and(|p| p.expires_at_ms > now)
+                    keep(&s) && s.state.pending().is_some_and(|p| p.expires_at_ms > now)
                 })
             })
             .cloned()
@@ -695,10 +695,9 @@ pub struct SavedExecution {
     /// The normalised body that ran (replay runs the same text).
     pub body: String,
     pub code: String,
-    pub pending: Option<PendingCall>,
+    #[serde(flatten)]
+    pub state: ExecutionState,
     pub journal: Vec<JournalEntry>,
-    /// The action and envelope of the resume that settled it.
-    pub settled: Option<(Action, Value)>,
     /// Decisions already given to calls whose answers may not be journaled
     /// yet (two approvals of one `Promise.all`): a replay presets them, so a
     /// human is never asked twice about one call.
@@ -708,6 +707,65 @@ pub struct SavedExecution {
     /// resumed in this process, not replayed after a restart.
     #[serde(default, rename = "journalDropped")]
     pub journal_dropped: bool,
+}
+
+/// Where an execution that has paused stands: its lifecycle, one state at
+/// a time.
+///
+/// ```text
+/// Running ──pause──▶ Waiting ──resume──▶ Running ──finish──▶ Settled
+///    ▲                                      │
+///    └─────────────── pause again ◀─────────┘
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredState", into = "StoredState")]
+pub enum ExecutionState {
+    /// The run goes on (started, or resumed): no call waits.
+    Running,
+    /// Paused on a call that waits for a human.
+    Waiting(PendingCall),
+    /// A resume ran it to the end: the decision and the answer it gave
+    /// (repeated for a repeat of that decision).
+    Settled { action: Action, envelope: Value },
+}
+
+impl ExecutionState {
+    /// The call that waits, if any.
+    pub fn pending(&self) -> Option<&PendingCall> {
+        match self {
+            ExecutionState::Waiting(pending) => Some(pending),
+            _ => None,
+        }
+    }
+}
+
+/// The stored shape of [`ExecutionState`]: the fields saved executions have
+/// always had, so that one paused by an earlier release still resumes.
+#[derive(Clone, Serialize, Deserialize)]
+struct StoredState {
+    pending: Option<PendingCall>,
+    settled: Option<(Action, Value)>,
+}
+
+impl From<StoredState> for ExecutionState {
+    fn from(stored: StoredState) -> Self {
+        match (stored.settled, stored.pending) {
+            (Some((action, envelope)), _) => ExecutionState::Settled { action, envelope },
+            (None, Some(pending)) => ExecutionState::Waiting(pending),
+            (None, None) => ExecutionState::Running,
+        }
+    }
+}
+
+impl From<ExecutionState> for StoredState {
+    fn from(state: ExecutionState) -> Self {
+        let (pending, settled) = match state {
+            ExecutionState::Running => (None, None),
+            ExecutionState::Waiting(pending) => (Some(pending), None),
+            ExecutionState::Settled { action, envelope } => (None, Some((action, envelope))),
+        };
+        StoredState { pending, settled }
+    }
 }
 
 impl SavedExecution {
@@ -751,6 +809,47 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saved_executions_keep_the_shape_earlier_releases_stored() {
+        let stored = |pending: Value, settled: Value| {
+            json!({
+                "id": "ex1", "owner": {"account_id": "a", "org_id": "o"},
+                "sessionId": null, "body": "b", "code": "c",
+                "pending": pending, "journal": [], "settled": settled,
+            })
+        };
+        let call = json!({"index": 2, "path": "a.b", "args": {}, "expiresAtMs": 9});
+        let cases = [
+            (stored(Value::Null, Value::Null), ExecutionState::Running),
+            (
+                stored(call.clone(), Value::Null),
+                ExecutionState::Waiting(PendingCall {
+                    index: 2,
+                    path: "a.b".into(),
+                    args: json!({}),
+                    expires_at_ms: 9,
+                }),
+            ),
+            (
+                stored(Value::Null, json!(["accept", {"done": true}])),
+                ExecutionState::Settled {
+                    action: Action::Accept,
+                    envelope: json!({"done": true}),
+                },
+            ),
+        ];
+        for (json, state) in cases {
+            let saved: SavedExecution = serde_json::from_value(json.clone()).expect("reads");
+            assert_eq!(saved.state, state);
+            // Written back in the same shape.
+            let written = serde_json::to_value(&saved).expect("writes");
+            assert_eq!(
+                (&written["pending"], &written["settled"]),
+                (&json["pending"], &json["settled"])
+            );
+        }
+    }
 
     #[test]
     fn iso_dates() {

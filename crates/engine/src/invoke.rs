@@ -433,13 +433,13 @@ fn suggestions(catalog: &Catalog, policies: &PolicySet, path: &str) -> Vec<Strin
 fn policy_set(records: &[PolicyRecord]) -> PolicySet {
     let rules = records
         .iter()
-        .filter_map(|r| match (r.pattern.parse(), r.action.parse()) {
-            (Ok(pattern), Ok(action)) => Some(Rule {
+        .filter_map(|r| match r.pattern.parse() {
+            Ok(pattern) => Some(Rule {
                 id: r.id.clone(),
                 pattern,
-                action,
+                action: r.action,
             }),
-            _ => {
+            Err(_) => {
                 tracing::warn!(policy = %r.id, "skipping a stored policy that does not parse");
                 None
             }

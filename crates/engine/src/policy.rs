@@ -9,46 +9,9 @@
 //! The first matching rule by position wins; no match leaves the tool's
 //! default (`requires_approval` from its integration).
 
-use std::fmt;
 use std::str::FromStr;
 
-/// What a rule does to a matching call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PolicyAction {
-    Allow,
-    RequireApproval,
-    Block,
-}
-
-impl PolicyAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyAction::Allow => "allow",
-            PolicyAction::RequireApproval => "require_approval",
-            PolicyAction::Block => "block",
-        }
-    }
-}
-
-impl fmt::Display for PolicyAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PolicyAction {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
-            "allow" => Ok(PolicyAction::Allow),
-            "require_approval" | "approve" => Ok(PolicyAction::RequireApproval),
-            "block" | "deny" => Ok(PolicyAction::Block),
-            other => Err(format!(
-                "unknown policy action {other:?}: use allow, require_approval or block"
-            )),
-        }
-    }
-}
+pub use executor_store::PolicyAction;
 
 /// A validated pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,10 +196,10 @@ mod tests {
     #[test]
     fn actions_parse() {
         assert_eq!(
-            "require-approval".parse::<PolicyAction>(),
+            PolicyAction::from_input("require-approval"),
             Ok(PolicyAction::RequireApproval)
         );
-        assert_eq!("BLOCK".parse::<PolicyAction>(), Ok(PolicyAction::Block));
-        assert!("maybe".parse::<PolicyAction>().is_err());
+        assert_eq!(PolicyAction::from_input("BLOCK"), Ok(PolicyAction::Block));
+        assert!(PolicyAction::from_input("maybe").is_err());
     }
 }

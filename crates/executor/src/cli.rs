@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use executor_store::CredentialKind;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -144,7 +145,7 @@ pub enum ConnectionsCommand {
         secret_ref: Option<String>,
         /// With --secret-ref: api_key, bearer or basic (user from --username).
         #[arg(long, default_value = "api_key")]
-        kind: String,
+        kind: CredentialKind,
         #[arg(long)]
         username: Option<String>,
         #[arg(long)]

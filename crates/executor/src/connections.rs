@@ -2,7 +2,7 @@
 //! integrations; secrets come from stdin or a file and are sealed at rest.
 
 use executor_store::secrets::{SecretKey, SecretRef};
-use executor_store::{ConnectionRecord, Store, now_ms, secrets};
+use executor_store::{ConnectionRecord, CredentialKind, Store, now_ms, secrets};
 use zeroize::Zeroizing;
 
 use crate::cli::{ConnectionsCommand, GlobalOpts};
@@ -85,13 +85,13 @@ pub(crate) async fn connections(
                     (kind, username, parsed.to_string())
                 }
                 (Some(key), None, None, None) => (
-                    "api_key".to_string(),
+                    CredentialKind::ApiKey,
                     None,
                     long_enough(&key)
                         .and_then(|()| seal_with(global, key.as_str(), &associated))?,
                 ),
                 (None, Some(token), None, None) => (
-                    "bearer".to_string(),
+                    CredentialKind::Bearer,
                     None,
                     long_enough(&token)
                         .and_then(|()| seal_with(global, token.as_str(), &associated))?,
@@ -101,21 +101,18 @@ pub(crate) async fn connections(
                         pair.split_once(':').ok_or("--basic takes USER:PASSWORD")?;
                     long_enough(password)?;
                     (
-                        "basic".to_string(),
+                        CredentialKind::Basic,
                         Some(user.to_string()),
                         seal_with(global, password, &associated)?,
                     )
                 }
                 _ => return Err("give one of --api-key, --bearer, --basic or --secret-ref".into()),
             };
-            if !matches!(kind.as_str(), "api_key" | "bearer" | "basic") {
-                return Err("--kind is api_key, bearer or basic".into());
-            }
             store
                 .set_connection(ConnectionRecord {
                     org_id,
                     namespace: namespace.clone(),
-                    kind: kind.clone(),
+                    kind,
                     username,
                     secret,
                     updated_at_ms: now_ms(),

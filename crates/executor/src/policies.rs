@@ -17,13 +17,13 @@ pub(crate) async fn policies(store: &dyn Store, command: PoliciesCommand) -> Any
             let org_id = resolve_org(store, org.as_deref()).await?;
             // Validated on save (SPEC §9): a bad rule never reaches the store.
             pattern.parse::<Pattern>()?;
-            let action: PolicyAction = action.parse()?;
+            let action = PolicyAction::from_input(&action)?;
             let record = store
                 .add_policy(PolicyRecord {
                     id: format!("pol_{}", tokens::random_id(9)),
                     org_id,
                     pattern: pattern.trim().to_string(),
-                    action: action.as_str().to_string(),
+                    action,
                     position: position.unwrap_or(i64::MAX),
                     created_at_ms: now_ms(),
                 })

@@ -240,7 +240,7 @@ impl Loader {
         record: &IntegrationRecord,
         document: String,
     ) -> Result<Arc<ToolGroup>, String> {
-        let Ok(kind) = record.kind.parse::<IntegrationKind>() else {
+        let Ok(kind) = record.integration_kind() else {
             tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
             return Err(format!(
                 "its kind `{}` is not known to this release",

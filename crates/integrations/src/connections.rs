@@ -7,8 +7,8 @@ use std::sync::Arc;
 use executor_catalog::ToolError;
 use executor_openapi::CredentialSource;
 use executor_outbound::Credential;
-use executor_store::Store;
 use executor_store::secrets::{self, SecretKey, SecretRef};
+use executor_store::{CredentialKind, Store};
 use futures::future::BoxFuture;
 
 /// Where credentials come from: the org's connections in the store,
@@ -60,13 +60,13 @@ impl Credentials {
                 )
             })?;
         // The resolved secret moves into the credential, never copied.
-        Ok(Some(match connection.kind.as_str() {
-            "basic" => Credential::Basic {
+        Ok(Some(match connection.kind {
+            CredentialKind::Basic => Credential::Basic {
                 username: connection.username.unwrap_or_default(),
                 password: secret,
             },
-            "bearer" => Credential::Bearer(secret),
-            _ => Credential::ApiKey(secret),
+            CredentialKind::Bearer => Credential::Bearer(secret),
+            CredentialKind::ApiKey => Credential::ApiKey(secret),
         }))
     }
 }

@@ -5,8 +5,57 @@ use serde_json::{Map, Value, json};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     pub id: Value,
-    pub method: String,
+    pub method: Method,
     pub params: Value,
+}
+
+/// The request methods the server tells apart, parsed once where a
+/// message comes in; every other name is kept, to be named in the
+/// method-not-found error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    Initialize,
+    Ping,
+    ToolsList,
+    ToolsCall,
+    LoggingSetLevel,
+    /// The sessionless revision's discovery request.
+    ServerDiscover,
+    Other(Box<str>),
+}
+
+impl Method {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Initialize => "initialize",
+            Method::Ping => "ping",
+            Method::ToolsList => "tools/list",
+            Method::ToolsCall => "tools/call",
+            Method::LoggingSetLevel => "logging/setLevel",
+            Method::ServerDiscover => "server/discover",
+            Method::Other(name) => name,
+        }
+    }
+}
+
+impl From<String> for Method {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "initialize" => Method::Initialize,
+            "ping" => Method::Ping,
+            "tools/list" => Method::ToolsList,
+            "tools/call" => Method::ToolsCall,
+            "logging/setLevel" => Method::LoggingSetLevel,
+            "server/discover" => Method::ServerDiscover,
+            _ => Method::Other(name.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +236,11 @@ fn message(value: Value) -> Result<Message, RpcError> {
                 return Err(RpcError::invalid_request("params must be an object"));
             }
             Ok(match id {
-                Some(id) => Message::Request(Request { id, method, params }),
+                Some(id) => Message::Request(Request {
+                    id,
+                    method: method.into(),
+                    params,
+                }),
                 None => Message::Notification { method, params },
             })
         }

@@ -9,7 +9,7 @@ pub mod versions;
 
 pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
 pub use jsonrpc::{
-    Incoming, MAX_BATCH, Message, Request, RpcError, error_response, notification, parse,
+    Incoming, MAX_BATCH, Message, Method, Request, RpcError, error_response, notification, parse,
     result_response, server_request,
 };
 pub use server::{McpServer, RequestScope};

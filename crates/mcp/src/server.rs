@@ -8,7 +8,7 @@ use executor_engine::{CallContext, Engine, ToolCallError};
 use serde_json::{Value, json};
 
 use crate::approvals::{self, Approvals};
-use crate::jsonrpc::{Request, RpcError, error_response, result_response};
+use crate::jsonrpc::{Method, Request, RpcError, error_response, result_response};
 use crate::versions;
 
 const LOG_LEVELS: [&str; 8] = [
@@ -98,7 +98,7 @@ impl McpServer {
     /// 503 with `Retry-After` before anything runs. An org over its own
     /// share is answered by the engine instead, with a tool error.
     pub fn refused_for_load(&self, ctx: &CallContext, req: &Request) -> bool {
-        req.method == "tools/call"
+        req.method == Method::ToolsCall
             && req.params.get("name").and_then(Value::as_str) == Some("execute")
             && self.engine.server_full_for(&ctx.principal.org_id)
     }
@@ -115,9 +115,9 @@ impl McpServer {
     }
 
     async fn dispatch(&self, scope: &RequestScope<'_>, req: &Request) -> Result<Value, RpcError> {
-        match req.method.as_str() {
-            "ping" => Ok(json!({})),
-            "logging/setLevel" => {
+        match &req.method {
+            Method::Ping => Ok(json!({})),
+            Method::LoggingSetLevel => {
                 let level = req.params.get("level").and_then(Value::as_str);
                 match level {
                     Some(l) if LOG_LEVELS.contains(&l) => Ok(json!({})),
@@ -127,17 +127,17 @@ impl McpServer {
                     ))),
                 }
             }
-            "tools/list" => Ok(json!({ "tools": *scope.tools })),
-            "tools/call" => self.call_tool(scope, &req.params).await,
-            "server/discover" => Ok(json!({
+            Method::ToolsList => Ok(json!({ "tools": *scope.tools })),
+            Method::ToolsCall => self.call_tool(scope, &req.params).await,
+            Method::ServerDiscover => Ok(json!({
                 "supportedVersions": versions::ALL,
                 "capabilities": Self::capabilities(),
                 "serverInfo": Self::server_info(),
             })),
-            "initialize" => Err(RpcError::invalid_request(
+            Method::Initialize => Err(RpcError::invalid_request(
                 "initialize is only valid as the first request of a session",
             )),
-            other => Err(RpcError::new(
+            Method::Other(other) => Err(RpcError::new(
                 RpcError::METHOD_NOT_FOUND,
                 format!("Method not found: {other}"),
             )),
@@ -188,13 +188,13 @@ impl McpServer {
 
 /// Results on the sessionless revision carry `resultType`, and cacheable
 /// ones a cache hint; earlier revisions get the plain result.
-fn decorate(version: &str, method: &str, mut result: Value) -> Value {
+fn decorate(version: &str, method: &Method, mut result: Value) -> Value {
     if version != versions::SESSIONLESS {
         return result;
     }
     if let Some(obj) = result.as_object_mut() {
         obj.entry("resultType").or_insert(json!("complete"));
-        if matches!(method, "tools/list" | "server/discover") {
+        if matches!(method, Method::ToolsList | Method::ServerDiscover) {
             obj.insert("ttlMs".into(), json!(0));
             obj.insert("cacheScope".into(), json!("private"));
         }

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use executor_mcp::McpServer;
-use executor_store::{LogBounds, Principal, SessionRecord, Store, now_ms};
+use executor_store::{ElicitationMode, LogBounds, Principal, SessionRecord, Store, now_ms};
 use futures::FutureExt;
 use futures::future::Shared;
 use serde_json::Value;
@@ -281,7 +281,7 @@ impl Sessions {
         protocol_version: &str,
         client_info: Value,
         client_capabilities: Value,
-        elicitation_mode: &str,
+        elicitation_mode: ElicitationMode,
     ) -> Result<Lease, AcquireError> {
         let reservation = self.reserve(&owner, true)?;
         let now = now_ms();
@@ -291,7 +291,7 @@ impl Sessions {
             protocol_version: protocol_version.to_string(),
             client_info,
             client_capabilities,
-            elicitation_mode: elicitation_mode.to_string(),
+            elicitation_mode,
             created_at_ms: now,
             last_activity_at_ms: now,
             terminated_at_ms: None,
@@ -404,7 +404,7 @@ impl Sessions {
     }
 
     async fn build_runtime(&self, record: SessionRecord) -> Runtime {
-        let native = record.elicitation_mode == "native";
+        let native = record.elicitation_mode == ElicitationMode::Native;
         // Read before the tool list is built, so a change made meanwhile is
         // still picked up by the next refresh.
         let version = self

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use executor_engine::CallContext;
-use executor_store::{SessionRecord, now_ms};
+use executor_store::{ElicitationMode, SessionRecord, now_ms};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
@@ -100,7 +100,7 @@ impl Runtime {
     }
 
     pub fn native_elicitation(&self) -> bool {
-        self.record.elicitation_mode == "native"
+        self.record.elicitation_mode == ElicitationMode::Native
     }
 
     pub(crate) fn touch(&self) {

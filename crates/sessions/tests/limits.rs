@@ -8,7 +8,7 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::McpServer;
 use executor_sessions::{AcquireError, OutboundStream, Sessions, SessionsConfig, StreamLimit};
-use executor_store::{LogBounds, Principal, SqliteStore, Store};
+use executor_store::{ElicitationMode, LogBounds, Principal, SqliteStore, Store};
 use serde_json::json;
 
 struct Fixture {
@@ -55,7 +55,13 @@ async fn fixture(config: SessionsConfig) -> Fixture {
 async fn create(f: &Fixture, owner: &Principal) -> Result<String, AcquireError> {
     let lease = f
         .sessions
-        .create(owner.clone(), "2025-06-18", json!({}), json!({}), "model")
+        .create(
+            owner.clone(),
+            "2025-06-18",
+            json!({}),
+            json!({}),
+            ElicitationMode::Model,
+        )
         .await?;
     Ok(lease.id().to_string())
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::McpServer;
 use executor_sessions::{AcquireError, Sessions, SessionsConfig};
-use executor_store::{Principal, SqliteStore, Store};
+use executor_store::{ElicitationMode, Principal, SqliteStore, Store};
 use serde_json::json;
 
 struct Fixture {
@@ -65,7 +65,7 @@ async fn new_session(f: &Fixture) -> String {
             "2025-06-18",
             json!({"name": "t"}),
             json!({}),
-            "model",
+            ElicitationMode::Model,
         )
         .await
         .expect("create");

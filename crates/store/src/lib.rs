@@ -6,6 +6,7 @@
 //! which database it talks to, so a Postgres implementation can satisfy the
 //! same trait.
 
+mod kinds;
 mod preflight;
 mod records;
 pub mod secrets;
@@ -13,6 +14,9 @@ mod sqlite;
 pub mod tokens;
 mod writer;
 
+pub use kinds::{
+    CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
+};
 pub use preflight::Refusal;
 pub use records::*;
 pub use sqlite::{SqliteStore, StoreOptions};

@@ -644,7 +644,7 @@ mod tests {
         let connection = |namespace: &str, secret: String| ConnectionRecord {
             org_id: principal.org_id.clone(),
             namespace: namespace.into(),
-            kind: "bearer".into(),
+            kind: crate::CredentialKind::Bearer,
             username: None,
             secret,
             updated_at_ms: 1,

@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::kinds::{
+    CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
+};
+
 /// Who a request acts for: an account inside an org.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Principal {
@@ -30,8 +34,7 @@ pub struct SessionRecord {
     pub client_info: serde_json::Value,
     /// `capabilities` from initialize, as JSON.
     pub client_capabilities: serde_json::Value,
-    /// `model` (approve through the `resume` tool) or `native` (elicitation).
-    pub elicitation_mode: String,
+    pub elicitation_mode: ElicitationMode,
     pub created_at_ms: i64,
     pub last_activity_at_ms: i64,
     pub terminated_at_ms: Option<i64>,
@@ -80,8 +83,7 @@ pub struct ExecutionRecord {
     pub account_id: String,
     pub org_id: String,
     pub code: String,
-    /// `completed` or `error` (later: `waiting_for_interaction`, …).
-    pub status: String,
+    pub status: ExecutionStatus,
     /// The returned value, as JSON.
     pub result: Option<serde_json::Value>,
     pub error: Option<String>,
@@ -91,13 +93,13 @@ pub struct ExecutionRecord {
     pub duration_ms: i64,
 }
 
-/// A policy rule as stored; the engine validates `pattern` and `action`.
+/// A policy rule as stored; the engine validates `pattern`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyRecord {
     pub id: String,
     pub org_id: String,
     pub pattern: String,
-    pub action: String,
+    pub action: PolicyAction,
     /// 0-based; the first matching rule by position wins.
     pub position: i64,
     #[serde(rename = "createdAtMs")]
@@ -109,7 +111,8 @@ pub struct PolicyRecord {
 pub struct IntegrationRecord {
     pub org_id: String,
     pub namespace: String,
-    /// `openapi` (later `graphql`, `mcp`).
+    /// An [`IntegrationKind`]'s word, kept as text: see
+    /// [`IntegrationRecord::integration_kind`].
     pub kind: String,
     /// The spec's path or URL, for `integrations refresh`.
     pub source: String,
@@ -129,12 +132,19 @@ pub struct IntegrationRecord {
 pub struct ConnectionRecord {
     pub org_id: String,
     pub namespace: String,
-    /// `api_key`, `bearer` or `basic`.
-    pub kind: String,
+    pub kind: CredentialKind,
     /// The user name of a `basic` credential.
     pub username: Option<String>,
     pub secret: String,
     pub updated_at_ms: i64,
+}
+
+impl IntegrationRecord {
+    /// The record's kind; an error for a kind this release does not know
+    /// (written by a newer one), which the caller reports.
+    pub fn integration_kind(&self) -> Result<IntegrationKind, UnknownValue> {
+        self.kind.parse()
+    }
 }
 
 impl std::fmt::Debug for ConnectionRecord {

@@ -1361,7 +1361,7 @@ mod tests {
             protocol_version: "2025-06-18".into(),
             client_info: serde_json::json!({}),
             client_capabilities: serde_json::json!({}),
-            elicitation_mode: "model".into(),
+            elicitation_mode: ElicitationMode::Model,
             created_at_ms: at,
             last_activity_at_ms: at,
             terminated_at_ms: None,

@@ -14,10 +14,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use executor_engine::CallContext;
 use executor_mcp::{
-    Approvals, Incoming, McpServer, Message, Request, RequestScope, RpcError, versions,
+    Approvals, Incoming, McpServer, Message, Method as RpcMethod, Request, RequestScope, RpcError,
+    versions,
 };
 use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
-use executor_store::{Principal, Store, tokens::random_id};
+use executor_store::{ElicitationMode, Principal, Store, tokens::random_id};
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -136,7 +137,7 @@ struct McpQuery {
 impl McpQuery {
     /// The client opted in to native elicitation (SPEC §9).
     fn native(&self) -> bool {
-        self.elicitation_mode.as_deref() == Some("native")
+        self.elicitation_mode.as_deref() == Some(ElicitationMode::Native.as_str())
     }
 }
 
@@ -273,10 +274,10 @@ async fn post(
             "Unsupported protocol version: {v}"
         )));
     }
-    let is_initialize = incoming
-        .messages()
-        .iter()
-        .any(|m| m.as_request().is_some_and(|r| r.method == "initialize"));
+    let is_initialize = incoming.messages().iter().any(|m| {
+        m.as_request()
+            .is_some_and(|r| r.method == RpcMethod::Initialize)
+    });
     match lease {
         Some(lease) => {
             if is_initialize {
@@ -287,7 +288,7 @@ async fn post(
             post_in_session(app, lease, incoming, accepts, caller.token_id).await
         }
         None => match incoming {
-            Incoming::Single(Message::Request(req)) if req.method == "initialize" => {
+            Incoming::Single(Message::Request(req)) if req.method == RpcMethod::Initialize => {
                 initialize(app, principal, req, query).await
             }
             Incoming::Batch(_) if is_initialize => Err(WireError::Rpc(RpcError::invalid_request(
@@ -312,7 +313,7 @@ fn is_sessionless(version_header: Option<&str>, incoming: &Incoming) -> bool {
     let Incoming::Single(Message::Request(req)) = incoming else {
         return false;
     };
-    req.method == "server/discover"
+    req.method == RpcMethod::ServerDiscover
         || req
             .params
             .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
@@ -338,7 +339,11 @@ async fn initialize(
             version,
             client_info,
             capabilities,
-            if native { "native" } else { "model" },
+            if native {
+                ElicitationMode::Native
+            } else {
+                ElicitationMode::Model
+            },
         )
         .await?;
     let body = executor_mcp::result_response(&req.id, McpServer::initialize_result(version));
@@ -386,7 +391,7 @@ async fn post_in_session(
     }
     let session_id = lease.id().to_string();
     let mut res = match requests.as_slice() {
-        [req] if !batch && accepts.sse && (req.method == "tools/call" || !accepts.json) => {
+        [req] if !batch && accepts.sse && (req.method == RpcMethod::ToolsCall || !accepts.json) => {
             stream_one(app, lease, req.clone(), token_id)
         }
         [req] if !batch => {
@@ -588,7 +593,7 @@ async fn post_sessionless(
         .unwrap_or(Value::Null);
     let native = executor_mcp::native_mode(versions::SESSIONLESS, query.native(), &capabilities);
     // Only `tools/list` reads the list; other requests skip building it.
-    let tools = if req.method == "tools/list" {
+    let tools = if req.method == RpcMethod::ToolsList {
         app.server()
             .build_tool_list(&ctx.principal.org_id, native)
             .await

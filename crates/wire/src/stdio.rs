@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use executor_engine::CallContext;
 use executor_mcp::{
-    Approvals, Incoming, McpServer, Message, RequestScope, error_response, result_response,
+    Approvals, Incoming, McpServer, Message, Method, RequestScope, error_response, result_response,
     versions,
 };
 use executor_store::Principal;
@@ -35,7 +35,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                     let Message::Request(req) = message else {
                         continue;
                     };
-                    if req.method == "initialize" {
+                    if req.method == Method::Initialize {
                         version = versions::negotiate(
                             req.params.get("protocolVersion").and_then(Value::as_str),
                         );

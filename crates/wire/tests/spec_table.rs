@@ -318,3 +318,30 @@ async fn batches_are_for_2025_03_26_sessions_only() {
     let (status, code, _) = refusal(f.post(&bearer, Some(&newer), json!([ping()])).await).await;
     assert_eq!((status, code), (StatusCode::BAD_REQUEST, -32600));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_fault_is_500_and_never_sticky() {
+    let (f, bearer) = setup().await;
+    let session = f.initialize(&bearer, VERSION).await.unwrap();
+    // A real fault in the real store: the event log's table is gone, so
+    // opening the session's stream (which replays the log) fails inside.
+    let db = rusqlite::Connection::open(f.dir.join("executor.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    db.execute_batch("ALTER TABLE events RENAME TO events_away")
+        .unwrap();
+    let res = f.send(mcp(&bearer, "GET", Some(&session))).await;
+    let (status, code, message) = refusal(res).await;
+    assert_eq!(
+        (status, code, message.as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, -32603, "Internal error")
+    );
+    // The fault is mended: the very next requests on the session work.
+    db.execute_batch("ALTER TABLE events_away RENAME TO events")
+        .unwrap();
+    let res = f.post(&bearer, Some(&session), ping()).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(json_of(res).await["result"], json!({}));
+    let res = f.send(mcp(&bearer, "GET", Some(&session))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()[header::CONTENT_TYPE], "text/event-stream");
+}
