@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use executor_sandbox::RunOutcome;
+use executor_sandbox::{AgentError, RunOutcome};
 
 use crate::admission::Slot;
 use executor_store::{Principal, now_ms};
@@ -151,7 +151,7 @@ pub struct JournalEntry {
     pub index: usize,
     pub path: String,
     pub args: Value,
-    pub answer: Result<Value, String>,
+    pub answer: Result<Value, AgentError>,
 }
 
 /// What the runner reports to whoever is waiting on the execution.
@@ -333,15 +333,15 @@ impl ApprovalGate {
         index: usize,
         path: &str,
         args: &Value,
-    ) -> Option<Result<Value, String>> {
+    ) -> Option<Result<Value, AgentError>> {
         let entry = self.replay.get(&index)?;
         if entry.path == path && entry.args == *args {
             Some(entry.answer.clone())
         } else {
-            Some(Err(format!(
+            Some(Err(AgentError::new(format!(
                 "the execution could not be resumed: after the restart the program called {path} where it had called {} (run execute again)",
                 entry.path
-            )))
+            ))))
         }
     }
 
@@ -350,7 +350,7 @@ impl ApprovalGate {
         index: usize,
         path: &str,
         args: &Value,
-        answer: &Result<Value, String>,
+        answer: &Result<Value, AgentError>,
     ) {
         let Ok(mut j) = self.journal.lock() else {
             return;

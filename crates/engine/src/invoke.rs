@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use executor_sandbox::{HeldAnswer, HostBridge};
+use executor_sandbox::{AgentError, HeldAnswer, HostBridge};
 use executor_store::PolicyRecord;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -95,7 +95,7 @@ impl ExecutionBridge {
 }
 
 impl HostBridge for ExecutionBridge {
-    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, AgentError>> {
         let held = self.call_held(path, args);
         Box::pin(async move { held.await.0 })
     }
@@ -108,10 +108,10 @@ impl HostBridge for ExecutionBridge {
         // journaled, recorded nor echoed.
         let max = inner.bounds.max_path_bytes;
         if path.len() > max {
-            let message = format!(
+            let message = AgentError::new(format!(
                 "a tool path is at most {max} bytes; this one has {}",
                 path.len()
-            );
+            ));
             return Box::pin(async move { (Err(message), None) });
         }
         // Numbered now, in the order the program made the calls (the
@@ -134,7 +134,10 @@ impl HostBridge for ExecutionBridge {
             let (answer, held) = answered.unwrap_or_else(|_| {
                 let id = internal_error_id();
                 tracing::error!(error_id = %id, %path, "tool call panicked");
-                (Err(format!("Internal tool error [{id}]")), None)
+                (
+                    Err(AgentError::new(format!("Internal tool error [{id}]"))),
+                    None,
+                )
             });
             inner.gate.remember(index, &path, &args, &answer);
             inner.record(&path, &answer, started);
@@ -152,7 +155,7 @@ impl BridgeInner {
         index: usize,
         path: &str,
         args: Value,
-    ) -> (Result<Value, String>, Option<Arc<HostHold>>) {
+    ) -> (Result<Value, AgentError>, Option<Arc<HostHold>>) {
         match path {
             "search" => (search(&self.catalog, &self.policies, &args), None),
             "describe.tool" => (describe_tool(&self.catalog, &self.policies, &args), None),
@@ -170,7 +173,12 @@ impl BridgeInner {
     /// SPEC §7: lookup → policy → validation → approval → credential →
     /// invoke. `Err` is a throw inside the sandbox (a declined approval);
     /// every other failure is a `{ok: false}` result.
-    async fn invoke(&self, index: usize, path: &str, args: Value) -> Result<ToolResult, String> {
+    async fn invoke(
+        &self,
+        index: usize,
+        path: &str,
+        args: Value,
+    ) -> Result<ToolResult, AgentError> {
         let Some(tool) = self.catalog.get(path).cloned() else {
             if let Some(why) = self.catalog.unavailable(path) {
                 return Ok(Err(ToolError::new(
@@ -208,8 +216,10 @@ impl BridgeInner {
         if action == PolicyAction::RequireApproval {
             match self.gate.decide(index, path, &args).await {
                 Decision::Accept => {}
-                Decision::Decline { reason } => return Err(declined_message(path, reason)),
-                Decision::Unavailable(message) => return Err(message),
+                Decision::Decline { reason } => {
+                    return Err(AgentError::new(declined_message(path, reason)));
+                }
+                Decision::Unavailable(message) => return Err(AgentError::new(message)),
             }
         }
         let invocation = ToolInvocation {
@@ -223,7 +233,7 @@ impl BridgeInner {
         Ok(tool.invoker.invoke(invocation).await)
     }
 
-    fn record(&self, path: &str, answer: &Result<Value, String>, started: Instant) {
+    fn record(&self, path: &str, answer: &Result<Value, AgentError>, started: Instant) {
         let outcome = match answer {
             Err(_) => "threw".to_string(),
             Ok(v) => match v.get("ok") {
@@ -247,18 +257,32 @@ impl BridgeInner {
 }
 
 /// Reads an optional field of a helper's input, or explains the shape.
-fn field<'a>(args: &'a Value, key: &str, shape: &str) -> Result<Option<&'a Value>, String> {
+fn field<'a>(
+    args: &'a Value,
+    key: &str,
+    helper: &str,
+    shape: &str,
+) -> Result<Option<&'a Value>, AgentError> {
     if !args.is_object() {
-        return Err(format!("expects an object: {shape}"));
+        return Err(AgentError::new(format!(
+            "{helper} expects an object: {shape}"
+        )));
     }
     Ok(args.get(key).filter(|v| !v.is_null()))
 }
 
-fn opt_str(args: &Value, key: &str, helper: &str, shape: &str) -> Result<Option<String>, String> {
-    match field(args, key, shape).map_err(|e| format!("{helper} {e}"))? {
+fn opt_str(
+    args: &Value,
+    key: &str,
+    helper: &str,
+    shape: &str,
+) -> Result<Option<String>, AgentError> {
+    match field(args, key, helper, shape)? {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("{helper}: {key} must be a string: {shape}")),
+        Some(_) => Err(AgentError::new(format!(
+            "{helper}: {key} must be a string: {shape}"
+        ))),
     }
 }
 
@@ -269,8 +293,8 @@ fn opt_count(
     max: u64,
     helper: &str,
     shape: &str,
-) -> Result<u64, String> {
-    match field(args, key, shape).map_err(|e| format!("{helper} {e}"))? {
+) -> Result<u64, AgentError> {
+    match field(args, key, helper, shape)? {
         None => Ok(default),
         Some(v) => v
             .as_u64()
@@ -280,7 +304,11 @@ fn opt_count(
                     .map(|f| f as u64)
             })
             .map(|n| n.min(max))
-            .ok_or_else(|| format!("{helper}: {key} must be a non-negative integer: {shape}")),
+            .ok_or_else(|| {
+                AgentError::new(format!(
+                    "{helper}: {key} must be a non-negative integer: {shape}"
+                ))
+            }),
     }
 }
 
@@ -288,7 +316,7 @@ const SEARCH_SHAPE: &str =
     "{ query?: string; namespace?: string; limit?: number; offset?: number }";
 
 /// `tools.search({query?, namespace?, limit = 12, offset = 0})`.
-fn search(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Result<Value, String> {
+fn search(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Result<Value, AgentError> {
     let helper = "tools.search";
     let query = opt_str(args, "query", helper, SEARCH_SHAPE)?.unwrap_or_default();
     let namespace = opt_str(args, "namespace", helper, SEARCH_SHAPE)?;
@@ -329,10 +357,14 @@ fn round2(x: f64) -> f64 {
 }
 
 /// `tools.describe.tool({path})`.
-fn describe_tool(catalog: &Catalog, policies: &PolicySet, args: &Value) -> Result<Value, String> {
+fn describe_tool(
+    catalog: &Catalog,
+    policies: &PolicySet,
+    args: &Value,
+) -> Result<Value, AgentError> {
     let shape = "{ path: string }";
     let path = opt_str(args, "path", "tools.describe.tool", shape)?
-        .ok_or_else(|| format!("tools.describe.tool expects {shape}"))?;
+        .ok_or_else(|| AgentError::new(format!("tools.describe.tool expects {shape}")))?;
     let Some(tool) = catalog.get(&path).filter(|t| !policies.is_blocked(&t.path)) else {
         return Ok(json!({
             "path": path,
@@ -393,7 +425,7 @@ fn schema_document(
 }
 
 /// `tools.executor.integrations.list({query?, limit?, offset?})`.
-fn list_integrations(catalog: &Catalog, args: &Value) -> Result<Value, String> {
+fn list_integrations(catalog: &Catalog, args: &Value) -> Result<Value, AgentError> {
     let helper = "tools.executor.integrations.list";
     let shape = "{ query?: string; limit?: number; offset?: number }";
     let query = opt_str(args, "query", helper, shape)?.map(|q| q.to_lowercase());

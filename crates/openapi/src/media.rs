@@ -29,21 +29,19 @@ fn rank(media_type: &str) -> u8 {
     }
 }
 
-/// Whether a media type is JSON (`…/json` or `…+json`): the one rule the
-/// importer (output schemas) and the invoker (parsing responses) share.
-pub(crate) fn names_json(media_type: &str) -> bool {
-    let essence = essence(media_type);
-    essence.ends_with("/json") || essence.ends_with("+json")
-}
+/// Whether a media type is JSON (`…/json` or `…+json`): the rule the
+/// outbound client reads responses by, so the importer's output schemas
+/// and the invoker agree with it.
+pub(crate) use executor_outbound::names_json;
 
-/// The type without parameters, lower case: `application/json`.
-fn essence(media_type: &str) -> String {
-    media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
+/// The type without parameters, lower case: `application/json` (parsed by
+/// the `mime` crate; a key that is no media type is compared as written).
+pub(crate) fn essence(media_type: &str) -> String {
+    let media_type = media_type.trim();
+    match media_type.parse::<mime::Mime>() {
+        Ok(parsed) => parsed.essence_str().to_ascii_lowercase(),
+        Err(_) => media_type.to_ascii_lowercase(),
+    }
 }
 
 /// The best of the media types (the first among equals).

@@ -412,12 +412,7 @@ fn encode_body(
         (Some(spec), Some(value)) => (spec, value),
     };
     let content_type = spec.content_type.clone();
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let essence = crate::media::essence(&content_type);
     let bytes = if crate::media::names_json(&essence) {
         serde_json::to_vec(value)
             .map_err(|e| HttpFailure::invalid(format!("the body cannot be encoded: {e}")))?

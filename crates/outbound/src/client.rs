@@ -439,12 +439,19 @@ fn body_value(bytes: &[u8], is_json: bool) -> Value {
     Value::String(String::from_utf8_lossy(bytes).into_owned())
 }
 
-/// `application/json`, `application/problem+json`, … (parameters ignored).
+/// Whether a media type is JSON: `application/json`,
+/// `application/problem+json`, … (any case, parameters ignored). The one
+/// rule for reading responses and for choosing request and response
+/// schemas at import.
+pub fn names_json(media_type: &str) -> bool {
+    media_type
+        .trim()
+        .parse::<mime::Mime>()
+        .is_ok_and(|m| m.subtype() == mime::JSON || m.suffix() == Some(mime::JSON))
+}
+
 fn is_json_media(content_type: Option<&str>) -> bool {
-    let Some(mime) = content_type.and_then(|c| c.parse::<mime::Mime>().ok()) else {
-        return false;
-    };
-    mime.subtype() == mime::JSON || mime.suffix() == Some(mime::JSON)
+    content_type.is_some_and(names_json)
 }
 
 /// Response headers worth showing the agent; the rest may carry cookies or

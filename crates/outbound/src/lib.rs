@@ -22,7 +22,9 @@ mod json_scan;
 mod redact;
 mod request;
 
-pub use client::{HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS};
+pub use client::{
+    HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS, names_json,
+};
 pub use credential::Credential;
 pub use failure::{
     CONNECTION_REJECTED, HttpFailure, INVALID_TOOL_ARGUMENTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Limits for one execution (SPEC §6, §12).
@@ -57,12 +58,37 @@ impl Default for Limits {
     }
 }
 
+/// A message meant for the agent: the program sees it as a thrown
+/// `Error`'s message. Whoever makes one sees to it that it names no secret
+/// and nothing internal (those go to the server log, with their source).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AgentError(String);
+
+impl AgentError {
+    pub fn new(message: impl Into<String>) -> Self {
+        AgentError(message.into())
+    }
+
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for AgentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AgentError {}
+
 /// What the host does for `tools.<path>(args)`. `Ok(value)` resolves the
 /// call's promise with the value; `Err(message)` rejects it with an `Error`
 /// carrying the message (for misuse and declined approvals only: ordinary
 /// tool failures resolve to `{ok: false, error}`).
 pub trait HostBridge: Send + Sync + 'static {
-    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>>;
+    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, AgentError>>;
 
     /// [`HostBridge::call`], with something the sandbox keeps alive until it
     /// has taken the answer into its own heap: room the answer holds in a
@@ -75,7 +101,10 @@ pub trait HostBridge: Send + Sync + 'static {
 }
 
 /// An answer and what must live until the sandbox has taken it.
-pub type HeldAnswer = (Result<Value, String>, Option<Box<dyn std::any::Any + Send>>);
+pub type HeldAnswer = (
+    Result<Value, AgentError>,
+    Option<Box<dyn std::any::Any + Send>>,
+);
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]

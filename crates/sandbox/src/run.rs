@@ -378,7 +378,9 @@ fn host_call_function<'js>(
                             poisoned.set(true);
                             Box::pin(async {
                                 let failed: crate::HeldAnswer = (
-                                    Err("the host failed while making this tool call".to_string()),
+                                    Err(crate::AgentError::new(
+                                        "the host failed while making this tool call",
+                                    )),
                                     None,
                                 );
                                 failed
@@ -390,7 +392,9 @@ fn host_call_function<'js>(
                     })
                 }
                 None => handle.spawn(async move {
-                    let none = Err("tools are not available in this sandbox".into());
+                    let none = Err(crate::AgentError::new(
+                        "tools are not available in this sandbox",
+                    ));
                     let _ = replies.send((id, (none, None)));
                 }),
             };
@@ -538,7 +542,7 @@ impl<'js> Driver<'_, 'js> {
             Err(message) => self
                 .host
                 .get::<_, Function>("makeError")
-                .and_then(|make| make.call::<_, Value>((message,)))
+                .and_then(|make| make.call::<_, Value>((message.message(),)))
                 .and_then(|err| reject.call::<_, ()>((err,))),
         };
         settled.map_err(|e| self.thrown(e))
@@ -698,7 +702,8 @@ mod tests {
             &self,
             _path: String,
             _args: serde_json::Value,
-        ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, String>> {
+        ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, crate::AgentError>>
+        {
             panic!("an injected fault");
         }
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome};
+use executor_sandbox::{AgentError, HostBridge, Limits, Pool, RunOutcome};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -41,10 +41,10 @@ async fn failure(p: &Pool, code: &str) -> String {
 struct Echo;
 
 impl HostBridge for Echo {
-    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, path: String, args: Value) -> BoxFuture<'static, Result<Value, AgentError>> {
         Box::pin(async move {
             match path.as_str() {
-                "refuse" => Err("refused by the host".into()),
+                "refuse" => Err(AgentError::new("refused by the host")),
                 "slow" => {
                     tokio::time::sleep(Duration::from_millis(600)).await;
                     Ok(json!({"ok": true, "data": "slow"}))
@@ -305,7 +305,7 @@ struct Counting {
 }
 
 impl HostBridge for Counting {
-    fn call(&self, path: String, _args: Value) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, path: String, _args: Value) -> BoxFuture<'static, Result<Value, AgentError>> {
         use std::sync::atomic::Ordering;
         if path == "boom" {
             panic!("a bridge that panics");
@@ -554,7 +554,7 @@ impl Drop for Counted {
 }
 
 impl HostBridge for Holding {
-    fn call(&self, _path: String, _args: Value) -> BoxFuture<'static, Result<Value, String>> {
+    fn call(&self, _path: String, _args: Value) -> BoxFuture<'static, Result<Value, AgentError>> {
         Box::pin(async { Ok(json!({"ok": true})) })
     }
 
