@@ -163,14 +163,11 @@ impl Engine {
         )
     }
 
-    /// `/metrics` text: the counters, and running and paused executions now.
-    pub fn render_metrics(&self) -> String {
+    /// Registers the engine's `/metrics` series: the counters, and running
+    /// and paused executions now (read here, so a scrape sees this moment).
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         let (running, paused) = self.admission.totals();
-        format!(
-            "{}# TYPE executor_executions_running gauge\nexecutor_executions_running {running}\n\
-             # TYPE executor_executions_paused gauge\nexecutor_executions_paused {paused}\n",
-            self.metrics.render()
-        )
+        self.metrics.register(registry, running, paused);
     }
 
     /// (running, paused) executions of `org`.

@@ -1,61 +1,193 @@
 //! Counters for `/metrics` (SPEC §11): executions by status, tool calls by
-//! outcome, time spent running executions.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! outcome, time spent running executions, and the running and paused
+//! executions at scrape time.
+//!
+//! They are `prometheus-client` metrics: `/metrics` registers them, with the
+//! sessions' series, in one registry and the crate's encoder writes the text,
+//! so the exposition is never formatted by hand.
 
 use executor_sandbox::RunOutcome;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 
 use crate::invoke::ToolCallTrace;
 
-#[derive(Debug, Default)]
+/// One fixed label, like `status="completed"`.
+type OneLabel = [(&'static str, &'static str); 1];
+
+/// Counters of one label, like executions by status.
+type ByLabel = Family<OneLabel, Counter>;
+
+/// The engine's counters. Every labelled series is created up front, so each
+/// is exposed (at 0) from the first scrape as before, and a handle to each is
+/// kept so that counting is one atomic add, never a family lookup.
+#[derive(Debug)]
 pub struct EngineMetrics {
-    pub executions_completed: AtomicU64,
-    pub executions_failed: AtomicU64,
-    pub tool_calls_ok: AtomicU64,
-    pub tool_calls_failed: AtomicU64,
-    pub tool_calls_threw: AtomicU64,
-    /// Wall time of executions (sandbox plus tool calls), in microseconds.
-    pub execution_micros_total: AtomicU64,
+    executions: ByLabel,
+    tool_calls: ByLabel,
+    executions_completed: Counter,
+    executions_failed: Counter,
+    tool_calls_ok: Counter,
+    tool_calls_failed: Counter,
+    tool_calls_threw: Counter,
+    /// Wall time of executions (sandbox plus tool calls), in seconds.
+    execution_seconds: Counter<f64>,
+}
+
+impl Default for EngineMetrics {
+    fn default() -> Self {
+        let executions = ByLabel::default();
+        let tool_calls = ByLabel::default();
+        EngineMetrics {
+            executions_completed: series(&executions, "status", "completed"),
+            executions_failed: series(&executions, "status", "error"),
+            tool_calls_ok: series(&tool_calls, "outcome", "ok"),
+            tool_calls_failed: series(&tool_calls, "outcome", "error"),
+            tool_calls_threw: series(&tool_calls, "outcome", "threw"),
+            executions,
+            tool_calls,
+            execution_seconds: Counter::default(),
+        }
+    }
+}
+
+/// Creates the series `key="value"` of `family` and returns a handle to it:
+/// the handle and the family share the one atomic.
+fn series(family: &ByLabel, key: &'static str, value: &'static str) -> Counter {
+    family.get_or_create_owned(&[(key, value)])
 }
 
 impl EngineMetrics {
     pub(crate) fn record(&self, outcome: &RunOutcome, trace: &[ToolCallTrace], micros: u64) {
-        let bucket = match outcome.result {
+        let execution = match outcome.result {
             Ok(_) => &self.executions_completed,
             Err(_) => &self.executions_failed,
         };
-        bucket.fetch_add(1, Ordering::Relaxed);
-        self.execution_micros_total
-            .fetch_add(micros, Ordering::Relaxed);
+        execution.inc();
+        self.execution_seconds.inc_by(micros as f64 / 1e6);
         for call in trace {
             let bucket = match call.outcome.as_str() {
                 "ok" => &self.tool_calls_ok,
                 "threw" => &self.tool_calls_threw,
                 _ => &self.tool_calls_failed,
             };
-            bucket.fetch_add(1, Ordering::Relaxed);
+            bucket.inc();
         }
     }
 
-    /// Prometheus text exposition of these counters.
-    pub fn render(&self) -> String {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "# TYPE executor_executions_total counter\n\
-             executor_executions_total{{status=\"completed\"}} {}\n\
-             executor_executions_total{{status=\"error\"}} {}\n\
-             # TYPE executor_tool_calls_total counter\n\
-             executor_tool_calls_total{{outcome=\"ok\"}} {}\n\
-             executor_tool_calls_total{{outcome=\"error\"}} {}\n\
-             executor_tool_calls_total{{outcome=\"threw\"}} {}\n\
-             # TYPE executor_execution_seconds_total counter\n\
-             executor_execution_seconds_total {}\n",
-            get(&self.executions_completed),
-            get(&self.executions_failed),
-            get(&self.tool_calls_ok),
-            get(&self.tool_calls_failed),
-            get(&self.tool_calls_threw),
-            get(&self.execution_micros_total) as f64 / 1e6,
-        )
+    /// Registers the engine's series for `/metrics`: these counters, then
+    /// `running` and `paused` executions, read by the caller at scrape time.
+    ///
+    /// Counters are named without `_total`: the encoder appends it (and the
+    /// registry refuses a counter named with it in debug builds), so the
+    /// exposed names stay `executor_executions_total` and so on.
+    pub fn register(&self, registry: &mut Registry, running: usize, paused: usize) {
+        registry.register(
+            "executor_executions",
+            "Executions finished, by status",
+            self.executions.clone(),
+        );
+        registry.register(
+            "executor_tool_calls",
+            "Tool calls made by executions, by outcome",
+            self.tool_calls.clone(),
+        );
+        registry.register(
+            "executor_execution_seconds",
+            "Wall time of executions (sandbox and tool calls), in seconds",
+            self.execution_seconds.clone(),
+        );
+        registry.register(
+            "executor_executions_running",
+            "Executions running now",
+            ConstGauge::new(running),
+        );
+        registry.register(
+            "executor_executions_paused",
+            "Executions paused for approval now",
+            ConstGauge::new(paused),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::prometheus_text::encode;
+
+    fn exposition(metrics: &EngineMetrics, running: usize, paused: usize) -> String {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry, running, paused);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        text
+    }
+
+    fn assert_lines(text: &str, expected: &[&str]) {
+        for line in expected {
+            assert!(
+                text.lines().any(|l| l == *line),
+                "{line:?} missing from:\n{text}"
+            );
+        }
+    }
+
+    fn call(outcome: &str) -> ToolCallTrace {
+        ToolCallTrace {
+            path: "demo.tool".to_string(),
+            outcome: outcome.to_string(),
+            started_at_ms: 0,
+            duration_ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn every_series_is_exposed_from_the_start_under_todays_names() {
+        let text = exposition(&EngineMetrics::default(), 0, 0);
+        let expected = [
+            "# TYPE executor_executions_total counter",
+            "executor_executions_total{status=\"completed\"} 0",
+            "executor_executions_total{status=\"error\"} 0",
+            "# TYPE executor_tool_calls_total counter",
+            "executor_tool_calls_total{outcome=\"ok\"} 0",
+            "executor_tool_calls_total{outcome=\"error\"} 0",
+            "executor_tool_calls_total{outcome=\"threw\"} 0",
+            "# TYPE executor_execution_seconds_total counter",
+            "executor_execution_seconds_total 0.0",
+            "# TYPE executor_executions_running gauge",
+            "executor_executions_running 0",
+            "# TYPE executor_executions_paused gauge",
+            "executor_executions_paused 0",
+        ];
+        assert_lines(&text, &expected);
+        // Prometheus text format 0.0.4, as before: no OpenMetrics trailer.
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn record_counts_executions_by_status_and_calls_by_outcome() {
+        let metrics = EngineMetrics::default();
+        let completed = RunOutcome {
+            result: Ok(None),
+            logs: Vec::new(),
+            emitted: Vec::new(),
+        };
+        let calls = [call("ok"), call("ok"), call("threw"), call("not_found")];
+        metrics.record(&completed, &calls, 1_500_000);
+        metrics.record(&RunOutcome::failed("boom"), &[], 0);
+        let text = exposition(&metrics, 3, 1);
+        let expected = [
+            "executor_executions_total{status=\"completed\"} 1",
+            "executor_executions_total{status=\"error\"} 1",
+            "executor_tool_calls_total{outcome=\"ok\"} 2",
+            "executor_tool_calls_total{outcome=\"error\"} 1",
+            "executor_tool_calls_total{outcome=\"threw\"} 1",
+            "executor_execution_seconds_total 1.5",
+            "executor_executions_running 3",
+            "executor_executions_paused 1",
+        ];
+        assert_lines(&text, &expected);
     }
 }

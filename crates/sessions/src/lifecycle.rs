@@ -35,6 +35,10 @@ use executor_mcp::McpServer;
 use executor_store::{ElicitationMode, LogBounds, Principal, SessionRecord, Store, now_ms};
 use futures::FutureExt;
 use futures::future::Shared;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 use serde_json::Value;
 
 use crate::runtime::{Lease, Runtime};
@@ -113,14 +117,70 @@ pub enum AcquireError {
     SessionLimit(usize),
 }
 
-/// Counters for `/metrics`.
-#[derive(Debug, Default)]
+/// Counters for `/metrics` (SPEC §11), as `prometheus-client` metrics:
+/// counting is an atomic add where it happens, and
+/// [`SessionsMetrics::register`] hands them to the registry `/metrics`
+/// encodes.
+#[derive(Debug)]
 pub struct SessionsMetrics {
-    pub created: AtomicU64,
-    pub restored: AtomicU64,
-    pub disposed: AtomicU64,
+    pub created: Counter,
+    pub restored: Counter,
+    pub disposed: Counter,
+    /// Restores started, successful or not. Not exported: tests read it to
+    /// see that concurrent requests share one restore.
     pub builds: AtomicU64,
-    pub restore_micros_total: AtomicU64,
+    /// How long each successful restore took, in seconds. It has only the
+    /// implicit `+Inf` bucket: what it adds to the exposition is the
+    /// `executor_session_restore_seconds_sum` and `_count` series of before.
+    pub restore_seconds: Histogram,
+}
+
+impl Default for SessionsMetrics {
+    fn default() -> Self {
+        SessionsMetrics {
+            created: Counter::default(),
+            restored: Counter::default(),
+            disposed: Counter::default(),
+            builds: AtomicU64::new(0),
+            restore_seconds: Histogram::new(std::iter::empty::<f64>()),
+        }
+    }
+}
+
+impl SessionsMetrics {
+    /// Registers the sessions' `/metrics` series: `live` runtimes in memory,
+    /// read by the caller at scrape time, then the counters.
+    ///
+    /// Counters are named without `_total`: the encoder appends it (and the
+    /// registry refuses a counter named with it in debug builds), so the
+    /// exposed names stay `executor_sessions_created_total` and so on.
+    pub fn register(&self, registry: &mut Registry, live: usize) {
+        registry.register(
+            "executor_sessions_live",
+            "Session runtimes in memory now",
+            ConstGauge::new(live),
+        );
+        registry.register(
+            "executor_sessions_created",
+            "Sessions created",
+            self.created.clone(),
+        );
+        registry.register(
+            "executor_sessions_restored",
+            "Session runtimes restored from the store",
+            self.restored.clone(),
+        );
+        registry.register(
+            "executor_sessions_disposed",
+            "Session runtimes disposed by the idle reaper",
+            self.disposed.clone(),
+        );
+        registry.register(
+            "executor_session_restore_seconds",
+            "Time taken to restore session runtimes, in seconds",
+            self.restore_seconds.clone(),
+        );
+    }
 }
 
 /// How often catalog versions are compared for `tools/list_changed`.
@@ -305,7 +365,7 @@ impl Sessions {
                 AcquireError::Unavailable
             })?;
         let runtime = Arc::new(self.build_runtime(record).await);
-        self.inner.metrics.created.fetch_add(1, Ordering::Relaxed);
+        self.inner.metrics.created.inc();
         let mut slots = self.slots();
         slots.insert(runtime.id().to_string(), Slot::Live(runtime.clone()));
         reservation.keep();
@@ -359,9 +419,8 @@ impl Sessions {
                     tracing::debug!(session = %session_id, micros = started.elapsed().as_micros() as u64, "restored session runtime");
                     slots.insert(session_id, Slot::Live(Arc::new(runtime)));
                     let m = &this.inner.metrics;
-                    m.restored.fetch_add(1, Ordering::Relaxed);
-                    m.restore_micros_total
-                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    m.restored.inc();
+                    m.restore_seconds.observe(started.elapsed().as_secs_f64());
                     Ok(())
                 }
                 Err(e) => {
@@ -500,10 +559,7 @@ impl Sessions {
             .retain(|_, u| u.live > 0 || u.window_started.elapsed() < window);
         let count = disposed.len();
         drop(disposed);
-        self.inner
-            .metrics
-            .disposed
-            .fetch_add(count as u64, Ordering::Relaxed);
+        self.inner.metrics.disposed.inc_by(count as u64);
         if count > 0 {
             executor_engine::release_freed_memory();
             let store = self.inner.store.clone();
@@ -671,6 +727,43 @@ impl Drop for Reservation {
     fn drop(&mut self) {
         if let Some(owner) = self.owner.take() {
             self.sessions.release(&owner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::prometheus_text::encode;
+
+    #[test]
+    fn sessions_series_keep_their_names() {
+        let metrics = SessionsMetrics::default();
+        metrics.created.inc_by(3);
+        metrics.restored.inc();
+        metrics.disposed.inc_by(2);
+        metrics.restore_seconds.observe(0.25);
+        let mut registry = Registry::default();
+        metrics.register(&mut registry, 4);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        let expected = [
+            "# TYPE executor_sessions_live gauge",
+            "executor_sessions_live 4",
+            "# TYPE executor_sessions_created_total counter",
+            "executor_sessions_created_total 3",
+            "# TYPE executor_sessions_restored_total counter",
+            "executor_sessions_restored_total 1",
+            "# TYPE executor_sessions_disposed_total counter",
+            "executor_sessions_disposed_total 2",
+            "executor_session_restore_seconds_sum 0.25",
+            "executor_session_restore_seconds_count 1",
+        ];
+        for line in expected {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line:?} missing from:\n{text}"
+            );
         }
     }
 }

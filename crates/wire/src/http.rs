@@ -3,7 +3,6 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,6 +19,8 @@ use executor_mcp::{
 use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
 use executor_store::{ElicitationMode, Principal, Store, tokens::random_id};
 use futures::{FutureExt, StreamExt};
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -899,21 +900,29 @@ async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
         )
             .into_response();
     }
-    let m = app.sessions.metrics();
-    let restored = m.restored.load(Ordering::Relaxed);
-    let text = format!(
-        "# TYPE executor_sessions_live gauge\nexecutor_sessions_live {}\n\
-         # TYPE executor_sessions_created_total counter\nexecutor_sessions_created_total {}\n\
-         # TYPE executor_sessions_restored_total counter\nexecutor_sessions_restored_total {}\n\
-         # TYPE executor_sessions_disposed_total counter\nexecutor_sessions_disposed_total {}\n\
-         # TYPE executor_session_restore_seconds_sum counter\nexecutor_session_restore_seconds_sum {}\n\
-         # TYPE executor_session_restore_seconds_count counter\nexecutor_session_restore_seconds_count {}\n",
-        app.sessions.live_count(),
-        m.created.load(Ordering::Relaxed),
-        restored,
-        m.disposed.load(Ordering::Relaxed),
-        m.restore_micros_total.load(Ordering::Relaxed) as f64 / 1e6,
-        restored,
-    ) + &app.server().engine().render_metrics();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    // Encoding into a String fails only if a metric cannot write its value.
+    let Ok(text) = metrics_text(&app) else {
+        tracing::error!("could not encode /metrics");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    (
+        [(header::CONTENT_TYPE, prometheus_text::CONTENT_TYPE)],
+        text,
+    )
+        .into_response()
+}
+
+/// The `/metrics` exposition: the sessions' series, then the engine's, in
+/// the Prometheus text format 0.0.4 (counter `# TYPE` lines name the
+/// `_total` series and there is no `# EOF` line, as before). The registry is
+/// built per scrape: registering clones a few handles, and the gauges (live
+/// sessions, running and paused executions) are read now.
+fn metrics_text(app: &App) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::default();
+    let live = app.sessions.live_count();
+    app.sessions.metrics().register(&mut registry, live);
+    app.server().engine().register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_text::encode(&mut text, &registry)?;
+    Ok(text)
 }
