@@ -33,6 +33,12 @@ const FIELD_WEIGHTS: [f64; FIELD_COUNT] = [12.0, 10.0, 8.0, 7.0, 5.0, 10.0];
 const NAME_FIELD: usize = 1;
 const SUMMARY_FIELD: usize = 3;
 const ROUTE_FIELD: usize = 5;
+/// The fields whose joined form a document keeps, for matching the whole
+/// query phrase and tokens that span terms: the short ones. Descriptions
+/// and routes are matched term by term only; keeping their joined text for
+/// every tool would cost megabytes in a 35k-tool catalog for a phrase bonus
+/// the short fields already give.
+const PHRASE_FIELDS: usize = 4;
 /// Longest summary kept: a first line that runs on is prose, not a title.
 const MAX_SUMMARY_BYTES: usize = 160;
 /// Weights of the share of a tool's name and of its summary that the query
@@ -421,6 +427,7 @@ impl Scratch {
 }
 
 /// What a document keeps of one field for matching across term boundaries.
+#[derive(Default)]
 struct Field {
     /// The terms joined without separators ("pullrequest").
     compact: Box<str>,
@@ -429,9 +436,10 @@ struct Field {
 }
 
 impl Field {
-    /// The field of `text`, its terms added to the vocabulary; with how
-    /// many distinct terms it has.
-    fn new(text: &str, posting: Posting, scratch: &mut Scratch) -> (Field, u8) {
+    /// Adds the terms of `text` to the vocabulary; returns how many
+    /// distinct ones it has, and leaves their joined form in
+    /// `scratch.compact`.
+    fn index(text: &str, posting: Posting, scratch: &mut Scratch) -> u8 {
         let Scratch {
             vocabulary,
             buffer,
@@ -449,13 +457,16 @@ impl Field {
         });
         ids.sort_unstable();
         ids.dedup();
-        let distinct = u8::try_from(ids.len()).unwrap_or(u8::MAX);
-        let compact: Box<str> = compact.as_str().into();
-        let field = Field {
+        u8::try_from(ids.len()).unwrap_or(u8::MAX)
+    }
+
+    /// The kept form of the text [`Field::index`] just indexed.
+    fn keep(scratch: &Scratch) -> Field {
+        let compact: Box<str> = scratch.compact.as_str().into();
+        Field {
             pairs: PairMask::of(&compact),
             compact,
-        };
-        (field, distinct)
+        }
     }
 }
 
@@ -463,9 +474,9 @@ struct Doc {
     path: Arc<str>,
     /// Shared by the documents of one integration.
     integration: Arc<str>,
-    fields: [Field; FIELD_COUNT],
-    /// Distinct meaningful terms of the name and of the summary, for the
-    /// coverage shares.
+    fields: [Field; PHRASE_FIELDS],
+    /// Distinct meaningful terms of the name, the summary and the route,
+    /// for the coverage shares.
     name_terms: u8,
     summary_terms: u8,
     route_terms: u8,
@@ -484,15 +495,17 @@ impl Doc {
             clip(doc.description, MAX_DESCRIPTION_BYTES),
             doc.route,
         ];
-        let mut field = 0u8;
         let mut distinct = [0u8; FIELD_COUNT];
-        let fields = texts.map(|text| {
-            let posting = Posting::new(doc_id, field);
-            let (built, terms) = Field::new(text, posting, scratch);
-            distinct[usize::from(field)] = terms;
-            field += 1;
-            built
-        });
+        let mut kept: [Option<Field>; PHRASE_FIELDS] = Default::default();
+        for (field, text) in texts.into_iter().enumerate() {
+            // Fewer than eight fields, so the narrowing holds.
+            let posting = Posting::new(doc_id, field as u8);
+            distinct[field] = Field::index(text, posting, scratch);
+            if let Some(slot) = kept.get_mut(field) {
+                *slot = Some(Field::keep(scratch));
+            }
+        }
+        let fields = kept.map(Option::unwrap_or_default);
         Doc {
             integration: scratch.integration(doc.integration),
             path: doc.path.clone(),
@@ -775,8 +788,10 @@ impl Query {
         let matched = (0..count)
             .filter(|&t| levels.iter().any(|field| field[t] != NONE))
             .count();
-        let phrase: [u8; FIELD_COUNT] =
-            std::array::from_fn(|f| self.phrase_level(&doc.fields[f], &levels[f][..count]));
+        let phrase: [u8; FIELD_COUNT] = std::array::from_fn(|f| match doc.fields.get(f) {
+            Some(field) => self.phrase_level(field, &levels[f][..count]),
+            None => NONE,
+        });
         if matched < self.required && !phrase.contains(&EXACT) {
             return None;
         }

@@ -39,6 +39,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            let e = with_causes(e.as_ref());
             match log_format {
                 // A log collector reads every line of stderr as JSON.
                 LogFormat::Json => tracing::error!(error = %e, "executor stopped"),
@@ -47,6 +48,18 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and the chain of its sources: "cannot configure TLS: <why>".
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// The log goes to stderr. Colour codes only reach a terminal (and not with

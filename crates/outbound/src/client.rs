@@ -96,8 +96,20 @@ pub struct HttpClient {
     config: HttpConfig,
 }
 
+/// Why the HTTP client could not be built (at start-up, for the operator;
+/// the cause is kept as the source).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientSetupError {
+    #[error("cannot configure TLS")]
+    Tls(#[source] rustls::Error),
+    #[error("cannot load the platform's TLS roots")]
+    TrustStore(#[source] rustls::Error),
+    #[error("cannot build the HTTP client")]
+    Client(#[source] reqwest::Error),
+}
+
 impl HttpClient {
-    pub fn new(config: HttpConfig) -> Result<Self, String> {
+    pub fn new(config: HttpConfig) -> Result<Self, ClientSetupError> {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls_config()?)
             .dns_resolver(Arc::new(GuardedResolver {
@@ -108,7 +120,7 @@ impl HttpClient {
             .redirect(redirect_policy())
             .connect_timeout(config.header_timeout)
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(ClientSetupError::Client)?;
         Ok(HttpClient { client, config })
     }
 
@@ -348,13 +360,13 @@ impl HttpClient {
 
 /// TLS through rustls with the `ring` provider (no C toolchain needed) and
 /// the operating system's trust store.
-fn tls_config() -> Result<rustls::ClientConfig, String> {
+fn tls_config() -> Result<rustls::ClientConfig, ClientSetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("cannot configure TLS: {e}"))?
+        .map_err(ClientSetupError::Tls)?
         .with_platform_verifier()
-        .map_err(|e| format!("cannot load the platform's TLS roots: {e}"))?
+        .map_err(ClientSetupError::TrustStore)?
         .with_no_client_auth();
     Ok(config)
 }

@@ -23,7 +23,8 @@ mod redact;
 mod request;
 
 pub use client::{
-    HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS, names_json,
+    ClientSetupError, HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS,
+    names_json,
 };
 pub use credential::Credential;
 pub use failure::{

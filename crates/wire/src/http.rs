@@ -3,6 +3,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -24,6 +25,9 @@ use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 use tracing::Instrument;
 
 use crate::WireError;
@@ -35,6 +39,7 @@ use crate::sse::{self, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source};
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
+const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// How long a client may take to send a request's headers (SPEC §12). It
 /// also closes a keep-alive connection idle for that long between requests.
@@ -105,6 +110,7 @@ impl App {
 }
 
 pub fn router(app: App) -> Router {
+    // Outermost last: the id is set before it is propagated to the response.
     Router::new()
         .route("/mcp", any(mcp_endpoint))
         .route("/healthz", get(healthz))
@@ -118,6 +124,49 @@ pub fn router(app: App) -> Router {
         )
         .route("/metrics", get(metrics))
         .with_state(app)
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
+}
+
+/// Request ids for requests that bring none: `<boot>-<n>`, a random prefix
+/// drawn once per process and a counter, so ids stay unique across restarts
+/// without a random draw per request.
+#[derive(Clone)]
+struct RequestIds {
+    boot: Arc<str>,
+    next: Arc<AtomicU64>,
+}
+
+impl RequestIds {
+    fn new() -> Self {
+        RequestIds {
+            boot: random_id(6).into(),
+            next: Arc::new(AtomicU64::new(1)),
+        }
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::from_str(&format!("{}-{n}", self.boot))
+            .ok()
+            .map(RequestId::new)
+    }
+}
+
+/// The request's id for the log (the client's may be anything; a log line
+/// keeps 64 bytes of it).
+fn request_id_of(headers: &HeaderMap) -> &str {
+    let id = headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    let mut end = id.len().min(64);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    id.get(..end).unwrap_or("-")
 }
 
 /// `ok` while serving; 503 once shutdown has begun, so a load balancer
@@ -150,8 +199,9 @@ async fn mcp_endpoint(
     body: Body,
 ) -> Response {
     let in_flight = app.in_flight.enter();
-    // A request id ties the server log lines of one request together.
-    let request_id = random_id(8);
+    // The request id ties the server log lines of one request together, and
+    // the client's logs to ours (it is echoed on the response).
+    let request_id = request_id_of(&headers).to_string();
     let span = tracing::debug_span!("mcp", %request_id, %method);
     // A panic anywhere below costs this request a 500, nothing more: no
     // state is held across it that a later request could trip on.
@@ -169,10 +219,7 @@ async fn mcp_endpoint(
             e.into_response()
         }
     };
-    let mut response = with_cors(&app.config, response);
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert("x-request-id", v);
-    }
+    let response = with_cors(&app.config, response);
     held_until_sent(response, in_flight)
 }
 

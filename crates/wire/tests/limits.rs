@@ -327,3 +327,29 @@ async fn metrics_needs_the_metrics_token_when_one_is_set() {
         "Debug hides the token"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_carries_a_request_id_and_a_clients_own_is_kept() {
+    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    let alice = f.bearer("alice@example.com").await;
+    // Ours, distinct per request, on every route (a refusal too).
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let res = f.send(mcp(&alice, "GET", None)).await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+        ids.push(res.headers()["x-request-id"].to_str().unwrap().to_string());
+    }
+    let health = Request::get("/healthz").body(Body::empty()).unwrap();
+    let res = f.send(health).await;
+    ids.push(res.headers()["x-request-id"].to_str().unwrap().to_string());
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    // The client's own is echoed back.
+    let mut request = mcp(&alice, "GET", None);
+    request
+        .headers_mut()
+        .insert("x-request-id", "client-trace-42".parse().unwrap());
+    let res = f.send(request).await;
+    assert_eq!(res.headers()["x-request-id"], "client-trace-42");
+}
