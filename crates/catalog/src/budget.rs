@@ -51,14 +51,12 @@ impl HostBudget {
 
     /// Takes room for `bytes`, waiting while other answers of the execution
     /// hold it. Fails at once when `bytes` exceeds the whole budget.
-    pub async fn hold(&self, bytes: usize) -> Result<HostHold, String> {
+    pub async fn hold(&self, bytes: usize) -> Result<HostHold, BudgetError> {
         if bytes > self.bytes {
-            return Err(format!(
-                "the answer would take about {} MiB of memory once parsed, more than the {} MiB \
-                 an execution may hold; ask for less (a smaller page, fewer fields)",
-                bytes.div_ceil(1 << 20),
-                self.bytes >> 20
-            ));
+            return Err(BudgetError::TooLarge {
+                mib: bytes.div_ceil(1 << 20),
+                budget_mib: self.bytes >> 20,
+            });
         }
         self.largest.fetch_max(bytes, Ordering::Relaxed);
         let units = bytes.div_ceil(UNIT).max(1) as u32;
@@ -67,9 +65,21 @@ impl HostBudget {
             .clone()
             .acquire_many_owned(units)
             .await
-            .map_err(|_| "the execution has ended".to_string())?;
+            .map_err(|_| BudgetError::Ended)?;
         Ok(HostHold { _permit: permit })
     }
+}
+
+/// Why an answer gets no room; the message is for the agent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    #[error(
+        "the answer would take about {mib} MiB of memory once parsed, more than the \
+         {budget_mib} MiB an execution may hold; ask for less (a smaller page, fewer fields)"
+    )]
+    TooLarge { mib: usize, budget_mib: usize },
+    #[error("the execution has ended")]
+    Ended,
 }
 
 impl HostBudget {
@@ -112,6 +122,16 @@ mod tests {
         drop(first);
         let _second = budget.hold(6 * UNIT).await.unwrap();
         let too_big = budget.hold(11 * UNIT).await.unwrap_err();
-        assert!(too_big.contains("more than the 0 MiB"), "{too_big}");
+        assert_eq!(
+            too_big,
+            BudgetError::TooLarge {
+                mib: 1,
+                budget_mib: 0
+            }
+        );
+        assert!(
+            too_big.to_string().contains("more than the 0 MiB"),
+            "{too_big}"
+        );
     }
 }

@@ -18,7 +18,7 @@ use crate::CallContext;
 use crate::budget::{HostBudget, HostHold};
 use crate::schema::{Definitions, ToolSchema};
 use crate::search::{SearchDoc, SearchIndex};
-use crate::validate::Validators;
+use crate::validate::{SchemaProblems, Validators};
 
 /// One callable tool. A catalog holds tens of thousands, so an entry
 /// keeps its path once: the namespace and the name are parts of it.
@@ -337,7 +337,7 @@ impl Catalog {
 
     /// Checks arguments against the tool's input schema (tools without one
     /// accept any object).
-    pub fn validate(&self, tool: &ToolEntry, args: &Value) -> Result<(), String> {
+    pub fn validate(&self, tool: &ToolEntry, args: &Value) -> Result<(), SchemaProblems> {
         let Some(schema) = &tool.input_schema else {
             return Ok(());
         };

@@ -22,12 +22,13 @@ pub mod schema;
 pub mod search;
 mod validate;
 
-pub use budget::{HostBudget, HostHold, release_freed_memory};
+pub use budget::{BudgetError, HostBudget, HostHold, release_freed_memory};
 pub use catalog::{
     Catalog, CatalogSource, IntegrationSummary, RouteHint, StaticCatalog, ToolEntry, ToolError,
     ToolGroup, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, result_value,
 };
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
+pub use validate::SchemaProblems;
 
 use executor_store::Principal;
 

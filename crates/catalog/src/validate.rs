@@ -29,6 +29,19 @@ pub struct Validators {
     compiled: Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>,
 }
 
+/// What is wrong with a tool's input, by path (at most a few); shown to
+/// the agent joined by `; `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaProblems(pub Vec<String>);
+
+impl std::fmt::Display for SchemaProblems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("; "))
+    }
+}
+
+impl std::error::Error for SchemaProblems {}
+
 impl Validators {
     /// Checks `args` against `schema`; `Err` lists what is wrong, by path.
     pub fn check(
@@ -37,7 +50,7 @@ impl Validators {
         schema: &ToolSchema,
         definitions: Option<&Definitions>,
         args: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), SchemaProblems> {
         let Some(validator) = self.validator(path, schema, definitions) else {
             return Ok(());
         };
@@ -56,7 +69,7 @@ impl Validators {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(SchemaProblems(problems))
         }
     }
 
@@ -98,6 +111,7 @@ mod tests {
 
     fn check(v: &Validators, schema: &Value, args: &Value) -> Result<(), String> {
         v.check("t", &ToolSchema::from_value(schema), None, args)
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_sandbox::{HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
+use executor_sandbox::{AgentError, HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
 use executor_store::{ExecutionRecord, ExecutionStatus, Store, now_ms};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -283,14 +283,17 @@ impl Engine {
         };
         let id = format!("exec_{}", uuid::Uuid::new_v4());
         let body = match normalize(code) {
-            Ok(body) if body.trim().is_empty() => {
-                Err("code is empty: send at least one statement".to_string())
-            }
+            Ok(body) if body.trim().is_empty() => Err(AgentError::new(
+                "code is empty: send at least one statement",
+            )),
             other => other,
         };
         let body = match body {
             Ok(body) => body,
-            Err(message) => return self.refuse_before_running(ctx, &id, code, message).await,
+            Err(refused) => {
+                let message = refused.message().to_string();
+                return self.refuse_before_running(ctx, &id, code, message).await;
+            }
         };
         // SPEC §4: over the org's share (or the server's limit) the answer
         // comes at once, before anything runs or is recorded.

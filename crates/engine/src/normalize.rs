@@ -15,6 +15,7 @@
 
 use std::path::Path;
 
+use executor_sandbox::AgentError;
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{
     BinaryExpression, BinaryOperator, Decorator, ExportDefaultDeclarationKind, Expression,
@@ -30,7 +31,7 @@ use oxc::transformer::{TransformOptions, Transformer};
 
 /// Normalises agent code into a strict async function body, or explains
 /// (in agent-facing words) why it cannot run.
-pub fn normalize(code: &str) -> Result<String, String> {
+pub fn normalize(code: &str) -> Result<String, AgentError> {
     let source = extract_code(code);
     if source.is_empty() {
         return Ok(String::new());
@@ -68,7 +69,7 @@ fn first_fenced_block(text: &str) -> Option<&str> {
     Some(&body[..close])
 }
 
-fn parse<'a>(allocator: &'a Allocator, source: &'a str) -> Result<Program<'a>, String> {
+fn parse<'a>(allocator: &'a Allocator, source: &'a str) -> Result<Program<'a>, AgentError> {
     let options = ParseOptions {
         allow_return_outside_function: true,
         ..ParseOptions::default()
@@ -77,22 +78,24 @@ fn parse<'a>(allocator: &'a Allocator, source: &'a str) -> Result<Program<'a>, S
         .with_options(options)
         .parse();
     if let Some(first) = ret.diagnostics.first() {
-        return Err(syntax_error(first, source));
+        return Err(AgentError::new(syntax_error(first, source)));
     }
     if ret.panicked {
-        return Err("SyntaxError: the program could not be parsed".into());
+        return Err(AgentError::new(
+            "SyntaxError: the program could not be parsed",
+        ));
     }
     Ok(ret.program)
 }
 
 /// Strict-mode early errors (redeclarations, `delete x`, legacy octals …),
 /// reported by oxc with a position instead of by QuickJS without one.
-fn check_early_errors(program: &Program<'_>, source: &str) -> Result<(), String> {
+fn check_early_errors(program: &Program<'_>, source: &str) -> Result<(), AgentError> {
     let ret = SemanticBuilder::new()
         .with_check_syntax_error(true)
         .build(program);
     match ret.diagnostics.first() {
-        Some(first) => Err(syntax_error(first, source)),
+        Some(first) => Err(AgentError::new(syntax_error(first, source))),
         None => Ok(()),
     }
 }
@@ -130,14 +133,16 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Finds syntax the sandbox does not run and says so plainly.
-fn refuse_unsupported(program: &Program<'_>, source: &str) -> Result<(), String> {
+fn refuse_unsupported(program: &Program<'_>, source: &str) -> Result<(), AgentError> {
     let mut finder = UnsupportedFinder::default();
     finder.visit_program(program);
     match finder.found {
         None => Ok(()),
         Some((what, span)) => {
             let (line, column) = line_column(source, span.start as usize);
-            Err(format!("{what} (line {line}, column {column})"))
+            Err(AgentError::new(format!(
+                "{what} (line {line}, column {column})"
+            )))
         }
     }
 }

@@ -276,9 +276,9 @@ impl HttpClient {
                 call.budget
                     .hold(estimate)
                     .await
-                    .map_err(|message| HttpFailure {
+                    .map_err(|refused| HttpFailure {
                         status: Some(status),
-                        ..HttpFailure::upstream(message, false)
+                        ..HttpFailure::upstream(refused.to_string(), false)
                     })?,
             );
             redacted_body(&bytes, is_json, call.redactor)

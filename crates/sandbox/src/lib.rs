@@ -83,6 +83,21 @@ impl std::fmt::Display for AgentError {
 
 impl std::error::Error for AgentError {}
 
+/// The message reads as text: `error.contains(..)`, `&*error`.
+impl std::ops::Deref for AgentError {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for AgentError {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// What the host does for `tools.<path>(args)`. `Ok(value)` resolves the
 /// call's promise with the value; `Err(message)` rejects it with an `Error`
 /// carrying the message (for misuse and declined approvals only: ordinary
