@@ -661,7 +661,9 @@ struct Query {
 impl Query {
     /// None when the query has no searchable characters at all.
     fn parse(text: &str) -> Option<Query> {
-        let all = tokenize(clip(text, MAX_QUERY_BYTES));
+        let text = clip(text, MAX_QUERY_BYTES);
+        let mut all = tokenize(text);
+        all.extend(hyphen_compounds(text));
         let meaningful: Vec<String> = all.iter().filter(|t| !is_stopword(t)).cloned().collect();
         let words = if meaningful.is_empty() {
             all
@@ -858,6 +860,21 @@ fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
     } else {
         NONE
     }
+}
+
+/// Hyphenated words of a query, joined: "to-do" is also `todo`, "e-mail"
+/// also `email` (APIs write compounds as one word).
+fn hyphen_compounds(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .filter(|word| word.contains('-'))
+        .map(|word| {
+            word.chars()
+                .filter(|c| c.is_alphanumeric())
+                .flat_map(char::to_lowercase)
+                .collect::<String>()
+        })
+        .filter(|joined| joined.len() >= MIN_CONTAINS_LEN)
+        .collect()
 }
 
 /// The tokens a packed set of levels matches at all, one bit each.
@@ -1176,6 +1193,16 @@ mod tests {
             run(&docs, "list messages", None),
             ["g.b.listMessages", "g.a.listMessages"]
         );
+    }
+
+    #[test]
+    fn hyphenated_query_words_also_match_joined() {
+        let docs = [
+            doc("g.a.listDoings", "listDoings", "g", "List doings"),
+            doc("g.me.todoLists", "todoLists", "g", "List the todo lists"),
+        ];
+        assert_eq!(run(&docs, "to-do lists", None)[0], "g.me.todoLists");
+        assert_eq!(hyphen_compounds("my to-do, e-mail x-y"), ["todo", "email"]);
     }
 
     #[test]
