@@ -47,12 +47,97 @@ const MAX_SUMMARY_BYTES: usize = 160;
 /// The share is squared: a query that says all of what a summary says
 /// ("list pull requests" for "List pull requests") must beat one that says
 /// a part of a longer one ("List pull requests associated with a commit").
+/// A query token found in several fields counts fully in its best field
+/// and at this share in the others (a "disjunction max" with a tie
+/// breaker): a tool whose path, name, summary and route all repeat one
+/// word must not outscore one that says more of the query once.
+const FIELD_TIE: f64 = 0.6;
 const NAME_COVERAGE_WEIGHT: f64 = 24.0;
 const SUMMARY_COVERAGE_WEIGHT: f64 = 40.0;
 const ROUTE_COVERAGE_WEIGHT: f64 = 40.0;
 /// What each level of depth costs a tool: enough to order tools that match
 /// alike, too little to overturn a better match.
 const DEPTH_COST: f64 = 1.0;
+/// What a tool whose route's verb contradicts the query's leading verb
+/// costs ("list messages" against `GET /messages/{id}`; "fork a
+/// repository" against `GET /repos/{owner}/{repo}/forks`): enough to order
+/// tools that match alike.
+const VERB_MISMATCH_COST: f64 = 15.0;
+/// What a route or a query says is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    None,
+    List,
+    Get,
+    Create,
+    Update,
+    Delete,
+    /// Any other verb: an action, which writes.
+    Action,
+}
+
+impl Verb {
+    /// Reading, writing, or deleting: verbs of one family do not
+    /// contradict each other (except listing against getting one).
+    fn family(self) -> u8 {
+        match self {
+            Verb::List | Verb::Get => 0,
+            Verb::Create | Verb::Update => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// The verb a route word names.
+fn verb_of(word: &str) -> Verb {
+    match word {
+        "list" => Verb::List,
+        "get" => Verb::Get,
+        "create" => Verb::Create,
+        "update" | "set" => Verb::Update,
+        "delete" => Verb::Delete,
+        _ => Verb::None,
+    }
+}
+
+/// The verb a query's first word names, itself or through its synonyms.
+/// Search and question words read. Any other first word is an action
+/// verb when it is `imperative`ly followed by a function word; otherwise
+/// the query may well start with a noun ("repository secrets") and names
+/// no verb.
+fn query_verb(word: &str, imperative: bool) -> Verb {
+    let verb = match word {
+        "search" | "query" => Verb::List,
+        "check" | "view" | "see" | "count" | "who" | "what" | "which" | "how" | "where"
+        | "when" => Verb::Get,
+        _ => verb_of(word),
+    };
+    if verb != Verb::None {
+        return verb;
+    }
+    lookup(&SYNONYMS, word)
+        .iter()
+        .map(|alt| verb_of(alt))
+        .find(|&v| v != Verb::None)
+        .unwrap_or(if imperative { Verb::Action } else { Verb::None })
+}
+
+/// Whether a route verb contradicts a query verb. Asking for many ("list")
+/// and getting one contradicts, but asking for one may find it in a list;
+/// creating and setting are close (`PUT` adds as often as it updates);
+/// reading and writing, or deleting and anything else, are not. A query led
+/// by any other verb ("fork a repository", "reply to an email") acts, so a
+/// route that only reads contradicts it.
+fn verbs_conflict(query: Verb, route: Verb) -> bool {
+    if query == Verb::None || route == Verb::None || query == route {
+        return false;
+    }
+    if query == Verb::Action {
+        return route.family() == 0;
+    }
+    query.family() != route.family() || (query == Verb::List && route == Verb::Get)
+}
+
 /// Words that carry no meaning in a query ("get *a* repository"); dropped
 /// from queries and from indexed text alike, unless a query is nothing else.
 const STOPWORDS: [&str; 22] = [
@@ -73,11 +158,11 @@ const ABBREVIATIONS: [(&str, &[&str]); 8] = [
 ];
 /// Query words and what the tools usually call the same thing. An
 /// alternative matches at most at the prefix level, below the word itself.
-const SYNONYMS: [(&str, &[&str]); 30] = [
+const SYNONYMS: [(&str, &[&str]); 32] = [
     ("open", &["create"]),
     ("make", &["create"]),
     ("new", &["create"]),
-    ("add", &["create"]),
+    ("add", &["create", "set"]),
     ("post", &["create"]),
     ("start", &["create"]),
     ("register", &["create"]),
@@ -87,6 +172,8 @@ const SYNONYMS: [(&str, &[&str]); 30] = [
     ("change", &["update"]),
     ("mark", &["update"]),
     ("set", &["update", "create"]),
+    ("update", &["set"]),
+    ("replace", &["set"]),
     ("remove", &["delete"]),
     ("fetch", &["get"]),
     ("retrieve", &["get"]),
@@ -480,6 +567,8 @@ struct Doc {
     name_terms: u8,
     summary_terms: u8,
     route_terms: u8,
+    /// The verb the route starts with (see [`verb_of`]).
+    verb: Verb,
     depth: u8,
 }
 
@@ -513,6 +602,11 @@ impl Doc {
             name_terms: distinct[NAME_FIELD],
             summary_terms: distinct[SUMMARY_FIELD],
             route_terms: distinct[ROUTE_FIELD],
+            verb: doc
+                .route
+                .split_whitespace()
+                .next()
+                .map_or(Verb::None, verb_of),
             depth: doc.depth,
         }
     }
@@ -656,6 +750,8 @@ struct Query {
     /// The tokens joined without separators, compared with `Field::compact`.
     compact: String,
     required: usize,
+    /// The verb the query starts with, if it starts with one.
+    verb: Verb,
 }
 
 impl Query {
@@ -664,6 +760,9 @@ impl Query {
         let text = clip(text, MAX_QUERY_BYTES);
         let mut all = tokenize(text);
         all.extend(hyphen_compounds(text));
+        // "fork a repository", "reply to an email": a word and then a
+        // function word is a verb and its object, not a noun phrase.
+        let imperative = all.get(1).is_some_and(|w| is_stopword(w) || w == "my");
         let meaningful: Vec<String> = all.iter().filter(|t| !is_stopword(t)).cloned().collect();
         let words = if meaningful.is_empty() {
             all
@@ -688,6 +787,10 @@ impl Query {
             abbreviations: tokens.iter().map(|t| lookup(&ABBREVIATIONS, t)).collect(),
             compact: tokens.concat(),
             required: required_matches(tokens.len()),
+            verb: match tokens.first() {
+                Some(first) if tokens.len() > 1 => query_verb(first, imperative),
+                _ => Verb::None,
+            },
             tokens,
         })
     }
@@ -798,13 +901,17 @@ impl Query {
             return None;
         }
         let mut score = 0.0;
+        for (t, w) in weights.iter().enumerate().take(count) {
+            let (mut best, mut total) = (0.0f64, 0.0);
+            for (f, weight) in FIELD_WEIGHTS.iter().enumerate() {
+                let part = weight * token_factor(levels[f][t]);
+                best = best.max(part);
+                total += part;
+            }
+            score += w * (best + FIELD_TIE * (total - best));
+        }
         for (f, weight) in FIELD_WEIGHTS.iter().enumerate() {
-            let tokens: f64 = levels[f][..count]
-                .iter()
-                .zip(weights)
-                .map(|(&l, w)| w * token_factor(l))
-                .sum();
-            score += weight * (tokens + phrase_factor(phrase[f]));
+            score += weight * phrase_factor(phrase[f]);
         }
         let covered = |field: usize, terms: u8| {
             let matched = levels[field][..count]
@@ -821,6 +928,9 @@ impl Query {
         score += SUMMARY_COVERAGE_WEIGHT * covered(SUMMARY_FIELD, doc.summary_terms);
         score += ROUTE_COVERAGE_WEIGHT * covered(ROUTE_FIELD, doc.route_terms);
         score -= DEPTH_COST * f64::from(doc.depth);
+        if verbs_conflict(self.verb, doc.verb) {
+            score -= VERB_MISMATCH_COST;
+        }
         Some(score)
     }
 
@@ -1196,6 +1306,96 @@ mod tests {
     }
 
     #[test]
+    fn a_word_repeated_in_every_field_counts_once_and_a_bit() {
+        // Two tools with no name, summary or route terms (so no coverage
+        // share tells them apart): one repeats the first query word in all
+        // six fields and has the second only in its description, the other
+        // says both words in its path, name and description. Summed over
+        // fields the first would win (57 to 54); a word counts fully once
+        // and then at the tie share, and the second wins (41 to 42).
+        let plain = SearchDoc {
+            path: "g.a.x".into(),
+            name: "",
+            integration: "",
+            description: "",
+            route: "",
+            depth: 0,
+        };
+        let mut scratch = Scratch::default();
+        let repeats = Doc::new(&plain, 0, &mut scratch);
+        let says_more = Doc::new(&plain, 1, &mut scratch);
+        let Some(query) = Query::parse("alpha beta") else {
+            panic!("parses");
+        };
+        let mut levels: DocLevels = [[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT];
+        for field in &mut levels {
+            field[0] = EXACT;
+        }
+        levels[4][1] = EXACT;
+        let mut more: DocLevels = [[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT];
+        for field in [0, NAME_FIELD, 4] {
+            more[field][0] = EXACT;
+            more[field][1] = EXACT;
+        }
+        let weights = [1.0, 1.0];
+        let score = |doc: &Doc, levels: &DocLevels| query.score(doc, levels, &weights);
+        let (Some(more), Some(repeated)) = (score(&says_more, &more), score(&repeats, &levels))
+        else {
+            panic!("both are hits");
+        };
+        assert!(more > repeated, "{more} against {repeated}");
+    }
+
+    #[test]
+    fn the_query_verb_and_the_route_verb_must_agree() {
+        let route = |words: &'static str, depth: u8| {
+            move |mut d: SearchDoc<'static>| {
+                d.route = words;
+                d.depth = depth;
+                d
+            }
+        };
+        // Graph again: listing is summarised "Get open extension", getting
+        // one message "List messages". Asked to list, the listing comes
+        // first.
+        let docs = [
+            route("get me messages", 3)(doc(
+                "g.a.getMessages",
+                "getMessages",
+                "g",
+                "List messages",
+            )),
+            route("list me messages", 2)(doc(
+                "g.b.listMessages",
+                "listMessages",
+                "g",
+                "Get open extension",
+            )),
+        ];
+        assert_eq!(run(&docs, "list messages", None)[0], "g.b.listMessages");
+        // A query led by another verb acts: "fork a repository" creates a
+        // fork rather than listing the forks.
+        let docs = [
+            route("list repos forks", 4)(doc("g.a.listForks", "listForks", "g", "List forks")),
+            route("create repos forks", 4)(doc(
+                "g.b.createFork",
+                "createFork",
+                "g",
+                "Create a fork",
+            )),
+        ];
+        assert_eq!(run(&docs, "fork a repository", None)[0], "g.b.createFork");
+        // But a query that starts with a noun names no verb.
+        assert_eq!(run(&docs, "forks", None)[0], "g.a.listForks");
+        // `PUT` sets: asked to update or to add, it answers.
+        let docs = [
+            route("set repos topics", 4)(doc("g.a.replaceTopics", "replaceTopics", "g", "")),
+            route("list repos topics", 4)(doc("g.b.getTopics", "getTopics", "g", "")),
+        ];
+        assert_eq!(run(&docs, "update the topics", None), ["g.a.replaceTopics"]);
+    }
+
+    #[test]
     fn hyphenated_query_words_also_match_joined() {
         let docs = [
             doc("g.a.listDoings", "listDoings", "g", "List doings"),
@@ -1207,18 +1407,18 @@ mod tests {
 
     #[test]
     fn rare_words_weigh_more_than_common_ones() {
-        // Both tools say "get" and "invoice", one word in the name and the
-        // other in the description, which weighs more here (summary and
-        // description); but forty tools say "get", so the tool whose
-        // description holds "invoice" is the better match (unweighted, the
-        // two tie and path order would put `x.a` first).
+        // Both tools say "get" and "invoice", one word in the path, which
+        // weighs more, and the other in the description; but forty tools
+        // say "get", so the tool whose path holds "invoice" is the better
+        // match (unweighted, the two tie and path order would put `x.get`
+        // first).
         let mut docs = vec![
-            doc("x.a", "invoice", "x", "Get"),
-            doc("x.b", "get", "x", "Invoice"),
+            doc("x.get", "one", "x", "Invoice"),
+            doc("x.invoice", "two", "x", "Get"),
         ];
         let names: Vec<String> = (0..40).map(|i| format!("x.get{i}")).collect();
         docs.extend(names.iter().map(|n| doc(n, "get", "x", "Get")));
-        assert_eq!(run(&docs, "get invoice", None)[..2], ["x.b", "x.a"]);
+        assert_eq!(run(&docs, "get invoice", None)[..2], ["x.invoice", "x.get"]);
     }
 
     fn capitalise(word: &str) -> String {

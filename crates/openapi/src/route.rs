@@ -8,21 +8,26 @@
 use executor_catalog::RouteHint;
 
 /// The verb and the resource words of `method path_template`:
-/// `GET /me/messages` gives "list me messages", `DELETE
-/// /me/messages/{message-id}` "delete me messages", `POST
-/// /me/microsoft.graph.sendMail` "me sendMail" (an action names its own
-/// verb).
+/// `GET /me/messages` gives "list me messages", `GET /me/drive` (one
+/// resource, named in the singular) "get me drive", `DELETE
+/// /me/messages/{message-id}` "delete me messages", `PUT` (which adds or
+/// replaces) "set …", `POST /me/microsoft.graph.sendMail` "me sendMail"
+/// (an action names its own verb).
 pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
-    let segments: Vec<&str> = path_template.split('/').filter(|s| !s.is_empty()).collect();
+    let all: Vec<&str> = path_template.split('/').filter(|s| !s.is_empty()).collect();
+    // OData's `$ref` is the link to a resource, not one more resource:
+    // `POST /groups/{id}/members/$ref` adds a member.
+    let segments: Vec<&str> = all.iter().copied().filter(|s| *s != "$ref").collect();
     let last = segments.last().copied().unwrap_or("");
     let is_action = last.contains('.');
     let on_member = is_parameter(last);
     let verb = match method.to_ascii_lowercase().as_str() {
-        "get" | "head" if on_member => "get",
+        "get" | "head" if on_member || (!is_action && names_one(last)) => "get",
         "get" | "head" => "list",
         "post" if is_action => "",
         "post" => "create",
-        "put" | "patch" => "update",
+        "put" => "set",
+        "patch" => "update",
         "delete" => "delete",
         _ => "",
     };
@@ -38,8 +43,23 @@ pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
     }
     RouteHint {
         words,
-        depth: u8::try_from(segments.len()).unwrap_or(u8::MAX),
+        depth: u8::try_from(all.len()).unwrap_or(u8::MAX),
     }
+}
+
+/// Whether a path segment names one resource rather than a collection: a
+/// singular noun (`/me/drive`, `/repos/{owner}/{repo}/readme`), where
+/// collections are plural (`/me/drives`). "status" and "access" are
+/// singular too.
+fn names_one(segment: &str) -> bool {
+    let ends_with = |suffix: &str| {
+        segment
+            .len()
+            .checked_sub(suffix.len())
+            .and_then(|start| segment.get(start..))
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
+    };
+    !segment.is_empty() && (!ends_with("s") || ends_with("ss") || ends_with("us"))
 }
 
 /// `{id}`, or a segment that holds one with other text (`{name}.json`).
@@ -76,8 +96,38 @@ mod tests {
             ("create repos forks".into(), 4)
         );
         assert_eq!(hint("PATCH", "/me"), ("update me".into(), 1));
-        assert_eq!(hint("PUT", "/a/{b}"), ("update a".into(), 2));
+        assert_eq!(hint("PUT", "/a/{b}"), ("set a".into(), 2));
         assert_eq!(hint("DELETE", "/a/{b}"), ("delete a".into(), 2));
+    }
+
+    #[test]
+    fn a_singular_last_segment_is_one_resource() {
+        assert_eq!(hint("GET", "/me/drive"), ("get me drive".into(), 2));
+        assert_eq!(
+            hint("GET", "/repos/{owner}/{repo}/readme"),
+            ("get repos readme".into(), 4)
+        );
+        assert_eq!(hint("GET", "/me/drives"), ("list me drives".into(), 2));
+        assert_eq!(
+            hint("GET", "/repos/{owner}/{repo}/commits/{ref}/status"),
+            ("get repos commits status".into(), 6)
+        );
+    }
+
+    #[test]
+    fn an_odata_ref_is_the_resource_it_links() {
+        assert_eq!(
+            hint("POST", "/groups/{group-id}/members/$ref"),
+            ("create groups members".into(), 4)
+        );
+        assert_eq!(
+            hint("GET", "/groups/{group-id}/members/$ref"),
+            ("list groups members".into(), 4)
+        );
+        assert_eq!(
+            hint("DELETE", "/groups/{group-id}/members/{member-id}/$ref"),
+            ("delete groups members".into(), 5)
+        );
     }
 
     #[test]
