@@ -464,6 +464,9 @@ impl Engine {
     ) -> Value {
         match events.recv().await {
             Some(RunEvent::Paused(pending)) => {
+                // Calls accepted a moment ago answer first, so that the
+                // journal saved with the pause holds them.
+                live.gate.until_paused_or_idle().await;
                 // The gate's journal now, not when the pause was queued: a
                 // call decided since may have answered meanwhile.
                 let journal = live.gate.journal_entries();

@@ -27,7 +27,7 @@ use executor_store::{Principal, now_ms};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 /// How long a human has to decide, by default (SPEC §12).
 pub const APPROVAL_WINDOW: Duration = Duration::from_secs(4 * 60);
@@ -200,6 +200,9 @@ pub(crate) struct ApprovalGate {
     /// counts as paused only while every call in flight waits for a human:
     /// one approval left pending while other calls go on is not a pause.
     active: AtomicUsize,
+    /// Woken whenever the calls in flight change (see
+    /// [`ApprovalGate::until_paused_or_idle`]).
+    calls_changed: Notify,
 }
 
 /// One tool call in flight; see [`ApprovalGate::call_started`].
@@ -239,6 +242,7 @@ impl ApprovalGate {
             slot: Mutex::new(None),
             journal_version: watch::channel(0).0,
             active: AtomicUsize::new(0),
+            calls_changed: Notify::new(),
         }
     }
 
@@ -277,6 +281,26 @@ impl ApprovalGate {
             .is_ok_and(|w| Self::all_waiting(&w, self.active.load(Ordering::Acquire)))
     }
 
+    /// Returns once every call in flight waits for a human, or none is in
+    /// flight. A pause is reported (and saved) only then: a call accepted a
+    /// moment ago may still be running beside the next one that waits
+    /// (two approvals of one `Promise.all`), and the saved journal must
+    /// hold its answer, or a restart would replay it and call the tool a
+    /// second time. Bounded by that call's own time limits.
+    pub(crate) async fn until_paused_or_idle(&self) {
+        loop {
+            let changed = self.calls_changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a change between the check
+            // and the wait is not missed.
+            changed.as_mut().enable();
+            if self.is_paused() || self.active.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     fn all_waiting(waiting: &HashMap<usize, oneshot::Sender<Decision>>, active: usize) -> bool {
         !waiting.is_empty() && waiting.len() >= active
     }
@@ -293,6 +317,7 @@ impl ApprovalGate {
     /// flight waits for a human, running otherwise. A pause the paused
     /// bounds refuse here just leaves the run counted as running.
     fn rebalance(&self) {
+        self.calls_changed.notify_waiters();
         let Ok(waiting) = self.waiting.lock() else {
             return;
         };
@@ -419,6 +444,7 @@ impl ApprovalGate {
             }
             waiting.insert(index, tx);
         }
+        self.calls_changed.notify_waiters();
         let pending = PendingCall {
             index,
             path: path.to_string(),
