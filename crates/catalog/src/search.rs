@@ -1265,15 +1265,17 @@ mod tests {
         );
     }
 
+    /// `doc` with a route hint of `words` at `depth`.
+    fn route(words: &'static str, depth: u8) -> impl Fn(SearchDoc<'static>) -> SearchDoc<'static> {
+        move |mut d| {
+            d.route = words;
+            d.depth = depth;
+            d
+        }
+    }
+
     #[test]
     fn the_route_speaks_for_a_tool_its_summary_misdescribes() {
-        let route = |words: &'static str, depth: u8| {
-            move |mut d: SearchDoc<'static>| {
-                d.route = words;
-                d.depth = depth;
-                d
-            }
-        };
         // Graph summarises `GET /me/messages` and `POST /me/messages` as
         // "Get open extension" and "Create open extension"; the names say
         // "messages" alike. The route tells them apart.
@@ -1348,13 +1350,6 @@ mod tests {
 
     #[test]
     fn the_query_verb_and_the_route_verb_must_agree() {
-        let route = |words: &'static str, depth: u8| {
-            move |mut d: SearchDoc<'static>| {
-                d.route = words;
-                d.depth = depth;
-                d
-            }
-        };
         // Graph again: listing is summarised "Get open extension", getting
         // one message "List messages". Asked to list, the listing comes
         // first.
