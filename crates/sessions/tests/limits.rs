@@ -16,26 +16,14 @@ struct Fixture {
     store: Arc<dyn Store>,
     alice: Principal,
     bob: Principal,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the fixture is dropped.
+    _dir: tempfile::TempDir,
 }
 
 async fn fixture(config: SessionsConfig) -> Fixture {
-    let dir = std::env::temp_dir().join(format!(
-        "executor-sessions-limits-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
+    let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+        Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
     let alice = store
         .ensure_account("alice@example.com", None)
         .await
@@ -48,7 +36,7 @@ async fn fixture(config: SessionsConfig) -> Fixture {
         store,
         alice,
         bob,
-        dir,
+        _dir: dir,
     }
 }
 

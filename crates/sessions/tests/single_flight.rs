@@ -15,19 +15,14 @@ use serde_json::json;
 struct Fixture {
     sessions: Sessions,
     owner: Principal,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the fixture is dropped.
+    dir: tempfile::TempDir,
 }
 
 async fn fixture() -> Fixture {
-    let dir = std::env::temp_dir().join(format!("executor-sessions-{}", uuid_like()));
+    let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+        Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
     let owner = store
         .ensure_account("owner@example.com", None)
         .await
@@ -44,17 +39,6 @@ async fn fixture() -> Fixture {
         owner,
         dir,
     }
-}
-
-fn uuid_like() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
 }
 
 async fn new_session(f: &Fixture) -> String {
@@ -197,7 +181,8 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
     let id = new_session(&f).await;
     // A second Sessions over the same database stands in for a restarted
     // server: it has nothing in memory and restores from the record.
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&f.dir.join("executor.db")).unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&f.dir.path().join("executor.db")).unwrap());
     let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
     let restarted = Sessions::new(
         store,

@@ -413,27 +413,20 @@ mod tests {
     }
 
     /// A unique directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
+    struct TempDir(tempfile::TempDir);
 
     impl TempDir {
         fn new() -> Self {
-            let path = std::env::temp_dir().join(format!(
-                "executor-preflight-test-{}",
-                uuid::Uuid::new_v4().simple()
-            ));
-            fs::create_dir_all(&path).unwrap();
-            TempDir(path)
+            TempDir(tempfile::tempdir().unwrap())
+        }
+
+        fn path(&self) -> &Path {
+            self.0.path()
         }
 
         /// Where the stores of these tests live: `<tmp>/data/executor.db`.
         fn db(&self) -> PathBuf {
-            self.0.join("data").join("executor.db")
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
+            self.path().join("data").join("executor.db")
         }
     }
 
@@ -625,7 +618,7 @@ mod tests {
     fn a_missing_or_empty_file_is_a_new_store() {
         let dir = TempDir::new();
         SqliteStore::open(&dir.db()).expect("missing file");
-        let empty = dir.0.join("empty.db");
+        let empty = dir.path().join("empty.db");
         fs::write(&empty, "").unwrap();
         SqliteStore::open(&empty).expect("empty file");
         // And a store of ours opens again.
@@ -635,7 +628,7 @@ mod tests {
     #[tokio::test]
     async fn hardening_lost_secret_key_with_sealed_connections_is_refused() {
         let dir = TempDir::new();
-        let data_dir = dir.0.join("data");
+        let data_dir = dir.path().join("data");
         let store = SqliteStore::open(&dir.db()).unwrap();
         let principal = store
             .ensure_account("ops@example.com", Some("acme"))
@@ -695,16 +688,16 @@ mod tests {
         let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
         let dir = TempDir::new();
         // Directories we create are 0700, down to the data dir.
-        let db = dir.0.join("new").join("data").join("executor.db");
+        let db = dir.path().join("new").join("data").join("executor.db");
         let store = SqliteStore::open(&db).unwrap();
         store.ensure_account("a@example.com", None).await.unwrap();
-        assert_eq!(mode(&dir.0.join("new")), 0o700);
+        assert_eq!(mode(&dir.path().join("new")), 0o700);
         assert_eq!(mode(db.parent().unwrap()), 0o700);
         for file in [db.clone(), sidecar(&db, "-wal"), sidecar(&db, "-shm")] {
             assert_eq!(mode(&file), 0o600, "{}", file.display());
         }
         // A directory the operator made is left as it is; our files are still 0600.
-        let own = dir.0.join("operator");
+        let own = dir.path().join("operator");
         fs::create_dir(&own).unwrap();
         fs::set_permissions(&own, fs::Permissions::from_mode(0o755)).unwrap();
         let db = own.join("executor.db");

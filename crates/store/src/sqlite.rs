@@ -1169,12 +1169,10 @@ fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRecord> {
 mod tests {
     use super::*;
 
-    fn temp_store() -> (SqliteStore, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!(
-            "executor-store-test-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        let store = SqliteStore::open(&dir.join("executor.db")).expect("open");
+    /// A store in a fresh directory, removed when the directory is dropped.
+    fn temp_store() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(&dir.path().join("executor.db")).expect("open");
         (store, dir)
     }
 
@@ -1191,7 +1189,7 @@ mod tests {
 
     #[tokio::test]
     async fn accounts_are_idempotent_and_personal_org_defaults_to_email() {
-        let (s, dir) = temp_store();
+        let (s, _dir) = temp_store();
         let a = s.ensure_account("A@example.com", None).await.unwrap();
         let b = s.ensure_account("a@example.com", None).await.unwrap();
         assert_eq!(a, b);
@@ -1202,7 +1200,6 @@ mod tests {
         assert_eq!(c.account_id, a.account_id);
         assert_ne!(c.org_id, a.org_id);
         assert!(s.ensure_account("nope", None).await.is_err());
-        std::fs::remove_dir_all(dir).ok();
     }
 
     fn is_foreign_personal_org(result: StoreResult<Principal>, org: &str) -> bool {
@@ -1213,7 +1210,7 @@ mod tests {
     /// account's personal org, before or after the account exists.
     #[tokio::test]
     async fn hardening_personal_orgs_belong_to_their_account() {
-        let (s, dir) = temp_store();
+        let (s, _dir) = temp_store();
         let early = s.ensure_account("carol@c.test", Some("dave@d.test")).await;
         assert!(is_foreign_personal_org(early, "dave@d.test"));
         let dave = s.ensure_account("dave@d.test", None).await.unwrap();
@@ -1246,7 +1243,6 @@ mod tests {
         }
         .to_string();
         assert!(message.contains("personal org"), "{message}");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     /// Hardening: a store made before personal orgs had owners. An org named
@@ -1254,12 +1250,8 @@ mod tests {
     /// email nobody has (made by someone else's `--org`) gives the name up.
     #[tokio::test]
     async fn hardening_migration_gives_personal_orgs_their_owner() {
-        let dir = std::env::temp_dir().join(format!(
-            "executor-store-test-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let db = dir.join("executor.db");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("executor.db");
         {
             let conn = connect(&db).unwrap();
             // The store as it was before the personal-orgs migration.
@@ -1293,7 +1285,6 @@ mod tests {
         );
         let team = s.ensure_account("dave@d.test", Some("team")).await.unwrap();
         assert_eq!(team.org_id, "org_team");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[tokio::test]
@@ -1307,7 +1298,7 @@ mod tests {
         // Fire-and-forget: queued, not awaited.
         s.mark_delivered("s", "x", 1).await.unwrap();
         s.flush().await.unwrap();
-        let conn = connect(&dir.join("executor.db")).unwrap();
+        let conn = connect(&dir.path().join("executor.db")).unwrap();
         let undelivered: i64 = conn
             .query_row(
                 "SELECT undelivered FROM events WHERE session_id = 's' AND stream_id = 'x' AND seq = 1",
@@ -1316,12 +1307,11 @@ mod tests {
             )
             .unwrap();
         assert_eq!(undelivered, 0);
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[tokio::test]
     async fn event_log_keeps_the_newest_within_bounds() {
-        let (s, dir) = temp_store();
+        let (s, _dir) = temp_store();
         let bounds = LogBounds {
             max_events: 3,
             max_bytes: 1024,
@@ -1348,12 +1338,11 @@ mod tests {
             .map(|e| e.seq)
             .collect();
         assert_eq!(kept, vec![6]);
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[tokio::test]
     async fn retention_removes_only_untouched_sessions_and_their_events() {
-        let (s, dir) = temp_store();
+        let (s, _dir) = temp_store();
         let owner = s.ensure_account("gc@example.com", None).await.unwrap();
         let session = |id: &str, at: i64| SessionRecord {
             id: id.into(),
@@ -1390,12 +1379,11 @@ mod tests {
         assert!(s.load_execution_state("exec_old").await.unwrap().is_some());
         s.gc_sessions(now_ms() + 1).await.unwrap();
         assert!(s.load_execution_state("exec_old").await.unwrap().is_none());
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[tokio::test]
     async fn undelivered_events_are_taken_once() {
-        let (s, dir) = temp_store();
+        let (s, _dir) = temp_store();
         s.append_event(event("a", 1, "1"), LogBounds::default())
             .await
             .unwrap();
@@ -1407,12 +1395,11 @@ mod tests {
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].data, "2");
         assert!(s.take_undelivered("s").await.unwrap().is_empty());
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[tokio::test]
     async fn a_posted_decision_is_taken_exactly_once() {
-        let (s, dir) = temp_store();
+        let (s, _dir) = temp_store();
         assert!(!s.post_execution_decision("exec_x", "accept").await.unwrap());
         s.save_execution_state("exec_x", "org", "{}".into())
             .await
@@ -1437,6 +1424,5 @@ mod tests {
             s.load_execution_state("exec_x").await.unwrap().as_deref(),
             Some("{}")
         );
-        std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -325,7 +325,7 @@ async fn a_server_fault_is_500_and_never_sticky() {
     let session = f.initialize(&bearer, VERSION).await.unwrap();
     // A real fault in the real store: the event log's table is gone, so
     // opening the session's stream (which replays the log) fails inside.
-    let db = rusqlite::Connection::open(f.dir.join("executor.db")).unwrap();
+    let db = rusqlite::Connection::open(f.dir.path().join("executor.db")).unwrap();
     db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
     db.execute_batch("ALTER TABLE events RENAME TO events_away")
         .unwrap();

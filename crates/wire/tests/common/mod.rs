@@ -17,26 +17,14 @@ use tower::ServiceExt;
 pub struct Fixture {
     pub app: App,
     pub store: Arc<dyn Store>,
-    pub dir: std::path::PathBuf,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the fixture is dropped.
+    pub dir: tempfile::TempDir,
 }
 
 pub async fn fixture(wire: WireConfig, sessions: SessionsConfig) -> Fixture {
-    let dir = std::env::temp_dir().join(format!(
-        "executor-wire-limits-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
+    let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+        Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
     let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
     let server = Arc::new(McpServer::new(engine));
     let app = App {
