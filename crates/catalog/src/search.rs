@@ -41,17 +41,17 @@ const ROUTE_FIELD: usize = 5;
 const PHRASE_FIELDS: usize = 4;
 /// Longest summary kept: a first line that runs on is prose, not a title.
 const MAX_SUMMARY_BYTES: usize = 160;
-/// Weights of the share of a tool's name and of its summary that the query
-/// covers: among tools that all mention "fork", `repos.createFork` ("Create
-/// a fork") is the one *about* forking.
-/// The share is squared: a query that says all of what a summary says
-/// ("list pull requests" for "List pull requests") must beat one that says
-/// a part of a longer one ("List pull requests associated with a commit").
 /// A query token found in several fields counts fully in its best field
 /// and at this share in the others (a "disjunction max" with a tie
 /// breaker): a tool whose path, name, summary and route all repeat one
 /// word must not outscore one that says more of the query once.
 const FIELD_TIE: f64 = 0.6;
+/// Weights of the share of a tool's name, summary and route that the query
+/// covers: among tools that all mention "fork", `repos.createFork` ("Create
+/// a fork") is the one *about* forking.
+/// The share is squared: a query that says all of what a summary says
+/// ("list pull requests" for "List pull requests") must beat one that says
+/// a part of a longer one ("List pull requests associated with a commit").
 const NAME_COVERAGE_WEIGHT: f64 = 24.0;
 const SUMMARY_COVERAGE_WEIGHT: f64 = 40.0;
 const ROUTE_COVERAGE_WEIGHT: f64 = 40.0;
@@ -712,6 +712,7 @@ impl SearchIndex {
             if packed == 0 {
                 continue;
             }
+            let bits = token_bits(packed);
             for posting in &term.postings {
                 let doc = posting.doc();
                 let field = levels
@@ -721,7 +722,7 @@ impl SearchIndex {
                     raise_levels(field, packed, query.tokens.len());
                 }
                 if let Some(tokens) = touched.get_mut(doc) {
-                    *tokens |= token_bits(packed);
+                    *tokens |= bits;
                 }
             }
         }

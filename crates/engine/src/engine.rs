@@ -462,54 +462,69 @@ impl Engine {
         live: &Arc<LiveExecution>,
         events: &mut mpsc::UnboundedReceiver<RunEvent>,
     ) -> Value {
-        match events.recv().await {
-            Some(RunEvent::Paused(pending)) => {
-                // Calls accepted a moment ago answer first, so that the
-                // journal saved with the pause holds them.
-                live.gate.until_paused_or_idle().await;
-                // The gate's journal now, not when the pause was queued: a
-                // call decided since may have answered meanwhile.
-                let journal = live.gate.journal_entries();
-                let dropped = live.gate.journal_overflowed();
-                let Some(saved) = live.update(|s| {
-                    s.state = ExecutionState::Waiting(pending.clone());
-                    s.journal = journal;
-                    s.journal_dropped = dropped;
-                }) else {
-                    return internal_error("execution state lock poisoned", &"poisoned");
-                };
-                self.executions.register(&saved.id, live.clone());
-                if let Err(e) = self.save(&saved).await {
-                    return internal_error("could not save paused execution", &e);
+        loop {
+            let pending = match events.recv().await {
+                Some(RunEvent::Paused(pending)) => pending,
+                Some(RunEvent::Finished(outcome)) => {
+                    return envelope::render(&outcome, self.text_limits);
                 }
-                if !live.persisting.swap(true, Ordering::AcqRel) {
-                    // Detached: it ends with the run (the journal closes).
-                    tokio::spawn(persist_journal(self.store.clone(), Arc::downgrade(live)));
+                None => {
+                    return internal_error("execution runner stopped without an answer", &"closed");
                 }
-                let record = ExecutionRecord {
-                    status: ExecutionStatus::WaitingForInteraction,
-                    ..execution_record(
-                        &saved.owner_context(),
-                        &saved.id,
-                        &saved.code,
-                        &RunOutcome::failed(String::new()),
-                        Vec::new(),
-                        now_ms(),
-                        0,
-                    )
-                };
-                let record = ExecutionRecord {
-                    error: None,
-                    ..record
-                };
-                if let Err(e) = self.store.insert_execution(record).await {
-                    return internal_error("could not record execution", &e);
-                }
-                paused_envelope(&saved.id, &pending, self.approval_preview_chars)
+            };
+            // Calls accepted a moment ago answer first, so that the journal
+            // saved with the pause holds them. Meanwhile this call may have
+            // stopped waiting (timed out, or the run ended): then its pause
+            // is stale, and the next event says what happened.
+            live.gate.until_paused_or_idle().await;
+            if live.gate.is_waiting(pending.index) {
+                return self.report_pause(live, &pending).await;
             }
-            Some(RunEvent::Finished(outcome)) => envelope::render(&outcome, self.text_limits),
-            None => internal_error("execution runner stopped without an answer", &"closed"),
         }
+    }
+
+    /// Saves a paused execution (with its journal as it is now: a call
+    /// decided since the pause was queued may have answered) and answers
+    /// with the paused envelope.
+    async fn report_pause(
+        &self,
+        live: &Arc<LiveExecution>,
+        pending: &crate::execution::PendingCall,
+    ) -> Value {
+        let journal = live.gate.journal_entries();
+        let dropped = live.gate.journal_overflowed();
+        let Some(saved) = live.update(|s| {
+            s.state = ExecutionState::Waiting(pending.clone());
+            s.journal = journal;
+            s.journal_dropped = dropped;
+        }) else {
+            return internal_error("execution state lock poisoned", &"poisoned");
+        };
+        self.executions.register(&saved.id, live.clone());
+        if let Err(e) = self.save(&saved).await {
+            return internal_error("could not save paused execution", &e);
+        }
+        if !live.persisting.swap(true, Ordering::AcqRel) {
+            // Detached: it ends with the run (the journal closes).
+            tokio::spawn(persist_journal(self.store.clone(), Arc::downgrade(live)));
+        }
+        let record = ExecutionRecord {
+            status: ExecutionStatus::WaitingForInteraction,
+            error: None,
+            ..execution_record(
+                &saved.owner_context(),
+                &saved.id,
+                &saved.code,
+                &RunOutcome::failed(String::new()),
+                Vec::new(),
+                now_ms(),
+                0,
+            )
+        };
+        if let Err(e) = self.store.insert_execution(record).await {
+            return internal_error("could not record execution", &e);
+        }
+        paused_envelope(&saved.id, pending, self.approval_preview_chars)
     }
 
     async fn save(&self, saved: &SavedExecution) -> Result<(), executor_store::StoreError> {

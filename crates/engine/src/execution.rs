@@ -286,7 +286,7 @@ impl ApprovalGate {
     /// moment ago may still be running beside the next one that waits
     /// (two approvals of one `Promise.all`), and the saved journal must
     /// hold its answer, or a restart would replay it and call the tool a
-    /// second time. Bounded by that call's own time limits.
+    /// second time. Bounded by the run's wall clock.
     pub(crate) async fn until_paused_or_idle(&self) {
         loop {
             let changed = self.calls_changed.notified();
@@ -299,6 +299,11 @@ impl ApprovalGate {
             }
             changed.await;
         }
+    }
+
+    /// Whether call `index` still waits for a human.
+    pub(crate) fn is_waiting(&self, index: usize) -> bool {
+        self.waiting.lock().is_ok_and(|w| w.contains_key(&index))
     }
 
     fn all_waiting(waiting: &HashMap<usize, oneshot::Sender<Decision>>, active: usize) -> bool {
@@ -907,6 +912,35 @@ mod tests {
         }
         assert!(gate.journal_overflowed());
         assert!(gate.journal_entries().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_pause_waits_for_the_calls_still_running_beside_it() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let gate = Arc::new(ApprovalGate::new(
+            tx,
+            Vec::new(),
+            Vec::new(),
+            APPROVAL_WINDOW,
+        ));
+        // Two calls of one Promise.all: one accepted and still running, one
+        // waiting for a human.
+        let running = gate.call_started();
+        let _waiting_call = gate.call_started();
+        let decision = gate.decide(1, "a.b", &json!({}));
+        assert!(gate.is_waiting(1));
+        let until = gate.until_paused_or_idle();
+        tokio::pin!(until);
+        let early = tokio::time::timeout(Duration::from_millis(50), until.as_mut()).await;
+        assert!(early.is_err(), "not a pause while a call still runs");
+        drop(running);
+        tokio::time::timeout(Duration::from_secs(5), until)
+            .await
+            .expect("a pause once every call in flight waits");
+        // Answered, the call waits no more: a pause queued for it is stale.
+        assert!(gate.answer(1, Decision::Accept));
+        assert!(!gate.is_waiting(1));
+        assert_eq!(decision.await, Decision::Accept);
     }
 
     #[test]

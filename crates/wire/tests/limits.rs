@@ -330,26 +330,40 @@ async fn metrics_needs_the_metrics_token_when_one_is_set() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_carries_a_request_id_and_a_clients_own_is_kept() {
+    use tower::ServiceExt;
     let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
     let alice = f.bearer("alice@example.com").await;
-    // Ours, distinct per request, on every route (a refusal too).
+    // One router, as a server has: ours are one prefix and a counter, a
+    // new id per request, on every route (a refusal too).
+    let router = executor_wire::router(f.app.clone());
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let res = f.send(mcp(&alice, "GET", None)).await;
+        let res = router
+            .clone()
+            .oneshot(mcp(&alice, "GET", None))
+            .await
+            .unwrap();
         assert_eq!(res.status(), StatusCode::BAD_REQUEST);
         ids.push(res.headers()["x-request-id"].to_str().unwrap().to_string());
     }
     let health = Request::get("/healthz").body(Body::empty()).unwrap();
-    let res = f.send(health).await;
+    let res = router.clone().oneshot(health).await.unwrap();
     ids.push(res.headers()["x-request-id"].to_str().unwrap().to_string());
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), 4, "{ids:?}");
+    let prefix = ids[0].rsplit_once('-').map(|(p, _)| p.to_string()).unwrap();
+    let counters: Vec<u64> = ids
+        .iter()
+        .map(|id| {
+            let (p, n) = id.rsplit_once('-').unwrap();
+            assert_eq!(p, prefix, "{ids:?}");
+            n.parse().unwrap()
+        })
+        .collect();
+    assert!(counters.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     // The client's own is echoed back.
     let mut request = mcp(&alice, "GET", None);
     request
         .headers_mut()
         .insert("x-request-id", "client-trace-42".parse().unwrap());
-    let res = f.send(request).await;
+    let res = router.oneshot(request).await.unwrap();
     assert_eq!(res.headers()["x-request-id"], "client-trace-42");
 }
