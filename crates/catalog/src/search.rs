@@ -63,6 +63,13 @@ const DEPTH_COST: f64 = 1.0;
 /// repository" against `GET /repos/{owner}/{repo}/forks`): enough to order
 /// tools that match alike.
 const VERB_MISMATCH_COST: f64 = 15.0;
+/// What a tool gains when the head of the query's object (see
+/// [`object_head`]) names the resource its route acts on (see
+/// [`object_of`]) rather than only a parent: "list members of a group" is
+/// about `/groups/{id}/members`, not `/groups`, though both say both words;
+/// "delete an email" about `/me/messages/{id}`, not `…/emailMethods/{id}`.
+/// Half a coverage share: it orders tools that match alike.
+const OBJECT_WEIGHT: f64 = 20.0;
 /// What a route or a query says is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verb {
@@ -108,8 +115,9 @@ fn verb_of(word: &str) -> Verb {
 fn query_verb(word: &str, imperative: bool) -> Verb {
     let verb = match word {
         "search" | "query" => Verb::List,
-        "check" | "view" | "see" | "count" | "who" | "what" | "which" | "how" | "where"
-        | "when" => Verb::Get,
+        "check" | "view" | "see" | "count" | "download" | "who" | "what" | "which" | "how"
+        | "where" => Verb::Get,
+        "upload" => Verb::Update,
         _ => verb_of(word),
     };
     if verb != Verb::None {
@@ -144,9 +152,25 @@ const STOPWORDS: [&str; 22] = [
     "a", "an", "the", "to", "for", "of", "in", "on", "at", "by", "from", "into", "with", "and",
     "or", "is", "be", "this", "that", "some", "all", "its",
 ];
+/// Stopwords that, in an identifier, make it name something else:
+/// `allChannels` is not `channels`, `removeAllLabels` not `removeLabel`.
+const QUANTIFIERS: [&str; 2] = ["all", "some"];
+/// More words a person writes in a query that say nothing about the tool
+/// ("find times *when* attendees *are* free", "a user*'s* photo"):
+/// prepositions, pronouns, auxiliaries and the tails of possessives and
+/// contractions. In a long query each would count towards the tokens a
+/// tool must match, and short ones ("i", "as", "s") match the start of
+/// countless terms. Indexed text keeps them: in identifiers they are
+/// parts of names (`iOS`, `hasAttachments`).
+const QUERY_FILLERS: [&str; 22] = [
+    "as", "across", "about", "via", "within", "i", "we", "you", "it", "are", "was", "were", "has",
+    "have", "had", "do", "does", "can", "when", "another", "s", "t",
+];
 /// Query words and their usual short forms in API names; these match as if
-/// the word itself were there.
-const ABBREVIATIONS: [(&str, &[&str]); 8] = [
+/// the word itself were there. They are listed rather than guessed: a term
+/// that starts a query word is as often the first half of a compound
+/// ("share" in "sharepoint", "mail" in "mailbox") as an abbreviation.
+const ABBREVIATIONS: [(&str, &[&str]); 18] = [
     ("repository", &["repo"]),
     ("organization", &["org"]),
     ("configuration", &["config"]),
@@ -155,10 +179,20 @@ const ABBREVIATIONS: [(&str, &[&str]); 8] = [
     ("application", &["app"]),
     ("environment", &["env"]),
     ("information", &["info"]),
+    ("administrator", &["admin"]),
+    ("parameter", &["param"]),
+    ("specification", &["spec"]),
+    ("statistics", &["stats"]),
+    ("description", &["desc"]),
+    ("document", &["doc"]),
+    ("directory", &["dir"]),
+    ("message", &["msg"]),
+    ("certificate", &["cert"]),
+    ("attribute", &["attr"]),
 ];
 /// Query words and what the tools usually call the same thing. An
 /// alternative matches at most at the prefix level, below the word itself.
-const SYNONYMS: [(&str, &[&str]); 32] = [
+const SYNONYMS: [(&str, &[&str]); 36] = [
     ("open", &["create"]),
     ("make", &["create"]),
     ("new", &["create"]),
@@ -179,8 +213,8 @@ const SYNONYMS: [(&str, &[&str]); 32] = [
     ("retrieve", &["get"]),
     ("show", &["get"]),
     ("read", &["get"]),
-    ("download", &["content", "get"]),
-    ("upload", &["content", "update"]),
+    ("download", &["content"]),
+    ("upload", &["content"]),
     ("find", &["search", "list"]),
     ("trigger", &["dispatch"]),
     ("approve", &["review"]),
@@ -191,6 +225,10 @@ const SYNONYMS: [(&str, &[&str]); 32] = [
     ("meeting", &["event"]),
     ("file", &["item"]),
     ("profile", &["user"]),
+    ("folder", &["child"]),
+    ("share", &["invite", "permission"]),
+    ("sharepoint", &["site"]),
+    ("onedrive", &["drive"]),
 ];
 /// The first fields are short identifiers, where a query token may span a
 /// term boundary ("pullrequest" against `pull_request`); scanning their joined
@@ -202,9 +240,6 @@ const MAX_QUERY_TOKENS: usize = 16;
 /// Shorter tokens ("a", "id", "to") are contained in too many words for a
 /// substring hit to mean anything; they must match a term's start.
 const MIN_CONTAINS_LEN: usize = 3;
-/// A term this long that starts a query token stands for it ("repo" for
-/// "repository"; shorter ones are listed in [`ABBREVIATIONS`]).
-const MIN_ABBREVIATION_LEN: usize = 4;
 /// Very long descriptions add little ranking signal but cost memory and time.
 const MAX_DESCRIPTION_BYTES: usize = 4096;
 /// Only sixteen tokens count, so splitting more text than this is wasted.
@@ -259,8 +294,24 @@ fn lookup(
         .map_or(&[][..], |(_, alts)| *alts)
 }
 
+/// The [`SYNONYMS`] of a query word. A word stands for a route verb
+/// ("change" for `update`) only where a verb stands, first: "subscribe to
+/// change notifications" is not about updating anything.
+fn synonyms(word: &str, leading: bool) -> Vec<&'static str> {
+    lookup(&SYNONYMS, word)
+        .iter()
+        .copied()
+        .filter(|alt| leading || verb_of(alt) == Verb::None)
+        .collect()
+}
+
 fn is_stopword(term: &str) -> bool {
     STOPWORDS.contains(&term)
+}
+
+/// A stopword or a [`QUERY_FILLERS`] word.
+fn is_filler(word: &str) -> bool {
+    is_stopword(word) || QUERY_FILLERS.contains(&word)
 }
 
 /// The first line of a description, if it is short enough to be a title.
@@ -338,9 +389,9 @@ fn is_hump(prev: char, cur: char, next: Option<char>) -> bool {
 
 fn flush(current: &mut String, found: &mut dyn FnMut(&str)) {
     if !current.is_empty() {
-        // Stopwords stay whole so that they are recognised ("this" is not
-        // the plural of "thi").
-        if !is_stopword(current) {
+        // Stopwords and fillers stay whole so that they are recognised
+        // ("this" is not the plural of "thi", nor "does" of "doe").
+        if !is_filler(current) {
             singular(current);
         }
         found(current);
@@ -348,11 +399,19 @@ fn flush(current: &mut String, found: &mut dyn FnMut(&str)) {
     }
 }
 
+/// Plurals not made with an `s` that APIs use for collections, and their
+/// singulars (`/items/{id}/children`, `/me/people`).
+pub const IRREGULAR_PLURALS: [(&str, &str); 2] = [("children", "child"), ("people", "person")];
+
 /// A light plural stemmer, so "issue" finds `issues.create` exactly and
 /// "policies" finds `policy`: `-ies` → `-y`, a final `s` dropped (not `ss`,
-/// and not from short words like `bus`… `gas`: only words over 3 letters).
+/// and not from short words like `bus`… `gas`: only words over 3 letters),
+/// and the [`IRREGULAR_PLURALS`].
 fn singular(term: &mut String) {
-    if term.len() > 4 && term.ends_with("ies") {
+    if let Some((_, one)) = IRREGULAR_PLURALS.iter().find(|(many, _)| term == many) {
+        term.clear();
+        term.push_str(one);
+    } else if term.len() > 4 && term.ends_with("ies") {
         term.truncate(term.len() - 3);
         term.push('y');
     } else if term.len() > 3
@@ -525,8 +584,9 @@ struct Field {
 impl Field {
     /// Adds the terms of `text` to the vocabulary; returns how many
     /// distinct ones it has, and leaves their joined form in
-    /// `scratch.compact`.
-    fn index(text: &str, posting: Posting, scratch: &mut Scratch) -> u8 {
+    /// `scratch.compact`. In an `identifier`, the [`QUANTIFIERS`] are not
+    /// indexed but count: `allChannels` says more than `channels`.
+    fn index(text: &str, posting: Posting, identifier: bool, scratch: &mut Scratch) -> u8 {
         let Scratch {
             vocabulary,
             buffer,
@@ -536,15 +596,18 @@ impl Field {
         } = scratch;
         compact.clear();
         ids.clear();
+        let mut quantifiers = 0;
         each_term(text, buffer, &mut |term| {
             if !is_stopword(term) {
                 compact.push_str(term);
                 ids.push(vocabulary.add(term, posting));
+            } else if identifier && QUANTIFIERS.contains(&term) {
+                quantifiers += 1;
             }
         });
         ids.sort_unstable();
         ids.dedup();
-        u8::try_from(ids.len()).unwrap_or(u8::MAX)
+        u8::try_from(ids.len() + quantifiers).unwrap_or(u8::MAX)
     }
 
     /// The kept form of the text [`Field::index`] just indexed.
@@ -570,7 +633,14 @@ struct Doc {
     /// The verb the route starts with (see [`verb_of`]).
     verb: Verb,
     depth: u8,
+    /// The vocabulary ids of the route's object and, for an action, of
+    /// the resource it acts on (see [`object_of`]), or [`NO_TERM`].
+    object: u32,
+    target: u32,
 }
+
+/// A document whose route names no object.
+const NO_TERM: u32 = u32::MAX;
 
 impl Doc {
     fn new(doc: &SearchDoc<'_>, index: usize, scratch: &mut Scratch) -> Doc {
@@ -589,12 +659,19 @@ impl Doc {
         for (field, text) in texts.into_iter().enumerate() {
             // Fewer than eight fields, so the narrowing holds.
             let posting = Posting::new(doc_id, field as u8);
-            distinct[field] = Field::index(text, posting, scratch);
+            let identifier = field == NAME_FIELD || field == ROUTE_FIELD;
+            distinct[field] = Field::index(text, posting, identifier, scratch);
             if let Some(slot) = kept.get_mut(field) {
                 *slot = Some(Field::keep(scratch));
             }
         }
         let fields = kept.map(Option::unwrap_or_default);
+        let verb = doc
+            .route
+            .split_whitespace()
+            .next()
+            .map_or(Verb::None, verb_of);
+        let (object, target) = object_of(doc.route, verb, scratch);
         Doc {
             integration: scratch.integration(doc.integration),
             path: doc.path.clone(),
@@ -602,12 +679,10 @@ impl Doc {
             name_terms: distinct[NAME_FIELD],
             summary_terms: distinct[SUMMARY_FIELD],
             route_terms: distinct[ROUTE_FIELD],
-            verb: doc
-                .route
-                .split_whitespace()
-                .next()
-                .map_or(Verb::None, verb_of),
+            verb,
             depth: doc.depth,
+            object,
+            target,
         }
     }
 
@@ -625,8 +700,71 @@ impl Doc {
     }
 }
 
+/// The terms a route's last segments end with: the head noun of the
+/// resource the operation acts on (`message` in "list me messages",
+/// `folder` in "list me mailFolders"), where the segments before it only
+/// say where the resource lives. A route without a verb ends with an
+/// action ("me messages move", "me sendMail"), whose own head is the
+/// object, and the resource before it is the target it acts on. The
+/// route's terms are already in the vocabulary.
+fn object_of(route: &str, verb: Verb, scratch: &mut Scratch) -> (u32, u32) {
+    let mut words = route.split_whitespace();
+    if verb != Verb::None {
+        words.next();
+    }
+    let (Some(last), before) = (words.next_back(), words.next_back()) else {
+        return (NO_TERM, NO_TERM);
+    };
+    let target = before.filter(|_| verb == Verb::None);
+    (
+        head_term(last, scratch),
+        target.map_or(NO_TERM, |w| head_term(w, scratch)),
+    )
+}
+
+/// The vocabulary id of the last meaningful term of a route word
+/// (`folder` of `mailFolders`, `member` of `memberOf`).
+fn head_term(word: &str, scratch: &mut Scratch) -> u32 {
+    let Scratch {
+        vocabulary, buffer, ..
+    } = scratch;
+    let mut head = NO_TERM;
+    each_term(word, buffer, &mut |term| {
+        if let Some(&id) = vocabulary.ids.get(term).filter(|_| !is_stopword(term)) {
+            head = u32::try_from(id).unwrap_or(NO_TERM);
+        }
+    });
+    head
+}
+
 /// The best level each query token reached in each field of one document.
 type DocLevels = [[u8; MAX_QUERY_TOKENS]; FIELD_COUNT];
+
+/// What matching the vocabulary found, per document.
+struct Matches {
+    levels: Vec<DocLevels>,
+    /// Which query tokens (one bit each) the document's terms matched.
+    touched: Vec<u16>,
+    /// How many distinct terms of each field some query token matched at
+    /// least as a prefix.
+    covered: Vec<[u8; FIELD_COUNT]>,
+    /// Per vocabulary term, the levels of the query tokens against it,
+    /// packed as by [`Query::pack_levels`].
+    terms: Vec<u32>,
+}
+
+/// What matching the vocabulary found in one document, besides its levels.
+#[derive(Clone, Copy, Default)]
+struct Found {
+    /// Whether any vocabulary term reached the document.
+    touched: bool,
+    /// See [`Matches::covered`].
+    covered: [u8; FIELD_COUNT],
+    /// The packed levels of the query tokens against the document's object
+    /// and target (see [`object_of`]).
+    object: u32,
+    target: u32,
+}
 
 /// The searchable catalogue, built once per tool-set change.
 pub struct SearchIndex {
@@ -675,23 +813,18 @@ impl SearchIndex {
         let namespace = namespace
             .map(|ns| ns.trim().trim_end_matches('.'))
             .filter(|ns| !ns.is_empty());
-        let Some(query) = Query::parse(query) else {
+        let Some(mut query) = Query::parse(query) else {
             return self.listing(namespace);
         };
-        let in_scope = |doc: &Doc| namespace.is_none_or(|ns| doc.in_namespace(ns));
-        let (mut levels, touched) = self.match_terms(&query);
-        let weights = query.token_weights(&touched);
-        let mut hits: Vec<(usize, f64)> = self
-            .docs
-            .iter()
-            .zip(levels.iter_mut().zip(touched))
-            .enumerate()
-            .filter(|(_, (doc, _))| in_scope(doc))
-            .filter_map(|(i, (doc, (doc_levels, touched)))| {
-                let score = query.score_candidate(doc, doc_levels, touched != 0, &weights)?;
-                Some((i, score))
-            })
-            .collect();
+        let mut matches = self.match_terms(&query);
+        let weights = query.token_weights(&matches.touched);
+        let mut hits = self.score_all(&query, &mut matches, &weights, namespace);
+        // A long query some of whose words no tool says still finds the
+        // tools that say the most of it, rather than nothing.
+        while hits.is_empty() && query.required > 1 {
+            query.required -= 1;
+            hits = self.score_all(&query, &mut matches, &weights, namespace);
+        }
         // Ranks are distinct, so the order is total and need not be stable.
         hits.sort_unstable_by(|a, b| {
             b.1.total_cmp(&a.1)
@@ -700,33 +833,79 @@ impl SearchIndex {
         hits
     }
 
+    /// The hits among the documents in scope, unordered.
+    fn score_all(
+        &self,
+        query: &Query,
+        matches: &mut Matches,
+        weights: &[f64],
+        namespace: Option<&str>,
+    ) -> Vec<(usize, f64)> {
+        let in_scope = |doc: &Doc| namespace.is_none_or(|ns| doc.in_namespace(ns));
+        let Matches {
+            levels,
+            touched,
+            covered,
+            terms,
+        } = matches;
+        self.docs
+            .iter()
+            .zip(levels.iter_mut().zip(touched.iter()))
+            .zip(covered.iter())
+            .enumerate()
+            .filter(|(_, ((doc, _), _))| in_scope(doc))
+            .filter_map(|(i, ((doc, (doc_levels, &touched)), &covered))| {
+                let levels_of = |id: u32| {
+                    let term = usize::try_from(id).ok().and_then(|t| terms.get(t));
+                    term.copied().unwrap_or(0)
+                };
+                let found = Found {
+                    touched: touched != 0,
+                    covered,
+                    object: levels_of(doc.object),
+                    target: levels_of(doc.target),
+                };
+                let score = query.score_candidate(doc, doc_levels, found, weights)?;
+                Some((i, score))
+            })
+            .collect()
+    }
+
     /// Compares the query with each distinct term once and walks only the
     /// postings of the terms it matches, so documents without a matching
-    /// term cost nothing here. Returns every document's levels and which
-    /// query tokens (one bit each) its terms matched.
-    fn match_terms(&self, query: &Query) -> (Vec<DocLevels>, Vec<u16>) {
-        let mut levels = vec![[[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT]; self.docs.len()];
-        let mut touched = vec![0u16; self.docs.len()];
-        for term in &self.terms {
+    /// term cost nothing here.
+    fn match_terms(&self, query: &Query) -> Matches {
+        let count = self.docs.len();
+        let mut matches = Matches {
+            levels: vec![[[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT]; count],
+            touched: vec![0u16; count],
+            covered: vec![[0u8; FIELD_COUNT]; count],
+            terms: vec![0; self.terms.len()],
+        };
+        for (term, packed_levels) in self.terms.iter().zip(matches.terms.iter_mut()) {
             let packed = query.pack_levels(term);
             if packed == 0 {
                 continue;
             }
+            *packed_levels = packed;
             let bits = token_bits(packed);
+            let strong = covers(packed);
             for posting in &term.postings {
-                let doc = posting.doc();
-                let field = levels
-                    .get_mut(doc)
-                    .and_then(|fields| fields.get_mut(posting.field()));
-                if let Some(field) = field {
-                    raise_levels(field, packed, query.tokens.len());
+                let (doc, field) = (posting.doc(), posting.field());
+                let levels = matches.levels.get_mut(doc).and_then(|f| f.get_mut(field));
+                if let Some(levels) = levels {
+                    raise_levels(levels, packed, query.tokens.len());
                 }
-                if let Some(tokens) = touched.get_mut(doc) {
+                if let Some(tokens) = matches.touched.get_mut(doc) {
                     *tokens |= bits;
+                }
+                let covered = matches.covered.get_mut(doc).and_then(|c| c.get_mut(field));
+                if let (true, Some(covered)) = (strong, covered) {
+                    *covered = covered.saturating_add(1);
                 }
             }
         }
-        (levels, touched)
+        matches
     }
 
     /// An empty query lists the namespace (or everything) in path order.
@@ -746,27 +925,30 @@ struct Query {
     token_pairs: Vec<PairMask>,
     /// Per token, the synonyms it also matches (see [`SYNONYMS`]) and its
     /// abbreviations (see [`ABBREVIATIONS`]).
-    alternatives: Vec<&'static [&'static str]>,
+    alternatives: Vec<Vec<&'static str>>,
     abbreviations: Vec<&'static [&'static str]>,
     /// The tokens joined without separators, compared with `Field::compact`.
     compact: String,
     required: usize,
     /// The verb the query starts with, if it starts with one.
     verb: Verb,
+    /// The token that names what the query acts on (see [`object_head`]).
+    head: Option<usize>,
 }
 
 impl Query {
     /// None when the query has no searchable characters at all.
     fn parse(text: &str) -> Option<Query> {
         let text = clip(text, MAX_QUERY_BYTES);
-        let mut all = tokenize(text);
+        let mut all = query_terms(text);
+        let phrase_len = all.len();
         all.extend(hyphen_compounds(text));
         // "fork a repository", "reply to an email": a word and then a
         // function word is a verb and its object, not a noun phrase.
-        let imperative = all.get(1).is_some_and(|w| is_stopword(w) || w == "my");
-        let meaningful: Vec<String> = all.iter().filter(|t| !is_stopword(t)).cloned().collect();
+        let imperative = all.get(1).is_some_and(|w| is_filler(w) || w == "my");
+        let meaningful: Vec<String> = all.iter().filter(|t| !is_filler(t)).cloned().collect();
         let words = if meaningful.is_empty() {
-            all
+            all.clone()
         } else {
             meaningful
         };
@@ -782,16 +964,24 @@ impl Query {
         if tokens.is_empty() {
             return None;
         }
+        let verb = match tokens.first() {
+            Some(first) if tokens.len() > 1 => query_verb(first, imperative),
+            _ => Verb::None,
+        };
+        let head = object_head(&all[..phrase_len], verb != Verb::None)
+            .and_then(|head| tokens.iter().position(|t| t == head));
         Some(Query {
             token_pairs: tokens.iter().map(|t| PairMask::of(t)).collect(),
-            alternatives: tokens.iter().map(|t| lookup(&SYNONYMS, t)).collect(),
+            alternatives: tokens
+                .iter()
+                .enumerate()
+                .map(|(t, token)| synonyms(token, t == 0))
+                .collect(),
             abbreviations: tokens.iter().map(|t| lookup(&ABBREVIATIONS, t)).collect(),
             compact: tokens.concat(),
             required: required_matches(tokens.len()),
-            verb: match tokens.first() {
-                Some(first) if tokens.len() > 1 => query_verb(first, imperative),
-                _ => Verb::None,
-            },
+            verb,
+            head,
             tokens,
         })
     }
@@ -806,7 +996,7 @@ impl Query {
                 level = EXACT;
             }
             if level < PREFIX {
-                let alternatives = self.alternatives.get(t).copied().unwrap_or_default();
+                let alternatives = self.alternatives.get(t).map_or(&[][..], Vec::as_slice);
                 if alternatives.iter().any(|alt| *term.text == **alt) {
                     level = PREFIX;
                 }
@@ -816,19 +1006,19 @@ impl Query {
     }
 
     /// Finishes matching one document and scores it; None when it is not a
-    /// hit. `touched` says whether any vocabulary term already reached it.
+    /// hit.
     fn score_candidate(
         &self,
         doc: &Doc,
         levels: &mut DocLevels,
-        touched: bool,
+        found: Found,
         weights: &[f64],
     ) -> Option<f64> {
         // Every short field is scanned for tokens spanning terms; the pair
         // masks make that nearly free.
         let spanned = self.match_across_terms(doc, levels);
-        if touched || spanned || self.equals_a_field(doc) {
-            self.score(doc, levels, weights)
+        if found.touched || spanned || self.equals_a_field(doc) {
+            self.score(doc, levels, &found, weights)
         } else {
             None
         }
@@ -889,7 +1079,8 @@ impl Query {
         idf.iter().map(|w| w / mean).collect()
     }
 
-    fn score(&self, doc: &Doc, levels: &DocLevels, weights: &[f64]) -> Option<f64> {
+    fn score(&self, doc: &Doc, levels: &DocLevels, found: &Found, weights: &[f64]) -> Option<f64> {
+        let covered = &found.covered;
         let count = self.tokens.len();
         let matched = (0..count)
             .filter(|&t| levels.iter().any(|field| field[t] != NONE))
@@ -914,25 +1105,51 @@ impl Query {
         for (f, weight) in FIELD_WEIGHTS.iter().enumerate() {
             score += weight * phrase_factor(phrase[f]);
         }
-        let covered = |field: usize, terms: u8| {
-            let matched = levels[field][..count]
+        // A field's terms the query covers: distinct terms matched (two
+        // query words for one term count once), and no more than the query
+        // words that matched them (one word matching two terms counts once).
+        let share = |field: usize, terms: u8| {
+            let tokens = levels[field][..count]
                 .iter()
                 .filter(|&&l| l >= PREFIX)
                 .count();
+            let matched = usize::from(covered[field]).min(tokens);
             if terms == 0 {
                 0.0
             } else {
                 (matched as f64 / f64::from(terms)).min(1.0).powi(2)
             }
         };
-        score += NAME_COVERAGE_WEIGHT * covered(NAME_FIELD, doc.name_terms);
-        score += SUMMARY_COVERAGE_WEIGHT * covered(SUMMARY_FIELD, doc.summary_terms);
-        score += ROUTE_COVERAGE_WEIGHT * covered(ROUTE_FIELD, doc.route_terms);
+        score += NAME_COVERAGE_WEIGHT * share(NAME_FIELD, doc.name_terms);
+        score += SUMMARY_COVERAGE_WEIGHT * share(SUMMARY_FIELD, doc.summary_terms);
+        score += ROUTE_COVERAGE_WEIGHT * share(ROUTE_FIELD, doc.route_terms);
+        score += OBJECT_WEIGHT * token_factor(self.object_level(doc, found));
         score -= DEPTH_COST * f64::from(doc.depth);
         if verbs_conflict(self.verb, doc.verb) {
             score -= VERB_MISMATCH_COST;
         }
         Some(score)
+    }
+
+    /// How well the query names a route's object: by its head; or by its
+    /// verb when the verb stands for an object ("download" for `GET
+    /// …/content`), at most as well as a prefix, since a verb said as a noun
+    /// ("reply" against `…/replies`) names less than the head does; or how
+    /// its head names an action's target ("reply to an email": `POST
+    /// /me/messages/{id}/reply`). That the verb names an action is in the
+    /// match already.
+    fn object_level(&self, doc: &Doc, found: &Found) -> u8 {
+        // Masked to two bits, so the narrowing cannot lose anything.
+        let level = |packed: u32, t: usize| ((packed >> (2 * t)) & 0b11) as u8;
+        let by_head = |packed| self.head.map_or(NONE, |t| level(packed, t));
+        let by_verb = if self.verb == Verb::None || doc.verb == Verb::None {
+            NONE
+        } else {
+            level(found.object, 0).min(PREFIX)
+        };
+        by_head(found.object)
+            .max(by_verb)
+            .max(by_head(found.target))
     }
 
     /// How the whole query phrase matches a field. The substring scan is only
@@ -960,9 +1177,6 @@ fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
         } else {
             PREFIX
         }
-    } else if term.text.len() >= MIN_ABBREVIATION_LEN && starts_with(token, &term.text) {
-        // The term abbreviates the token: `repo` for "repository".
-        PREFIX
     } else if token.len() >= MIN_CONTAINS_LEN
         && term.pairs.may_contain(token_pairs)
         && contains(&term.text, token)
@@ -971,6 +1185,59 @@ fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
     } else {
         NONE
     }
+}
+
+/// The head of the query's object: the last word of the first noun phrase
+/// after the verb, where a function word ends the phrase. "list *my email
+/// messages* in a folder" is about messages, "list *members* of a group" about
+/// members, "list *conditional access policies*" about policies.
+fn object_head(words: &[String], has_verb: bool) -> Option<&str> {
+    let mut rest = words
+        .iter()
+        .skip_while(|w| is_filler(w))
+        .skip(usize::from(has_verb))
+        .skip_while(|w| is_filler(w) || *w == "my")
+        .peekable();
+    let mut head = None;
+    // A possessive goes on ("a user's manager" is about the manager).
+    while let Some(word) = rest.next_if(|w| !is_filler(w) || *w == "s") {
+        if word != "s" {
+            head = Some(word.as_str());
+        }
+    }
+    head
+}
+
+/// Splits a query as [`tokenize`] does, except that a word a person writes
+/// in PascalCase is a name ("SharePoint", "OneDrive", "OneNote") and stays
+/// one term, as APIs write them (`/me/onenote`): split, "SharePoint" would
+/// be about sharing and "OneNote" about notes. camelCase words
+/// ("listMessages") are identifiers and are split.
+fn query_terms(text: &str) -> Vec<String> {
+    let mut terms = Vec::new();
+    let mut buffer = String::new();
+    let words = text.split(|c: char| !c.is_alphanumeric());
+    for word in words.filter(|w| !w.is_empty()) {
+        if is_pascal_name(word) {
+            let mut whole = word.to_lowercase();
+            singular(&mut whole);
+            terms.push(whole);
+        } else {
+            each_term(word, &mut buffer, &mut |term| terms.push(term.to_string()));
+        }
+    }
+    terms
+}
+
+/// An uppercase letter, then a lowercase one followed by an uppercase one:
+/// "SharePoint", not "Teams", "API" or "listMessages".
+fn is_pascal_name(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(char::is_uppercase)
+        && word
+            .chars()
+            .zip(word.chars().skip(1))
+            .any(|(a, b)| a.is_lowercase() && b.is_uppercase())
 }
 
 /// Hyphenated words of a query, joined: "to-do" is also `todo`, "e-mail"
@@ -986,6 +1253,12 @@ fn hyphen_compounds(text: &str) -> Vec<String> {
         })
         .filter(|joined| joined.len() >= MIN_CONTAINS_LEN)
         .collect()
+}
+
+/// Whether a packed set of levels matches some token at least as a prefix:
+/// the term then counts towards its field's coverage share.
+fn covers(packed: u32) -> bool {
+    (0..MAX_QUERY_TOKENS).any(|t| (packed >> (2 * t)) & 0b11 >= u32::from(PREFIX))
 }
 
 /// The tokens a packed set of levels matches at all, one bit each.
@@ -1048,8 +1321,8 @@ mod tests {
     #[test]
     fn plurals_match_singulars() {
         assert_eq!(
-            tokenize("issues policies class bus"),
-            ["issue", "policy", "class", "bus"]
+            tokenize("issues policies class bus children"),
+            ["issue", "policy", "class", "bus", "child"]
         );
     }
 
@@ -1341,7 +1614,8 @@ mod tests {
             more[field][1] = EXACT;
         }
         let weights = [1.0, 1.0];
-        let score = |doc: &Doc, levels: &DocLevels| query.score(doc, levels, &weights);
+        let score =
+            |doc: &Doc, levels: &DocLevels| query.score(doc, levels, &Found::default(), &weights);
         let (Some(more), Some(repeated)) = (score(&says_more, &more), score(&repeats, &levels))
         else {
             panic!("both are hits");
@@ -1415,6 +1689,146 @@ mod tests {
         let names: Vec<String> = (0..40).map(|i| format!("x.get{i}")).collect();
         docs.extend(names.iter().map(|n| doc(n, "get", "x", "Get")));
         assert_eq!(run(&docs, "get invoice", None)[..2], ["x.invoice", "x.get"]);
+    }
+
+    #[test]
+    fn a_query_whose_words_only_partly_match_still_finds_tools() {
+        let docs = [
+            doc("x.three", "alphaBravoCharlie", "x", ""),
+            doc("x.two", "alphaBravo", "x", ""),
+            doc("x.none", "zulu", "x", ""),
+        ];
+        // Five tokens, so three are required, and no tool says more than
+        // two: the tools that say the most still come back.
+        assert_eq!(
+            run(&docs, "alpha bravo delta echo foxtrot", None),
+            ["x.two", "x.three"]
+        );
+        // Nothing at all matches: nothing comes back.
+        assert!(run(&docs, "delta echo foxtrot", None).is_empty());
+    }
+
+    #[test]
+    fn the_route_object_outweighs_the_segments_before_it() {
+        // Alike but for which resource the route ends with, its object:
+        // the query is about members, so `/groups/{id}/members` answers
+        // before `/members/{id}/groups`, though its path sorts later.
+        let docs = [
+            route("list members groups", 3)(doc("g.a.list", "list", "g", "")),
+            route("list groups members", 3)(doc("g.b.list", "list", "g", "")),
+        ];
+        assert_eq!(
+            run(&docs, "list members of a group", None),
+            ["g.b.list", "g.a.list"]
+        );
+        assert_eq!(
+            run(&docs, "list groups of a member", None),
+            ["g.a.list", "g.b.list"]
+        );
+        // An action acts on the resource before it: moving a message is
+        // `…/messages/{id}/move`, not `…/mailFolders/{id}/move`.
+        let docs = [
+            route("me messages mailFolders move", 5)(doc("g.a.move", "move", "g", "")),
+            route("me mailFolders messages move", 5)(doc("g.b.move", "move", "g", "")),
+        ];
+        assert_eq!(run(&docs, "move a message", None)[0], "g.b.move");
+    }
+
+    #[test]
+    fn the_object_of_a_query_is_the_head_of_its_first_noun_phrase() {
+        let head = |query: &str, has_verb: bool| {
+            let words = query_terms(query);
+            object_head(&words, has_verb).map(str::to_string)
+        };
+        assert_eq!(
+            head("list members of a group", true).as_deref(),
+            Some("member")
+        );
+        assert_eq!(
+            head("get a user's manager", true).as_deref(),
+            Some("manager")
+        );
+        assert_eq!(
+            head("list my conditional access policies", true).as_deref(),
+            Some("policy")
+        );
+        assert_eq!(
+            head("find meeting times when all attendees are free", true).as_deref(),
+            Some("time")
+        );
+        assert_eq!(head("repository secrets", false).as_deref(), Some("secret"));
+    }
+
+    #[test]
+    fn pascal_case_names_stay_whole_in_queries() {
+        assert_eq!(
+            query_terms("SharePoint OneDrive listMessages Teams API"),
+            ["sharepoint", "onedrive", "list", "message", "team", "api"]
+        );
+        // Split, "SharePoint" would be about sharing.
+        let docs = [
+            route("get shares site", 3)(doc("g.a.sharesGetSite", "sharesGetSite", "g", "")),
+            route("get sites", 2)(doc("g.b.getSite", "getSite", "g", "")),
+        ];
+        assert_eq!(run(&docs, "get a SharePoint site", None)[0], "g.b.getSite");
+    }
+
+    #[test]
+    fn a_quantifier_makes_an_identifier_name_something_else() {
+        let docs = [
+            route("list teams allChannels", 3)(doc(
+                "t.a.listAllChannels",
+                "listAllChannels",
+                "t",
+                "",
+            )),
+            route("list teams channels", 3)(doc("t.b.listChannels", "listChannels", "t", "")),
+        ];
+        assert_eq!(
+            run(&docs, "list channels in a team", None)[0],
+            "t.b.listChannels"
+        );
+    }
+
+    #[test]
+    fn a_verb_synonym_stands_for_a_verb_only_where_a_verb_stands() {
+        // "change" is not "update" in "change notifications".
+        let docs = [
+            route("update subscriptions", 2)(doc(
+                "g.a.updateSubscription",
+                "updateSubscription",
+                "g",
+                "Update subscription",
+            )),
+            route("create subscriptions", 1)(doc(
+                "g.b.createSubscription",
+                "createSubscription",
+                "g",
+                "Create subscription",
+            )),
+        ];
+        assert_eq!(
+            run(&docs, "subscribe to change notifications", None)[0],
+            "g.b.createSubscription"
+        );
+        assert_eq!(
+            run(&docs, "change a subscription", None)[0],
+            "g.a.updateSubscription"
+        );
+    }
+
+    #[test]
+    fn coverage_counts_what_the_query_covers_of_a_tool_once() {
+        // "email" (through its synonym) and "message" both match
+        // `message`: the chat route still has a term the query leaves out.
+        let docs = [
+            route("list me chats messages", 4)(doc("g.a.listMessages", "listMessages", "g", "")),
+            route("list me messages", 2)(doc("g.b.listMessages", "listMessages", "g", "")),
+        ];
+        assert_eq!(
+            run(&docs, "list my email messages", None)[0],
+            "g.b.listMessages"
+        );
     }
 
     fn capitalise(word: &str) -> String {

@@ -158,6 +158,19 @@ pub fn result_response(id: &Value, result: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
 
+/// [`result_response`] written out, around a result that is JSON text
+/// already.
+pub fn result_response_text(id: &Value, result_json: &str) -> String {
+    let id = id.to_string();
+    let mut out = String::with_capacity(result_json.len() + id.len() + 36);
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(&id);
+    out.push_str(r#","result":"#);
+    out.push_str(result_json);
+    out.push('}');
+    out
+}
+
 pub fn error_response(id: &Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
 }
@@ -289,6 +302,16 @@ mod tests {
         assert!(refused.detail.unwrap().contains("has 4 messages"));
         // A single message is not a batch, whatever the limit.
         assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 0).is_ok());
+    }
+
+    #[test]
+    fn a_written_result_reads_as_the_built_one() {
+        for id in [json!(7), json!("a\"b"), Value::Null] {
+            let result = json!({ "tools": [{ "name": "execute" }] });
+            let text = result_response_text(&id, &result.to_string());
+            let parsed: Value = serde_json::from_str(&text).expect("JSON");
+            assert_eq!(parsed, result_response(&id, result));
+        }
     }
 
     #[test]

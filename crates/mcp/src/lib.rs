@@ -5,11 +5,13 @@
 mod approvals;
 mod jsonrpc;
 mod server;
+mod tool_list;
 pub mod versions;
 
 pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
 pub use jsonrpc::{
     Incoming, MAX_BATCH, Message, Method, Request, RpcError, error_response, notification, parse,
-    result_response, server_request,
+    result_response, result_response_text, server_request,
 };
 pub use server::{McpServer, RequestScope};
+pub use tool_list::ToolList;

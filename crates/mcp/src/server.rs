@@ -8,7 +8,10 @@ use executor_engine::{CallContext, Engine, ToolCallError};
 use serde_json::{Value, json};
 
 use crate::approvals::{self, Approvals};
-use crate::jsonrpc::{Method, Request, RpcError, error_response, result_response};
+use crate::jsonrpc::{
+    Method, Request, RpcError, error_response, result_response, result_response_text,
+};
+use crate::tool_list::ToolList;
 use crate::versions;
 
 const LOG_LEVELS: [&str; 8] = [
@@ -28,7 +31,7 @@ const LOG_LEVELS: [&str; 8] = [
 pub struct RequestScope<'a> {
     pub ctx: &'a CallContext,
     pub protocol_version: &'a str,
-    pub tools: Arc<Vec<Value>>,
+    pub tools: Arc<ToolList>,
     pub approvals: Approvals<'a>,
 }
 
@@ -36,7 +39,7 @@ pub struct McpServer {
     engine: Arc<Engine>,
     /// Tool lists by (inventory, native elicitation): sessions with the same
     /// integrations share one snapshot instead of a copy each.
-    tool_lists: Mutex<HashMap<ToolListKey, Arc<Vec<Value>>>>,
+    tool_lists: Mutex<HashMap<ToolListKey, Arc<ToolList>>>,
 }
 
 /// (integration inventory, native elicitation).
@@ -78,7 +81,7 @@ impl McpServer {
     /// The tool list for a caller, built from the engine and the caller's
     /// integration inventory (used when a runtime is built, and per request
     /// on the sessionless path).
-    pub async fn build_tool_list(&self, org_id: &str, native_elicitation: bool) -> Arc<Vec<Value>> {
+    pub async fn build_tool_list(&self, org_id: &str, native_elicitation: bool) -> Arc<ToolList> {
         let inventory = self.engine.integration_inventory(org_id).await;
         let key = (inventory, native_elicitation);
         let mut cache = self.tool_lists.lock().unwrap_or_else(|p| p.into_inner());
@@ -88,7 +91,9 @@ impl McpServer {
         if cache.len() >= TOOL_LIST_CACHE {
             cache.clear();
         }
-        let list = Arc::new(self.engine.tool_definitions(&key.0, native_elicitation));
+        let list = Arc::new(ToolList::new(
+            self.engine.tool_definitions(&key.0, native_elicitation),
+        ));
         cache.insert(key, list.clone());
         list
     }
@@ -114,6 +119,16 @@ impl McpServer {
         }
     }
 
+    /// [`McpServer::handle`], written out as JSON text. `tools/list` on a
+    /// session-based revision copies the snapshot's text written once
+    /// (see [`ToolList`]) instead of building and serialising a tree.
+    pub async fn handle_text(&self, scope: &RequestScope<'_>, req: &Request) -> String {
+        if req.method == Method::ToolsList && scope.protocol_version != versions::SESSIONLESS {
+            return result_response_text(&req.id, scope.tools.result_json());
+        }
+        self.handle(scope, req).await.to_string()
+    }
+
     async fn dispatch(&self, scope: &RequestScope<'_>, req: &Request) -> Result<Value, RpcError> {
         match &req.method {
             Method::Ping => Ok(json!({})),
@@ -127,7 +142,7 @@ impl McpServer {
                     ))),
                 }
             }
-            Method::ToolsList => Ok(json!({ "tools": *scope.tools })),
+            Method::ToolsList => Ok(json!({ "tools": scope.tools.tools() })),
             Method::ToolsCall => self.call_tool(scope, &req.params).await,
             Method::ServerDiscover => Ok(json!({
                 "supportedVersions": versions::ALL,

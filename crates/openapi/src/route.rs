@@ -6,6 +6,7 @@
 //! resource. [`route_hint`] turns them into words search can match.
 
 use executor_catalog::RouteHint;
+use executor_catalog::search::IRREGULAR_PLURALS;
 
 /// The verb and the resource words of `method path_template`:
 /// `GET /me/messages` gives "list me messages", `GET /me/drive` (one
@@ -49,17 +50,24 @@ pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
 
 /// Whether a path segment names one resource rather than a collection: a
 /// singular noun (`/me/drive`, `/repos/{owner}/{repo}/readme`), where
-/// collections are plural (`/me/drives`). "status" and "access" are
-/// singular too.
+/// collections are plural (`/me/drives`, `/items/{id}/children`). "status"
+/// and "access" are singular too.
 fn names_one(segment: &str) -> bool {
-    let ends_with = |suffix: &str| {
-        segment
-            .len()
-            .checked_sub(suffix.len())
-            .and_then(|start| segment.get(start..))
-            .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
-    };
+    if IRREGULAR_PLURALS
+        .iter()
+        .any(|(many, _)| ends_with_ignore_case(segment, many))
+    {
+        return false;
+    }
+    let ends_with = |suffix: &str| ends_with_ignore_case(segment, suffix);
     !segment.is_empty() && (!ends_with("s") || ends_with("ss") || ends_with("us"))
+}
+
+fn ends_with_ignore_case(text: &str, suffix: &str) -> bool {
+    text.len()
+        .checked_sub(suffix.len())
+        .and_then(|start| text.get(start..))
+        .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
 }
 
 /// `{id}`, or a segment that holds one with other text (`{name}.json`).
@@ -69,8 +77,13 @@ fn is_parameter(segment: &str) -> bool {
 
 /// The name in a segment: an OData action or function is qualified by its
 /// namespace and may carry its arguments (`microsoft.graph.search(q='{q}')`
-/// is `search`).
+/// is `search`); `$value` is the content.
 fn resource_word(segment: &str) -> &str {
+    // OData's `$value` is the raw content of the media resource it
+    // follows: `GET /me/photo/$value` downloads the photo.
+    if segment == "$value" {
+        return "content";
+    }
     let name = segment.split('(').next().unwrap_or(segment);
     name.rsplit('.').next().unwrap_or(name)
 }
@@ -109,6 +122,10 @@ mod tests {
         );
         assert_eq!(hint("GET", "/me/drives"), ("list me drives".into(), 2));
         assert_eq!(
+            hint("GET", "/items/{item-id}/children"),
+            ("list items children".into(), 3)
+        );
+        assert_eq!(
             hint("GET", "/repos/{owner}/{repo}/commits/{ref}/status"),
             ("get repos commits status".into(), 6)
         );
@@ -127,6 +144,18 @@ mod tests {
         assert_eq!(
             hint("DELETE", "/groups/{group-id}/members/{member-id}/$ref"),
             ("delete groups members".into(), 5)
+        );
+    }
+
+    #[test]
+    fn an_odata_value_is_the_content() {
+        assert_eq!(
+            hint("GET", "/users/{user-id}/photo/$value"),
+            ("get users photo content".into(), 4)
+        );
+        assert_eq!(
+            hint("PUT", "/me/photo/$value"),
+            ("set me photo content".into(), 3)
         );
     }
 

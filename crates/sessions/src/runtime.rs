@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use executor_engine::CallContext;
+use executor_mcp::ToolList;
 use executor_store::{ElicitationMode, SessionRecord, now_ms};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
@@ -18,7 +19,7 @@ pub struct Runtime {
     pub ctx: CallContext,
     /// The `tools/list` snapshot, with the `execute` description built from
     /// the integration inventory; replaced when the org's catalog changes.
-    tools: RwLock<Arc<Vec<Value>>>,
+    tools: RwLock<Arc<ToolList>>,
     /// The org catalog version `tools` was built against.
     catalog_version: AtomicI64,
     last_activity_ms: AtomicI64,
@@ -38,7 +39,7 @@ pub struct Runtime {
 impl Runtime {
     pub(crate) fn new(
         record: SessionRecord,
-        tools: Arc<Vec<Value>>,
+        tools: Arc<ToolList>,
         max_listeners: usize,
         slow_reader_bytes: usize,
     ) -> Self {
@@ -69,7 +70,7 @@ impl Runtime {
         &self.record.protocol_version
     }
 
-    pub fn tools(&self) -> Arc<Vec<Value>> {
+    pub fn tools(&self) -> Arc<ToolList> {
         self.tools.read().map(|t| t.clone()).unwrap_or_default()
     }
 
@@ -82,7 +83,7 @@ impl Runtime {
     }
 
     /// Swaps in a new tool list; true when it differs from the old one.
-    pub(crate) fn replace_tools(&self, tools: Arc<Vec<Value>>) -> bool {
+    pub(crate) fn replace_tools(&self, tools: Arc<ToolList>) -> bool {
         match self.tools.write() {
             Ok(mut current) if *current != tools => {
                 *current = tools;

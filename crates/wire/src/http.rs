@@ -444,7 +444,7 @@ async fn post_in_session(
         }
         [req] if !batch => {
             let scope = scope_of(&lease);
-            json_response(app.server().handle(&scope, req).await)
+            json_text_response(app.server().handle_text(&scope, req).await)
         }
         _ => {
             let scope = scope_of(&lease);
@@ -852,12 +852,11 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 fn json_response(body: Value) -> Response {
-    let mut res = axum::Json(body).into_response();
-    res.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    res
+    json_text_response(body.to_string())
+}
+
+fn json_text_response(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 fn set_session_header(res: &mut Response, session_id: &str) {
