@@ -70,6 +70,23 @@ const VERB_MISMATCH_COST: f64 = 15.0;
 /// "delete an email" about `/me/messages/{id}`, not `…/emailMethods/{id}`.
 /// Half a coverage share: it orders tools that match alike.
 const OBJECT_WEIGHT: f64 = 20.0;
+/// The share of its weight a query word keeps when it only says how to
+/// find the object ("get a user *by id or email*"): the key of a lookup is
+/// usually a path parameter or a filter, which search does not see, so
+/// such words neither decide nor are required.
+const QUALIFIER_WEIGHT: f64 = 0.5;
+/// What a route that nests a resource in one of its own kind costs
+/// (`/sites/{id}/sites/{id}`, `/mailFolders/{id}/childFolders/{id}`): it
+/// reaches a copy of what the shorter route reaches, and says every query
+/// word the shorter one says. Most of a coverage share, since the copy's
+/// generic summary is often as short as the query ("Get sites from sites"
+/// against "Get a site resource" for "get a SharePoint site").
+const NESTED_COST: f64 = 30.0;
+/// What a tool costs whose route names its object in the other number
+/// than the query names its own: "get my OneDrive" is `GET /me/drive`,
+/// the one drive, rather than `GET /me/drives/{id}`, one of several.
+/// Enough to order tools that match alike.
+const NUMBER_COST: f64 = 5.0;
 /// What a route or a query says is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verb {
@@ -637,6 +654,11 @@ struct Doc {
     /// the resource it acts on (see [`object_of`]), or [`NO_TERM`].
     object: u32,
     target: u32,
+    /// Whether the route nests a resource in one of its own kind (see
+    /// [`nests_own_kind`]).
+    nested: bool,
+    /// Whether the route's last word, as written, is plural.
+    plural: bool,
 }
 
 /// A document whose route names no object.
@@ -672,6 +694,12 @@ impl Doc {
             .next()
             .map_or(Verb::None, verb_of);
         let (object, target) = object_of(doc.route, verb, scratch);
+        let nested = nests_own_kind(doc.route, verb, scratch);
+        let plural = doc
+            .route
+            .split_whitespace()
+            .next_back()
+            .is_some_and(is_plural);
         Doc {
             integration: scratch.integration(doc.integration),
             path: doc.path.clone(),
@@ -683,6 +711,8 @@ impl Doc {
             depth: doc.depth,
             object,
             target,
+            nested,
+            plural,
         }
     }
 
@@ -722,6 +752,24 @@ fn object_of(route: &str, verb: Verb, scratch: &mut Scratch) -> (u32, u32) {
     )
 }
 
+/// Whether two resource words of a route end with the same term: `sites
+/// sites`, `mailFolders childFolders`. The route's terms are already in the
+/// vocabulary.
+fn nests_own_kind(route: &str, verb: Verb, scratch: &mut Scratch) -> bool {
+    let mut words = route.split_whitespace();
+    if verb != Verb::None {
+        words.next();
+    }
+    let mut heads: Vec<u32> = words
+        .map(|word| head_term(word, scratch))
+        .filter(|&id| id != NO_TERM)
+        .collect();
+    let count = heads.len();
+    heads.sort_unstable();
+    heads.dedup();
+    heads.len() < count
+}
+
 /// The vocabulary id of the last meaningful term of a route word
 /// (`folder` of `mailFolders`, `member` of `memberOf`).
 fn head_term(word: &str, scratch: &mut Scratch) -> u32 {
@@ -745,12 +793,57 @@ struct Matches {
     levels: Vec<DocLevels>,
     /// Which query tokens (one bit each) the document's terms matched.
     touched: Vec<u16>,
-    /// How many distinct terms of each field some query token matched at
-    /// least as a prefix.
-    covered: Vec<[u8; FIELD_COUNT]>,
+    coverage: Vec<Coverage>,
     /// Per vocabulary term, the levels of the query tokens against it,
     /// packed as by [`Query::pack_levels`].
     terms: Vec<u32>,
+}
+
+/// Per field of one document, the terms the query covers.
+#[derive(Clone, Copy, Default)]
+struct Coverage {
+    /// How many distinct terms some query token matched at least as a
+    /// prefix.
+    covered: [u8; FIELD_COUNT],
+    /// How many of those no token matched exactly, and the tokens that
+    /// matched them as a prefix, one bit each: "plan" in `planner plans`
+    /// (see [`Coverage::echoes`]).
+    prefixed: [u8; FIELD_COUNT],
+    prefix_tokens: [u16; FIELD_COUNT],
+}
+
+impl Coverage {
+    /// Counts a term of `field` that the query matched as `packed`.
+    fn add(&mut self, field: usize, packed: u32) {
+        let (Some(covered), Some(prefixed), Some(tokens)) = (
+            self.covered.get_mut(field),
+            self.prefixed.get_mut(field),
+            self.prefix_tokens.get_mut(field),
+        ) else {
+            return;
+        };
+        *covered = covered.saturating_add(1);
+        if !exact_in(packed) {
+            *prefixed = prefixed.saturating_add(1);
+            *tokens |= prefix_bits(packed);
+        }
+    }
+
+    /// How many terms of a field only echo query words that the field says
+    /// exactly too: `planner` in `list planner plans tasks` for "list
+    /// tasks in a plan", which says "plan" and not "planner". They count
+    /// neither as covered nor as terms the query leaves out.
+    fn echoes(&self, field: usize, levels: &[u8]) -> u8 {
+        let tokens = self.prefix_tokens[field];
+        let all_exact = (0..levels.len())
+            .filter(|&t| tokens >> t & 1 == 1)
+            .all(|t| levels[t] == EXACT);
+        if tokens != 0 && all_exact {
+            self.prefixed[field]
+        } else {
+            0
+        }
+    }
 }
 
 /// What matching the vocabulary found in one document, besides its levels.
@@ -758,8 +851,7 @@ struct Matches {
 struct Found {
     /// Whether any vocabulary term reached the document.
     touched: bool,
-    /// See [`Matches::covered`].
-    covered: [u8; FIELD_COUNT],
+    coverage: Coverage,
     /// The packed levels of the query tokens against the document's object
     /// and target (see [`object_of`]).
     object: u32,
@@ -845,23 +937,23 @@ impl SearchIndex {
         let Matches {
             levels,
             touched,
-            covered,
+            coverage,
             terms,
         } = matches;
         self.docs
             .iter()
             .zip(levels.iter_mut().zip(touched.iter()))
-            .zip(covered.iter())
+            .zip(coverage.iter())
             .enumerate()
             .filter(|(_, ((doc, _), _))| in_scope(doc))
-            .filter_map(|(i, ((doc, (doc_levels, &touched)), &covered))| {
+            .filter_map(|(i, ((doc, (doc_levels, &touched)), &coverage))| {
                 let levels_of = |id: u32| {
                     let term = usize::try_from(id).ok().and_then(|t| terms.get(t));
                     term.copied().unwrap_or(0)
                 };
                 let found = Found {
                     touched: touched != 0,
-                    covered,
+                    coverage,
                     object: levels_of(doc.object),
                     target: levels_of(doc.target),
                 };
@@ -879,7 +971,7 @@ impl SearchIndex {
         let mut matches = Matches {
             levels: vec![[[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT]; count],
             touched: vec![0u16; count],
-            covered: vec![[0u8; FIELD_COUNT]; count],
+            coverage: vec![Coverage::default(); count],
             terms: vec![0; self.terms.len()],
         };
         for (term, packed_levels) in self.terms.iter().zip(matches.terms.iter_mut()) {
@@ -899,9 +991,8 @@ impl SearchIndex {
                 if let Some(tokens) = matches.touched.get_mut(doc) {
                     *tokens |= bits;
                 }
-                let covered = matches.covered.get_mut(doc).and_then(|c| c.get_mut(field));
-                if let (true, Some(covered)) = (strong, covered) {
-                    *covered = covered.saturating_add(1);
+                if let (true, Some(coverage)) = (strong, matches.coverage.get_mut(doc)) {
+                    coverage.add(field, packed);
                 }
             }
         }
@@ -934,6 +1025,11 @@ struct Query {
     verb: Verb,
     /// The token that names what the query acts on (see [`object_head`]).
     head: Option<usize>,
+    /// The tokens that only say how to find the object, one bit each (see
+    /// [`qualifiers`]).
+    qualifiers: u16,
+    /// Whether the head, as written, is plural.
+    plural: bool,
 }
 
 impl Query {
@@ -968,8 +1064,11 @@ impl Query {
             Some(first) if tokens.len() > 1 => query_verb(first, imperative),
             _ => Verb::None,
         };
-        let head = object_head(&all[..phrase_len], verb != Verb::None)
-            .and_then(|head| tokens.iter().position(|t| t == head));
+        let head_word = object_head(&all[..phrase_len], verb != Verb::None);
+        let head = head_word.and_then(|head| tokens.iter().position(|t| t == head));
+        let plural = head_word.is_some_and(|head| written_plural(text, head));
+        let qualifiers = qualifiers(&all[..phrase_len], &tokens);
+        let core = tokens.len() - qualifiers.count_ones() as usize;
         Some(Query {
             token_pairs: tokens.iter().map(|t| PairMask::of(t)).collect(),
             alternatives: tokens
@@ -979,9 +1078,11 @@ impl Query {
                 .collect(),
             abbreviations: tokens.iter().map(|t| lookup(&ABBREVIATIONS, t)).collect(),
             compact: tokens.concat(),
-            required: required_matches(tokens.len()),
+            required: required_matches(core),
             verb,
             head,
+            qualifiers,
+            plural,
             tokens,
         })
     }
@@ -1076,13 +1177,26 @@ impl Query {
         if mean <= 0.0 {
             return vec![1.0; count];
         }
-        idf.iter().map(|w| w / mean).collect()
+        idf.iter()
+            .enumerate()
+            .map(|(t, w)| w / mean * self.qualifier_share(t))
+            .collect()
+    }
+
+    /// The share of its weight a token keeps (see [`QUALIFIER_WEIGHT`]).
+    fn qualifier_share(&self, t: usize) -> f64 {
+        if self.qualifiers >> t & 1 == 1 {
+            QUALIFIER_WEIGHT
+        } else {
+            1.0
+        }
     }
 
     fn score(&self, doc: &Doc, levels: &DocLevels, found: &Found, weights: &[f64]) -> Option<f64> {
-        let covered = &found.covered;
+        let coverage = &found.coverage;
         let count = self.tokens.len();
         let matched = (0..count)
+            .filter(|&t| self.qualifiers >> t & 1 == 0)
             .filter(|&t| levels.iter().any(|field| field[t] != NONE))
             .count();
         let phrase: [u8; FIELD_COUNT] = std::array::from_fn(|f| match doc.fields.get(f) {
@@ -1109,11 +1223,15 @@ impl Query {
         // query words for one term count once), and no more than the query
         // words that matched them (one word matching two terms counts once).
         let share = |field: usize, terms: u8| {
+            let created = usize::from(field == ROUTE_FIELD && self.creates_object(doc, found));
             let tokens = levels[field][..count]
                 .iter()
                 .filter(|&&l| l >= PREFIX)
                 .count();
-            let matched = usize::from(covered[field]).min(tokens);
+            let echoes = coverage.echoes(field, &levels[field][..count]);
+            let covered = coverage.covered[field].saturating_sub(echoes);
+            let matched = (usize::from(covered) + created).min(tokens + created);
+            let terms = terms.saturating_sub(echoes);
             if terms == 0 {
                 0.0
             } else {
@@ -1128,7 +1246,34 @@ impl Query {
         if verbs_conflict(self.verb, doc.verb) {
             score -= VERB_MISMATCH_COST;
         }
+        if doc.nested {
+            score -= NESTED_COST;
+        }
+        if self.number_differs(doc, found) {
+            score -= NUMBER_COST;
+        }
         Some(score)
+    }
+
+    /// Whether the query's action verb is found only as the noun made from
+    /// it that a tool creates ("invite a guest" against `POST
+    /// /invitations`, "subscribe to …" against `POST /subscriptions`): the
+    /// query then says the route's `create` too. A verb spelt like the noun
+    /// ("reply" and `…/replies`) does not count: the tool may as well
+    /// create something else's replies, and the word itself is matched.
+    fn creates_object(&self, doc: &Doc, found: &Found) -> bool {
+        self.verb == Verb::Action
+            && doc.verb == Verb::Create
+            && found.object & 0b11 == u32::from(PREFIX)
+    }
+
+    /// Whether the query's head names the route's object, but in the other
+    /// number (see [`NUMBER_COST`]).
+    fn number_differs(&self, doc: &Doc, found: &Found) -> bool {
+        let Some(t) = self.head else {
+            return false;
+        };
+        (found.object >> (2 * t)) & 0b11 >= u32::from(PREFIX) && doc.plural != self.plural
     }
 
     /// How well the query names a route's object: by its head; or by its
@@ -1208,6 +1353,54 @@ fn object_head(words: &[String], has_verb: bool) -> Option<&str> {
     head
 }
 
+/// Whether a word, as written (`drives`, `children`), is plural: it ends
+/// in an `s` that [`singular`] drops, or is one of the
+/// [`IRREGULAR_PLURALS`].
+fn is_plural(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    let mut one = lower.clone();
+    singular(&mut one);
+    one != lower
+}
+
+/// Whether the query `text` writes the word whose singular is `head` in the
+/// plural.
+fn written_plural(text: &str, head: &str) -> bool {
+    let mut buffer = String::new();
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| is_plural(word))
+        .any(|word| {
+            // A name written whole ("OneDrives") or the last term of one.
+            let mut whole = word.to_lowercase();
+            singular(&mut whole);
+            let mut last = None;
+            each_term(word, &mut buffer, &mut |term| last = Some(term == head));
+            whole == head || last == Some(true)
+        })
+}
+
+/// The tokens that come only after "by" in the query's `words`: they say
+/// how to find the object ("get a user by id or email"), not what it is.
+/// None when "by" starts the query or nothing comes after it.
+fn qualifiers(words: &[String], tokens: &[String]) -> u16 {
+    let Some(by) = words.iter().position(|w| w == "by").filter(|&at| at > 0) else {
+        return 0;
+    };
+    let (before, after) = words.split_at(by);
+    let mut bits = 0u16;
+    for (t, token) in tokens.iter().enumerate() {
+        if after.contains(token) && !before.contains(token) {
+            bits |= 1 << t;
+        }
+    }
+    // A query that is all qualifiers has none.
+    if bits.count_ones() as usize == tokens.len() {
+        0
+    } else {
+        bits
+    }
+}
+
 /// Splits a query as [`tokenize`] does, except that a word a person writes
 /// in PascalCase is a name ("SharePoint", "OneDrive", "OneNote") and stays
 /// one term, as APIs write them (`/me/onenote`): split, "SharePoint" would
@@ -1259,6 +1452,18 @@ fn hyphen_compounds(text: &str) -> Vec<String> {
 /// the term then counts towards its field's coverage share.
 fn covers(packed: u32) -> bool {
     (0..MAX_QUERY_TOKENS).any(|t| (packed >> (2 * t)) & 0b11 >= u32::from(PREFIX))
+}
+
+/// Whether a packed set of levels matches some token exactly.
+fn exact_in(packed: u32) -> bool {
+    (0..MAX_QUERY_TOKENS).any(|t| (packed >> (2 * t)) & 0b11 == u32::from(EXACT))
+}
+
+/// The tokens a packed set of levels matches as a prefix, one bit each.
+fn prefix_bits(packed: u32) -> u16 {
+    (0..MAX_QUERY_TOKENS).fold(0u16, |bits, t| {
+        bits | (u16::from((packed >> (2 * t)) & 0b11 == u32::from(PREFIX)) << t)
+    })
 }
 
 /// The tokens a packed set of levels matches at all, one bit each.
@@ -1829,6 +2034,115 @@ mod tests {
             run(&docs, "list my email messages", None)[0],
             "g.b.listMessages"
         );
+    }
+
+    #[test]
+    fn words_after_by_only_say_how_to_find_the_object() {
+        // Neither required nor weighed fully: `GET /users/{id}` says
+        // neither "id" nor "email", and a user's messages are not a user.
+        let docs = [
+            route("get users messages", 4)(doc(
+                "g.a.getMessages",
+                "getMessages",
+                "g",
+                "Get message\nA user's email message, by its id.",
+            )),
+            route("get users", 2)(doc("g.b.getUser", "getUser", "g", "Get user")),
+        ];
+        assert_eq!(
+            run(&docs, "get a user by id or email", None),
+            ["g.b.getUser", "g.a.getMessages"]
+        );
+        // As rare as the others, they weigh half as much.
+        let weights = Query::parse("get a user by id or email")
+            .map(|q| q.token_weights(&[0b1111]))
+            .unwrap_or_default();
+        assert_eq!(weights.len(), 4);
+        assert!((weights[0] - 2.0 * weights[2]).abs() < 1e-9);
+        assert!((weights[1] - 2.0 * weights[3]).abs() < 1e-9);
+        let query = |text: &str| Query::parse(text).map(|q| (q.qualifiers, q.required));
+        assert_eq!(query("get a user by id or email"), Some((0b1100, 2)));
+        // Nothing after "by", or nothing before it: no qualifiers.
+        assert_eq!(query("sort by"), Some((0, 1)));
+        assert_eq!(query("by name"), Some((0, 1)));
+    }
+
+    #[test]
+    fn a_route_that_nests_its_own_kind_is_a_copy() {
+        // `/sites/{id}/sites/{id}` (a subsite) says all that `/sites/{id}`
+        // says, and its summary ("Get sites from sites") no more.
+        let docs = [
+            route("get sites sites", 4)(doc(
+                "g.a.getSites",
+                "getSites",
+                "g",
+                "Get sites from sites",
+            )),
+            route("get sites", 2)(doc("g.b.getSite", "getSite", "g", "Get a site resource")),
+        ];
+        assert_eq!(
+            run(&docs, "get a SharePoint site", None),
+            ["g.b.getSite", "g.a.getSites"]
+        );
+    }
+
+    #[test]
+    fn an_action_verb_may_name_what_a_tool_creates() {
+        let docs = [
+            route("update users", 2)(doc(
+                "g.a.updateUser",
+                "updateUser",
+                "g",
+                "Update user\nGuest users may update some properties.",
+            )),
+            route("create invitations", 1)(doc(
+                "g.b.createInvitation",
+                "createInvitation",
+                "g",
+                "Create invitation\nAdds an external user.",
+            )),
+            route("get invitations invitedUser", 3)(doc(
+                "g.c.getInvitedUser",
+                "getInvitedUser",
+                "g",
+                "Get invitedUser from invitations",
+            )),
+        ];
+        // "invite" is found as the noun the second tool creates.
+        assert_eq!(
+            run(&docs, "invite a guest user", None)[0],
+            "g.b.createInvitation"
+        );
+    }
+
+    #[test]
+    fn a_term_that_echoes_a_word_said_exactly_is_not_left_out() {
+        // "plan" matches `planner` as a prefix and `plans` exactly: the
+        // route of the plan's tasks leaves nothing of the query out.
+        let docs = [
+            route("list planner tasks", 2)(doc("g.a.listTasks", "listTasks", "g", "List tasks")),
+            route("list planner plans tasks", 4)(doc(
+                "g.b.listTasks",
+                "plansListTasks",
+                "g",
+                "List tasks",
+            )),
+        ];
+        assert_eq!(run(&docs, "list tasks in a plan", None)[0], "g.b.listTasks");
+    }
+
+    #[test]
+    fn the_query_and_the_route_name_the_object_in_one_number() {
+        let docs = [
+            route("get me drives", 3)(doc("g.a.getDrives", "getDrives", "g", "Get drives from me")),
+            route("get me drive", 2)(doc("g.b.getDrive", "getDrive", "g", "Get Drive")),
+        ];
+        assert_eq!(run(&docs, "get my OneDrive", None)[0], "g.b.getDrive");
+        assert!(is_plural("drives") && is_plural("children"));
+        assert!(!is_plural("drive") && !is_plural("status") && !is_plural("access"));
+        assert!(written_plural("list my OneDrives", "onedrive"));
+        assert!(written_plural("list mailFolders", "folder"));
+        assert!(!written_plural("get my drive", "drive"));
     }
 
     fn capitalise(word: &str) -> String {

@@ -148,12 +148,15 @@ fn graph_queries_find_the_operation_a_user_would_pick() {
     let catalog = catalog(&text, "graph");
     let queries = queries("graph-search-queries.json");
     assert!(queries.len() >= 50, "{} queries", queries.len());
-    // Measured: 92/112 first (82%), 102/112 in the top 3 (91%): Graph's
+    // Measured: 97/112 first (86%), 103/112 in the top 3 (91%): Graph's
     // summaries are often generic or wrong ("Get open extension" on
     // listing messages) and each operation exists under many paths; the
     // route hint, word weighting and verb agreement took it from 36% / 56%
     // to 66% / 79%, and the route's object, term-level coverage, a query's
     // object head, product names kept whole and a few vocabulary fixes to
-    // 82% / 91%. The target is 90% / 98%.
-    report("Graph", measure(&catalog, &queries), (82, 91));
+    // 82% / 91%; nested copies of a route costing, words after "by" as
+    // qualifiers, an action verb naming what a tool creates, echoed terms
+    // left out of coverage and number agreement to 86% / 91%. The target
+    // is 90% / 98%.
+    report("Graph", measure(&catalog, &queries), (86, 91));
 }
