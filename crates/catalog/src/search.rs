@@ -87,6 +87,19 @@ const NESTED_COST: f64 = 30.0;
 /// the one drive, rather than `GET /me/drives/{id}`, one of several.
 /// Enough to order tools that match alike.
 const NUMBER_COST: f64 = 5.0;
+/// What a tool costs whose route acts on what the query names as the
+/// place of its object, not on the object: "list members of a *group*" is
+/// not `GET /groups`, "list all users in the *organization*" not `GET
+/// /organization`. Enough to put a tool about the object first.
+const CONTAINER_COST: f64 = 50.0;
+/// What a tool gains whose route passes through the place the query
+/// names ("list messages in my *inbox*": `/me/mailFolders/{id}/messages`
+/// over `/me/messages`): the place is said, so the route that has it is the
+/// one asked for. Less than a coverage share: it orders tools alike.
+const PLACE_WEIGHT: f64 = 10.0;
+/// Words after which a query names where its object is ("list channels
+/// *in* a team", "add a member *to* a group").
+const PLACE_WORDS: [&str; 8] = ["in", "of", "from", "within", "inside", "to", "into", "for"];
 /// What a route or a query says is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verb {
@@ -183,6 +196,11 @@ const QUERY_FILLERS: [&str; 22] = [
     "as", "across", "about", "via", "within", "i", "we", "you", "it", "are", "was", "were", "has",
     "have", "had", "do", "does", "can", "when", "another", "s", "t",
 ];
+/// Words that, after a verb, restate it ("add a *new* contact", "create a
+/// *new* team"): they say nothing the verb does not, and would match
+/// generated summaries ("Add new entity to contacts") of the wrong tool.
+/// Leading a query ("new issue") such a word is the verb and stays.
+const RESTATING: [&str; 1] = ["new"];
 /// Query words and their usual short forms in API names; these match as if
 /// the word itself were there. They are listed rather than guessed: a term
 /// that starts a query word is as often the first half of a compound
@@ -209,7 +227,7 @@ const ABBREVIATIONS: [(&str, &[&str]); 18] = [
 ];
 /// Query words and what the tools usually call the same thing. An
 /// alternative matches at most at the prefix level, below the word itself.
-const SYNONYMS: [(&str, &[&str]); 36] = [
+const SYNONYMS: [(&str, &[&str]); 40] = [
     ("open", &["create"]),
     ("make", &["create"]),
     ("new", &["create"]),
@@ -243,9 +261,13 @@ const SYNONYMS: [(&str, &[&str]); 36] = [
     ("file", &["item"]),
     ("profile", &["user"]),
     ("folder", &["child"]),
+    ("inbox", &["folder"]),
+    ("photo", &["content"]),
+    ("belong", &["member"]),
     ("share", &["invite", "permission"]),
     ("sharepoint", &["site"]),
     ("onedrive", &["drive"]),
+    ("library", &["drive"]),
 ];
 /// The first fields are short identifiers, where a query token may span a
 /// term boundary ("pullrequest" against `pull_request`); scanning their joined
@@ -340,6 +362,50 @@ fn summary_of(description: &str) -> &str {
     } else {
         ""
     }
+}
+
+/// The text a tool's summary field holds: the description's first line,
+/// unless that names nothing the tool's route or name names, when the
+/// route stands in for it. Large generated specs misplace summaries
+/// (Microsoft Graph summarises `GET /me/messages` as "Get open
+/// extension"); an unrelated summary would only mislead, while the route
+/// is always right about what the operation does.
+fn summary_for<'a>(doc: &SearchDoc<'a>) -> &'a str {
+    let summary = summary_of(doc.description);
+    if doc.route.is_empty() || names_something_of(summary, doc.route, doc.name) {
+        summary
+    } else {
+        doc.route
+    }
+}
+
+/// Whether a summary names (beyond verbs and function words) a thing its
+/// route or name names too, or names too little to judge: a line of one
+/// word ("Deprecated") is a flag, not a summary. A term and its short form
+/// count as one (`org` for "organization", `ref` for "reference").
+fn names_something_of(summary: &str, route: &str, name: &str) -> bool {
+    let things: Vec<String> = tokenize(summary)
+        .into_iter()
+        .filter(|w| !is_filler(w) && verb_of(w) == Verb::None)
+        .collect();
+    if things.len() < 2 {
+        return true;
+    }
+    let mut related = false;
+    let mut buffer = String::new();
+    for text in [route, name] {
+        each_term(text, &mut buffer, &mut |known| {
+            related |= things.iter().any(|thing| same_thing(thing, known));
+        });
+    }
+    related
+}
+
+/// Whether two terms name one thing: equal, or one the start of the other
+/// (`org` and "organization").
+fn same_thing(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short.len() >= MIN_CONTAINS_LEN && long.starts_with(short)
 }
 
 /// Splits text into lowercase terms: on anything that is not a letter or a
@@ -672,7 +738,7 @@ impl Doc {
             &doc.path,
             doc.name,
             doc.integration,
-            summary_of(doc.description),
+            summary_for(doc),
             clip(doc.description, MAX_DESCRIPTION_BYTES),
             doc.route,
         ];
@@ -788,15 +854,38 @@ fn head_term(word: &str, scratch: &mut Scratch) -> u32 {
 /// The best level each query token reached in each field of one document.
 type DocLevels = [[u8; MAX_QUERY_TOKENS]; FIELD_COUNT];
 
-/// What matching the vocabulary found, per document.
+/// What matching the vocabulary found.
 struct Matches {
-    levels: Vec<DocLevels>,
-    /// Which query tokens (one bit each) the document's terms matched.
-    touched: Vec<u16>,
-    coverage: Vec<Coverage>,
+    /// Per document, one more than its place in `found`, or 0 when no term
+    /// reached it: in a large catalogue most documents match nothing, and
+    /// a [`DocMatch`] each would cost megabytes per query.
+    slot: Vec<u32>,
+    found: Vec<DocMatch>,
     /// Per vocabulary term, the levels of the query tokens against it,
     /// packed as by [`Query::pack_levels`].
     terms: Vec<u32>,
+}
+
+/// What matching the vocabulary found in one document it reached.
+#[derive(Clone, Copy, Default)]
+struct DocMatch {
+    levels: DocLevels,
+    /// Which query tokens (one bit each) the document's terms matched.
+    tokens: u16,
+    coverage: Coverage,
+}
+
+impl Matches {
+    /// The document's entry, made on its first match.
+    fn entry(&mut self, doc: usize) -> Option<&mut DocMatch> {
+        let slot = self.slot.get_mut(doc)?;
+        if *slot == 0 {
+            self.found.push(DocMatch::default());
+            *slot = u32::try_from(self.found.len()).ok()?;
+        }
+        let at = usize::try_from(*slot).ok()?.checked_sub(1)?;
+        self.found.get_mut(at)
+    }
 }
 
 /// Per field of one document, the terms the query covers.
@@ -909,7 +998,7 @@ impl SearchIndex {
             return self.listing(namespace);
         };
         let mut matches = self.match_terms(&query);
-        let weights = query.token_weights(&matches.touched);
+        let weights = query.token_weights(&matches.found, self.docs.len());
         let mut hits = self.score_all(&query, &mut matches, &weights, namespace);
         // A long query some of whose words no tool says still finds the
         // tools that say the most of it, rather than nothing.
@@ -934,30 +1023,27 @@ impl SearchIndex {
         namespace: Option<&str>,
     ) -> Vec<(usize, f64)> {
         let in_scope = |doc: &Doc| namespace.is_none_or(|ns| doc.in_namespace(ns));
-        let Matches {
-            levels,
-            touched,
-            coverage,
-            terms,
-        } = matches;
+        let Matches { slot, found, terms } = matches;
         self.docs
             .iter()
-            .zip(levels.iter_mut().zip(touched.iter()))
-            .zip(coverage.iter())
+            .zip(slot.iter())
             .enumerate()
-            .filter(|(_, ((doc, _), _))| in_scope(doc))
-            .filter_map(|(i, ((doc, (doc_levels, &touched)), &coverage))| {
+            .filter(|(_, (doc, _))| in_scope(doc))
+            .filter_map(|(i, (doc, &slot))| {
+                let mut blank = DocMatch::default();
+                let at = usize::try_from(slot).ok().and_then(|s| s.checked_sub(1));
+                let m = at.and_then(|at| found.get_mut(at)).unwrap_or(&mut blank);
                 let levels_of = |id: u32| {
                     let term = usize::try_from(id).ok().and_then(|t| terms.get(t));
                     term.copied().unwrap_or(0)
                 };
-                let found = Found {
-                    touched: touched != 0,
-                    coverage,
+                let reached = Found {
+                    touched: m.tokens != 0,
+                    coverage: m.coverage,
                     object: levels_of(doc.object),
                     target: levels_of(doc.target),
                 };
-                let score = query.score_candidate(doc, doc_levels, found, weights)?;
+                let score = query.score_candidate(doc, &mut m.levels, reached, weights)?;
                 Some((i, score))
             })
             .collect()
@@ -967,32 +1053,32 @@ impl SearchIndex {
     /// postings of the terms it matches, so documents without a matching
     /// term cost nothing here.
     fn match_terms(&self, query: &Query) -> Matches {
-        let count = self.docs.len();
         let mut matches = Matches {
-            levels: vec![[[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT]; count],
-            touched: vec![0u16; count],
-            coverage: vec![Coverage::default(); count],
+            slot: vec![0; self.docs.len()],
+            found: Vec::new(),
             terms: vec![0; self.terms.len()],
         };
-        for (term, packed_levels) in self.terms.iter().zip(matches.terms.iter_mut()) {
+        for (t, term) in self.terms.iter().enumerate() {
             let packed = query.pack_levels(term);
             if packed == 0 {
                 continue;
             }
-            *packed_levels = packed;
+            if let Some(levels) = matches.terms.get_mut(t) {
+                *levels = packed;
+            }
             let bits = token_bits(packed);
             let strong = covers(packed);
             for posting in &term.postings {
-                let (doc, field) = (posting.doc(), posting.field());
-                let levels = matches.levels.get_mut(doc).and_then(|f| f.get_mut(field));
-                if let Some(levels) = levels {
+                let field = posting.field();
+                let Some(m) = matches.entry(posting.doc()) else {
+                    continue;
+                };
+                if let Some(levels) = m.levels.get_mut(field) {
                     raise_levels(levels, packed, query.tokens.len());
                 }
-                if let Some(tokens) = matches.touched.get_mut(doc) {
-                    *tokens |= bits;
-                }
-                if let (true, Some(coverage)) = (strong, matches.coverage.get_mut(doc)) {
-                    coverage.add(field, packed);
+                m.tokens |= bits;
+                if strong {
+                    m.coverage.add(field, packed);
                 }
             }
         }
@@ -1028,6 +1114,8 @@ struct Query {
     /// The tokens that only say how to find the object, one bit each (see
     /// [`qualifiers`]).
     qualifiers: u16,
+    /// The tokens that name where the object is (see [`containers`]).
+    containers: u16,
     /// Whether the head, as written, is plural.
     plural: bool,
 }
@@ -1042,7 +1130,12 @@ impl Query {
         // "fork a repository", "reply to an email": a word and then a
         // function word is a verb and its object, not a noun phrase.
         let imperative = all.get(1).is_some_and(|w| is_filler(w) || w == "my");
-        let meaningful: Vec<String> = all.iter().filter(|t| !is_filler(t)).cloned().collect();
+        let meaningful: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| !is_filler(t) && (i == 0 || !RESTATING.contains(&t.as_str())))
+            .map(|(_, t)| t.clone())
+            .collect();
         let words = if meaningful.is_empty() {
             all.clone()
         } else {
@@ -1068,6 +1161,7 @@ impl Query {
         let head = head_word.and_then(|head| tokens.iter().position(|t| t == head));
         let plural = head_word.is_some_and(|head| written_plural(text, head));
         let qualifiers = qualifiers(&all[..phrase_len], &tokens);
+        let containers = containers(&all[..phrase_len], &tokens) & !qualifiers;
         let core = tokens.len() - qualifiers.count_ones() as usize;
         Some(Query {
             token_pairs: tokens.iter().map(|t| PairMask::of(t)).collect(),
@@ -1082,6 +1176,7 @@ impl Query {
             verb,
             head,
             qualifiers,
+            containers,
             plural,
             tokens,
         })
@@ -1160,15 +1255,15 @@ impl Query {
     /// Each token's weight: rarer words say more ("email" against "get"),
     /// as inverse document frequency, scaled so that the weights average 1
     /// and scores stay comparable across queries.
-    fn token_weights(&self, touched: &[u16]) -> Vec<f64> {
+    fn token_weights(&self, found: &[DocMatch], documents: usize) -> Vec<f64> {
         let count = self.tokens.len();
         let mut frequency = vec![0usize; count];
-        for &tokens in touched {
+        for m in found {
             for (t, df) in frequency.iter_mut().enumerate() {
-                *df += usize::from(tokens >> t & 1 == 1);
+                *df += usize::from(m.tokens >> t & 1 == 1);
             }
         }
-        let documents = touched.len() as f64;
+        let documents = documents as f64;
         let idf: Vec<f64> = frequency
             .iter()
             .map(|&df| (1.0 + documents / (1.0 + df as f64)).ln())
@@ -1252,6 +1347,11 @@ impl Query {
         if self.number_differs(doc, found) {
             score -= NUMBER_COST;
         }
+        if self.acts_on_container(found) {
+            score -= CONTAINER_COST;
+        } else if self.passes_through_place(levels) {
+            score += PLACE_WEIGHT;
+        }
         Some(score)
     }
 
@@ -1265,6 +1365,23 @@ impl Query {
         self.verb == Verb::Action
             && doc.verb == Verb::Create
             && found.object & 0b11 == u32::from(PREFIX)
+    }
+
+    /// Whether the route names a place the query names (see
+    /// [`PLACE_WEIGHT`]).
+    fn passes_through_place(&self, levels: &DocLevels) -> bool {
+        (0..self.tokens.len())
+            .any(|t| self.containers >> t & 1 == 1 && levels[ROUTE_FIELD][t] >= PREFIX)
+    }
+
+    /// Whether the route's object is a place the query names rather than
+    /// its object (see [`CONTAINER_COST`]).
+    fn acts_on_container(&self, found: &Found) -> bool {
+        let level = |t: usize| (found.object >> (2 * t)) & 0b11;
+        let names_head = self.head.is_some_and(|t| level(t) >= u32::from(PREFIX));
+        !names_head
+            && (0..self.tokens.len())
+                .any(|t| self.containers >> t & 1 == 1 && level(t) == u32::from(EXACT))
     }
 
     /// Whether the query's head names the route's object, but in the other
@@ -1399,6 +1516,27 @@ fn qualifiers(words: &[String], tokens: &[String]) -> u16 {
     } else {
         bits
     }
+}
+
+/// The tokens a query says only after a [`PLACE_WORDS`] word: where its
+/// object is ("list messages in my *inbox*"), not the object. "my" says
+/// whose, not where.
+fn containers(words: &[String], tokens: &[String]) -> u16 {
+    let Some(at) = words
+        .iter()
+        .position(|w| PLACE_WORDS.contains(&w.as_str()))
+        .filter(|&at| at > 0)
+    else {
+        return 0;
+    };
+    let (before, after) = words.split_at(at);
+    tokens.iter().enumerate().fold(0u16, |bits, (t, token)| {
+        if token != "my" && after.contains(token) && !before.contains(token) {
+            bits | 1 << t
+        } else {
+            bits
+        }
+    })
 }
 
 /// Splits a query as [`tokenize`] does, except that a word a person writes
@@ -1914,6 +2052,94 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_about_something_else_gives_way_to_the_route() {
+        // Graph's `GET /me/messages` says "Get open extension".
+        assert!(!names_something_of(
+            "Get open extension",
+            "list me messages",
+            "meListMessages"
+        ));
+        assert!(names_something_of(
+            "List messages",
+            "list me messages",
+            "meListMessages"
+        ));
+        // Short forms are the same thing; a one-word flag is no summary.
+        assert!(names_something_of("Get an organization", "get orgs", "get"));
+        assert!(names_something_of(
+            "Deprecated",
+            "list teams members",
+            "listMembersLegacy"
+        ));
+        let misplaced = route("list me messages", 2)(doc(
+            "g.a.list",
+            "meListMessages",
+            "g",
+            "Get open extension",
+        ));
+        assert_eq!(summary_for(&misplaced), "list me messages");
+    }
+
+    #[test]
+    fn a_word_that_restates_the_verb_is_dropped_unless_it_leads() {
+        let tokens = |text: &str| Query::parse(text).map(|q| q.tokens).unwrap_or_default();
+        assert_eq!(tokens("add a new contact"), ["add", "contact"]);
+        assert_eq!(tokens("new issue"), ["new", "issue"]);
+    }
+
+    #[test]
+    fn a_tool_about_the_place_of_the_object_comes_after_one_about_the_object() {
+        // "organization" is rarer than "user" and would weigh more; the
+        // query names it as where the users are.
+        let docs = [
+            route("list organization", 1)(doc(
+                "g.org.list",
+                "listOrganization",
+                "g",
+                "List organization",
+            )),
+            route("list users", 1)(doc("g.users.list", "listUser", "g", "List users")),
+            route("get users manager", 3)(doc("g.users.manager", "getManager", "g", "")),
+            route("get users drive", 3)(doc("g.users.drive", "getDrive", "g", "")),
+            route("get users photo", 3)(doc("g.users.photo", "getPhoto", "g", "")),
+            route("get users mailbox", 3)(doc("g.users.mailbox", "getMailbox", "g", "")),
+            route("get users calendar", 3)(doc("g.users.calendar", "getCalendar", "g", "")),
+            route("get users presence", 3)(doc("g.users.presence", "getPresence", "g", "")),
+        ];
+        let query = Query::parse("list all users in the organization").map(|q| q.containers);
+        assert_eq!(query, Some(0b100));
+        assert_eq!(
+            run(&docs, "list all users in the organization", None)[0],
+            "g.users.list"
+        );
+    }
+
+    #[test]
+    fn a_route_through_the_place_the_query_names_comes_first() {
+        // Both say every word; without the place, the shorter route would
+        // come first.
+        let docs = [
+            route("list me messages", 2)(doc(
+                "g.a.me",
+                "meListMessages",
+                "g",
+                "List messages\nEvery message of the mailbox, the inbox's too.",
+            )),
+            route("list me folders messages", 4)(doc(
+                "g.b.folder",
+                "listMessages",
+                "g",
+                "List messages",
+            )),
+        ];
+        assert_eq!(run(&docs, "list my messages", None)[0], "g.a.me");
+        assert_eq!(
+            run(&docs, "list messages in my inbox", None)[0],
+            "g.b.folder"
+        );
+    }
+
+    #[test]
     fn the_route_object_outweighs_the_segments_before_it() {
         // Alike but for which resource the route ends with, its object:
         // the query is about members, so `/groups/{id}/members` answers
@@ -2055,7 +2281,13 @@ mod tests {
         );
         // As rare as the others, they weigh half as much.
         let weights = Query::parse("get a user by id or email")
-            .map(|q| q.token_weights(&[0b1111]))
+            .map(|q| {
+                let all = DocMatch {
+                    tokens: 0b1111,
+                    ..DocMatch::default()
+                };
+                q.token_weights(&[all], 1)
+            })
             .unwrap_or_default();
         assert_eq!(weights.len(), 4);
         assert!((weights[0] - 2.0 * weights[2]).abs() < 1e-9);

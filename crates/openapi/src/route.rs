@@ -13,8 +13,10 @@ use executor_catalog::search::IRREGULAR_PLURALS;
 /// resource, named in the singular) "get me drive", `DELETE
 /// /me/messages/{message-id}` "delete me messages", `PUT` (which adds or
 /// replaces) "set …", `POST /me/microsoft.graph.sendMail` "me sendMail"
-/// (an action names its own verb).
-pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
+/// (an action names its own verb). A `GET` whose operation `name` says
+/// "list" or "get" takes that word: the API's authors know whether
+/// `/users/{id}/memberOf` is a collection, where the path's grammar guesses.
+pub(crate) fn route_hint(method: &str, path_template: &str, name: &str) -> RouteHint {
     let all: Vec<&str> = path_template.split('/').filter(|s| !s.is_empty()).collect();
     // OData's `$ref` is the link to a resource, not one more resource:
     // `POST /groups/{id}/members/$ref` adds a member.
@@ -23,6 +25,7 @@ pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
     let is_action = last.contains('.');
     let on_member = is_parameter(last);
     let verb = match method.to_ascii_lowercase().as_str() {
+        "get" | "head" if let Some(named) = named_read_verb(name) => named,
         "get" | "head" if on_member || (!is_action && names_one(last)) => "get",
         "get" | "head" => "list",
         "post" if is_action => "",
@@ -46,6 +49,26 @@ pub(crate) fn route_hint(method: &str, path_template: &str) -> RouteHint {
         words,
         depth: u8::try_from(all.len()).unwrap_or(u8::MAX),
     }
+}
+
+/// The first of "list" and "get" among the words of an operation name's
+/// last part (`usersListMemberOf`, `repos.listForOrg`, `meGetDrive`).
+fn named_read_verb(name: &str) -> Option<&'static str> {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let mut word = String::new();
+    for c in last.chars().chain(std::iter::once('.')) {
+        if !c.is_alphanumeric() || c.is_uppercase() {
+            match word.as_str() {
+                "list" => return Some("list"),
+                "get" => return Some("get"),
+                _ => word.clear(),
+            }
+        }
+        if c.is_alphanumeric() {
+            word.push(c.to_ascii_lowercase());
+        }
+    }
+    None
 }
 
 /// Whether a path segment names one resource rather than a collection: a
@@ -93,7 +116,7 @@ mod tests {
     use super::*;
 
     fn hint(method: &str, path: &str) -> (String, u8) {
-        let RouteHint { words, depth } = route_hint(method, path);
+        let RouteHint { words, depth } = route_hint(method, path, "");
         (words, depth)
     }
 
@@ -129,6 +152,42 @@ mod tests {
             hint("GET", "/repos/{owner}/{repo}/commits/{ref}/status"),
             ("get repos commits status".into(), 6)
         );
+    }
+
+    #[test]
+    fn a_get_takes_list_or_get_from_the_operation_name() {
+        let named = |method, path, name| route_hint(method, path, name).words;
+        // `/memberOf` reads as one thing; the API says it lists.
+        assert_eq!(
+            named(
+                "GET",
+                "/users/{id}/memberOf",
+                "usersDirectoryObject.usersListMemberOf"
+            ),
+            "list users memberOf"
+        );
+        assert_eq!(
+            named("GET", "/users/{id}/memberOf", ""),
+            "get users memberOf"
+        );
+        assert_eq!(
+            named("GET", "/me/drives", "meDrive.meGetDrives"),
+            "get me drives"
+        );
+        assert_eq!(
+            named("GET", "/orgs/{org}/repos", "repos.listForOrg"),
+            "list orgs repos"
+        );
+        // A name without either word, or another method, changes nothing.
+        assert_eq!(
+            named(
+                "GET",
+                "/user/starred/{o}/{r}",
+                "activity.checkRepoIsStarredByAuthenticatedUser"
+            ),
+            "get user starred"
+        );
+        assert_eq!(named("DELETE", "/a/{b}", "a.getRidOf"), "delete a");
     }
 
     #[test]

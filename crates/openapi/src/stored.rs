@@ -179,7 +179,7 @@ impl StoredIntegration {
                         .clone()
                 })
                 .collect();
-            let route = route_hint(&tool.method, &tool.path_template);
+            let route = route_hint(&tool.method, &tool.path_template, &tool.name);
             let operation = HttpOperation {
                 method: tool.method,
                 path_template: tool.path_template,

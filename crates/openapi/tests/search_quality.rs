@@ -133,9 +133,9 @@ fn github_queries_find_the_operation_a_user_would_pick() {
     let catalog = catalog(&text, "github");
     let queries = queries("github-search-queries.json");
     assert!(queries.len() >= 50, "{} queries", queries.len());
-    // Measured: 74/77 first (96%), 76/77 in the top 3 (98%); the target is
+    // Measured: 75/77 first (97%), 76/77 in the top 3 (98%); the target is
     // 90% / 98%.
-    report("GitHub", measure(&catalog, &queries), (96, 98));
+    report("GitHub", measure(&catalog, &queries), (97, 98));
 }
 
 #[test]
@@ -148,7 +148,7 @@ fn graph_queries_find_the_operation_a_user_would_pick() {
     let catalog = catalog(&text, "graph");
     let queries = queries("graph-search-queries.json");
     assert!(queries.len() >= 50, "{} queries", queries.len());
-    // Measured: 97/112 first (86%), 103/112 in the top 3 (91%): Graph's
+    // Measured: 101/112 first (90%), 104/112 in the top 3 (92%): Graph's
     // summaries are often generic or wrong ("Get open extension" on
     // listing messages) and each operation exists under many paths; the
     // route hint, word weighting and verb agreement took it from 36% / 56%
@@ -156,7 +156,11 @@ fn graph_queries_find_the_operation_a_user_would_pick() {
     // object head, product names kept whole and a few vocabulary fixes to
     // 82% / 91%; nested copies of a route costing, words after "by" as
     // qualifiers, an action verb naming what a tool creates, echoed terms
-    // left out of coverage and number agreement to 86% / 91%. The target
-    // is 90% / 98%.
-    report("Graph", measure(&catalog, &queries), (86, 91));
+    // left out of coverage and number agreement to 86% / 91%; the route
+    // standing in for a summary about something else, "list"/"get" taken
+    // from the operation's name, a cost for acting on the query's place
+    // rather than its object and a gain for passing through it, "new"
+    // after a verb dropped, and a few more everyday words to 90% / 92%.
+    // The target is 90% / 98%.
+    report("Graph", measure(&catalog, &queries), (90, 92));
 }
