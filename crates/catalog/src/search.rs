@@ -97,6 +97,16 @@ const CONTAINER_COST: f64 = 50.0;
 /// over `/me/messages`): the place is said, so the route that has it is the
 /// one asked for. Less than a coverage share: it orders tools alike.
 const PLACE_WEIGHT: f64 = 10.0;
+/// A best score below this means no tool says what the query asks, only
+/// some of its words in passing (a name, a route and a summary that say
+/// the query's words give well over 100).
+const WEAK_SCORE: f64 = 60.0;
+
+/// Whether no hit says what the query asks (see [`WEAK_SCORE`]).
+fn weak(hits: &[(usize, f64)]) -> bool {
+    hits.iter().all(|&(_, score)| score < WEAK_SCORE)
+}
+
 /// Words after which a query names where its object is ("list channels
 /// *in* a team", "add a member *to* a group").
 const PLACE_WORDS: [&str; 8] = ["in", "of", "from", "within", "inside", "to", "into", "for"];
@@ -1001,8 +1011,10 @@ impl SearchIndex {
         let weights = query.token_weights(&matches.found, self.docs.len());
         let mut hits = self.score_all(&query, &mut matches, &weights, namespace);
         // A long query some of whose words no tool says still finds the
-        // tools that say the most of it, rather than nothing.
-        while hits.is_empty() && query.required > 1 {
+        // tools that say the most of it, rather than nothing or only tools
+        // that say its words in passing.
+        // A query of one or two words has no word to spare.
+        while (hits.is_empty() || query.tokens.len() > 2 && weak(&hits)) && query.required > 1 {
             query.required -= 1;
             hits = self.score_all(&query, &mut matches, &weights, namespace);
         }
@@ -1747,16 +1759,26 @@ mod tests {
     #[test]
     fn longer_queries_need_sixty_percent_of_tokens() {
         let docs = [
-            doc("x.three", "alphaBravoCharlie", "x", ""),
+            route("list alpha bravo charlie", 1)(doc(
+                "x.three",
+                "alphaBravoCharlie",
+                "x",
+                "Alpha bravo charlie",
+            )),
             doc("x.two", "alphaBravo", "x", ""),
         ];
-        // Five tokens: three are required.
+        // Five tokens: three are required (and the tool that says three
+        // says them well, so no fewer are asked for).
         assert_eq!(
             run(&docs, "alpha bravo charlie delta echo", None),
             ["x.three"]
         );
         // Three tokens: two are required; the tool the query covers more
         // of comes first.
+        let docs = [
+            doc("x.three", "alphaBravoCharlie", "x", ""),
+            doc("x.two", "alphaBravo", "x", ""),
+        ];
         assert_eq!(run(&docs, "alpha bravo zulu", None), ["x.two", "x.three"]);
     }
 
@@ -2136,6 +2158,25 @@ mod tests {
         assert_eq!(
             run(&docs, "list messages in my inbox", None)[0],
             "g.b.folder"
+        );
+    }
+
+    #[test]
+    fn a_query_only_said_in_passing_also_finds_tools_that_say_less_of_it_well() {
+        let docs = [
+            doc(
+                "x.report",
+                "getReport",
+                "x",
+                "Get a report\nLarge reports come in chunks; upload them elsewhere.",
+            ),
+            route("upload files", 2)(doc("x.upload", "uploadFile", "x", "Upload a file")),
+        ];
+        // Three of four words are required; only the report says three,
+        // in passing. The upload says two, as its name, route and summary.
+        assert_eq!(
+            run(&docs, "upload a large file in chunks", None),
+            ["x.upload", "x.report"]
         );
     }
 

@@ -148,7 +148,7 @@ fn graph_queries_find_the_operation_a_user_would_pick() {
     let catalog = catalog(&text, "graph");
     let queries = queries("graph-search-queries.json");
     assert!(queries.len() >= 50, "{} queries", queries.len());
-    // Measured: 101/112 first (90%), 104/112 in the top 3 (92%): Graph's
+    // Measured: 102/112 first (91%), 105/112 in the top 3 (93%): Graph's
     // summaries are often generic or wrong ("Get open extension" on
     // listing messages) and each operation exists under many paths; the
     // route hint, word weighting and verb agreement took it from 36% / 56%
@@ -160,7 +160,8 @@ fn graph_queries_find_the_operation_a_user_would_pick() {
     // standing in for a summary about something else, "list"/"get" taken
     // from the operation's name, a cost for acting on the query's place
     // rather than its object and a gain for passing through it, "new"
-    // after a verb dropped, and a few more everyday words to 90% / 92%.
+    // after a verb dropped, a few more everyday words, and a second look
+    // with one word fewer required when every hit is weak, to 91% / 93%.
     // The target is 90% / 98%.
-    report("Graph", measure(&catalog, &queries), (90, 92));
+    report("Graph", measure(&catalog, &queries), (91, 93));
 }
