@@ -38,10 +38,21 @@ pub struct ToolEntry {
     /// The invoker's own number for this tool (its place in the invoker's
     /// table of operations); 0 where the invoker goes by name.
     pub slot: usize,
-    /// What the tool does in its transport's own terms, for search to index
-    /// beside its name and description. Read once, when the tool's group
-    /// is built, and dropped there: it is not kept per tool.
+}
+
+/// A tool on its way into a [`ToolGroup`]: the entry the group keeps, and
+/// what only the group's search index reads — what the tool does in its
+/// transport's own terms, indexed beside its name and description and
+/// not kept per tool.
+pub struct NewTool {
+    pub entry: ToolEntry,
     pub route: Option<RouteHint>,
+}
+
+impl From<ToolEntry> for NewTool {
+    fn from(entry: ToolEntry) -> Self {
+        NewTool { entry, route: None }
+    }
 }
 
 impl ToolEntry {
@@ -189,24 +200,22 @@ pub struct ToolGroup {
 impl ToolGroup {
     /// The group of `namespace`; tools whose path is not under it are left
     /// out.
-    pub fn new(namespace: &str, mut tools: Vec<ToolEntry>) -> Self {
-        tools.retain(|t| namespace_of(&t.path) == namespace);
-        tools.sort_by(|a, b| a.path.cmp(&b.path));
-        tools.dedup_by(|a, b| a.path == b.path);
-        let index = SearchIndex::build(tools.iter().map(|t| SearchDoc {
-            path: t.path.clone(),
-            name: t.name(),
-            integration: t.integration(),
-            description: t.description.as_deref().unwrap_or(""),
-            route: t.route.as_ref().map_or("", |r| r.words.as_str()),
-            depth: t.route.as_ref().map_or(0, |r| r.depth),
+    pub fn new(namespace: &str, tools: Vec<impl Into<NewTool>>) -> Self {
+        let mut tools: Vec<NewTool> = tools.into_iter().map(Into::into).collect();
+        tools.retain(|t| namespace_of(&t.entry.path) == namespace);
+        tools.sort_by(|a, b| a.entry.path.cmp(&b.entry.path));
+        tools.dedup_by(|a, b| a.entry.path == b.entry.path);
+        let index = SearchIndex::build(tools.iter().map(|NewTool { entry, route }| SearchDoc {
+            path: entry.path.clone(),
+            name: entry.name(),
+            integration: entry.integration(),
+            description: entry.description.as_deref().unwrap_or(""),
+            route: route.as_ref().map_or("", |r| r.words.as_str()),
+            depth: route.as_ref().map_or(0, |r| r.depth),
         }));
-        for tool in &mut tools {
-            tool.route = None;
-        }
         ToolGroup {
             namespace: namespace.to_string(),
-            tools: tools.into_iter().map(Arc::new).collect(),
+            tools: tools.into_iter().map(|t| Arc::new(t.entry)).collect(),
             index,
             validators: Validators::default(),
         }
@@ -251,10 +260,11 @@ pub struct Catalog {
 
 impl Catalog {
     /// A catalog of loose entries, grouped by namespace.
-    pub fn new(tools: Vec<ToolEntry>) -> Self {
-        let mut by_namespace: BTreeMap<String, Vec<ToolEntry>> = BTreeMap::new();
+    pub fn new(tools: Vec<impl Into<NewTool>>) -> Self {
+        let mut by_namespace: BTreeMap<String, Vec<NewTool>> = BTreeMap::new();
         for tool in tools {
-            let namespace = namespace_of(&tool.path).to_string();
+            let tool = tool.into();
+            let namespace = namespace_of(&tool.entry.path).to_string();
             by_namespace.entry(namespace).or_default().push(tool);
         }
         let groups = by_namespace
@@ -435,7 +445,6 @@ mod tests {
             requires_approval: false,
             invoker: Arc::new(Never),
             slot: 0,
-            route: None,
         }
     }
 

@@ -24,8 +24,8 @@ mod validate;
 
 pub use budget::{BudgetError, HostBudget, HostHold, release_freed_memory};
 pub use catalog::{
-    Catalog, CatalogSource, IntegrationSummary, RouteHint, StaticCatalog, ToolEntry, ToolError,
-    ToolGroup, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, result_value,
+    Catalog, CatalogSource, IntegrationSummary, NewTool, RouteHint, StaticCatalog, ToolEntry,
+    ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, result_value,
 };
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
 pub use validate::SchemaProblems;

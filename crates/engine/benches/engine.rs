@@ -73,7 +73,6 @@ fn synthetic_catalog() -> Catalog {
                 requires_approval: false,
                 invoker: invoker.clone(),
                 slot: 0,
-                route: None,
             });
         }
     }

@@ -78,7 +78,6 @@ pub fn entries(store: Arc<dyn Store>) -> Vec<ToolEntry> {
         requires_approval: false,
         invoker: invoker.clone(),
         slot: 0,
-        route: None,
     };
     vec![
         entry(

@@ -64,7 +64,6 @@ fn catalog(seen: &Arc<Mutex<Vec<Value>>>) -> Arc<Catalog> {
         requires_approval,
         invoker: invoker.clone(),
         slot: 0,
-        route: None,
     };
     Arc::new(Catalog::new(vec![
         entry("slow", false),

@@ -175,17 +175,25 @@ pub fn error_response(id: &Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
 }
 
-/// A request the server sends to the client (`elicitation/create`).
-pub fn server_request(id: &Value, method: &str, params: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+/// The `elicitation/create` request the server sends to ask the human
+/// through the client.
+pub fn elicitation_request(id: &Value, params: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": params })
 }
 
-/// A notification; `params` is left out when None.
-pub fn notification(method: &str, params: Option<Value>) -> Value {
-    match params {
-        Some(params) => json!({ "jsonrpc": "2.0", "method": method, "params": params }),
-        None => json!({ "jsonrpc": "2.0", "method": method }),
-    }
+/// `notifications/cancelled` for a request of ours the client need no
+/// longer answer.
+pub fn cancelled_notification(request_id: &Value, reason: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": { "requestId": request_id, "reason": reason },
+    })
+}
+
+/// `notifications/tools/list_changed`.
+pub fn tools_list_changed() -> Value {
+    json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" })
 }
 
 impl RpcError {
@@ -312,6 +320,20 @@ mod tests {
             let parsed: Value = serde_json::from_str(&text).expect("JSON");
             assert_eq!(parsed, result_response(&id, result));
         }
+    }
+
+    #[test]
+    fn what_the_server_sends_on_its_own_is_well_formed() {
+        let id = json!("approval-1");
+        let ask = elicitation_request(&id, json!({ "message": "?" }));
+        assert_eq!(ask["method"], "elicitation/create");
+        assert_eq!(ask["id"], id);
+        let cancelled = cancelled_notification(&id, "settled");
+        assert_eq!(cancelled["params"]["requestId"], id);
+        assert!(cancelled.get("id").is_none());
+        let changed = tools_list_changed();
+        assert_eq!(changed["method"], "notifications/tools/list_changed");
+        assert!(changed.get("params").is_none() && changed.get("id").is_none());
     }
 
     #[test]

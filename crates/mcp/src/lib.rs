@@ -10,8 +10,9 @@ pub mod versions;
 
 pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
 pub use jsonrpc::{
-    Incoming, MAX_BATCH, Message, Method, Request, RpcError, error_response, notification, parse,
-    result_response, result_response_text, server_request,
+    Incoming, MAX_BATCH, Message, Method, Request, RpcError, cancelled_notification,
+    elicitation_request, error_response, parse, result_response, result_response_text,
+    tools_list_changed,
 };
 pub use server::{McpServer, RequestScope};
 pub use tool_list::ToolList;

@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use executor_catalog::schema::node_count;
-use executor_catalog::{Definitions, SchemaInterner, SchemaText, ToolEntry, ToolInvoker};
+use executor_catalog::{Definitions, NewTool, SchemaInterner, SchemaText, ToolEntry, ToolInvoker};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -162,7 +162,7 @@ impl StoredIntegration {
     pub fn into_entries(
         self,
         invoker: impl FnOnce(OpenApiService) -> Arc<dyn ToolInvoker>,
-    ) -> Vec<ToolEntry> {
+    ) -> Vec<NewTool> {
         let definitions = Arc::new(Definitions::new(self.definitions));
         let mut operations = Vec::with_capacity(self.tools.len());
         let mut parts = Vec::with_capacity(self.tools.len());
@@ -209,15 +209,17 @@ impl StoredIntegration {
             .into_iter()
             .enumerate()
             .map(
-                |(slot, (name, description, input, output, requires_approval, route))| ToolEntry {
-                    path: format!("{namespace}.{name}").into(),
-                    description,
-                    input_schema: Some(input),
-                    output_schema: output,
-                    definitions: Some(definitions.clone()),
-                    requires_approval,
-                    invoker: invoker.clone(),
-                    slot,
+                |(slot, (name, description, input, output, requires_approval, route))| NewTool {
+                    entry: ToolEntry {
+                        path: format!("{namespace}.{name}").into(),
+                        description,
+                        input_schema: Some(input),
+                        output_schema: output,
+                        definitions: Some(definitions.clone()),
+                        requires_approval,
+                        invoker: invoker.clone(),
+                        slot,
+                    },
                     route: Some(route),
                 },
             )
@@ -231,7 +233,7 @@ impl StoredIntegration {
 pub fn tool_entries(
     integration: &ImportedIntegration,
     invoker: Arc<dyn ToolInvoker>,
-) -> Result<Vec<ToolEntry>, LoadError> {
+) -> Result<Vec<NewTool>, LoadError> {
     let text = serde_json::to_string(integration).map_err(|e| LoadError::Damaged(e.to_string()))?;
     Ok(load(&text)?.into_entries(|_| invoker))
 }
@@ -278,9 +280,9 @@ mod tests {
         assert_eq!(text.matches("\"login\"").count(), 1, "{text}");
         let entries = load(&text).unwrap().into_entries(|_| Arc::new(Nothing));
         assert_eq!(entries.len(), 2);
-        let shared = |e: &ToolEntry| Arc::as_ptr(e.definitions.as_ref().unwrap());
+        let shared = |e: &NewTool| Arc::as_ptr(e.entry.definitions.as_ref().unwrap());
         assert_eq!(shared(&entries[0]), shared(&entries[1]));
-        assert_eq!(entries[0].definitions.as_ref().unwrap().len(), 2);
+        assert_eq!(entries[0].entry.definitions.as_ref().unwrap().len(), 2);
     }
 
     #[test]

@@ -625,7 +625,7 @@ impl Sessions {
             })
             .collect();
         let mut versions: HashMap<String, i64> = HashMap::new();
-        let notification = executor_mcp::notification("notifications/tools/list_changed", None);
+        let notification = executor_mcp::tools_list_changed();
         for rt in live {
             let org = rt.record.owner.org_id.clone();
             let current = match versions.get(&org) {

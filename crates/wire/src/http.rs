@@ -573,7 +573,7 @@ impl executor_engine::ApprovalPrompt for ElicitPrompt {
             let version = stream.lease.protocol_version().to_string();
             let answer = stream.lease.runtime().await_client_response(&id);
             let params = executor_mcp::elicitation_params(&version, &request);
-            let ask = executor_mcp::server_request(&id, "elicitation/create", params);
+            let ask = executor_mcp::elicitation_request(&id, params);
             stream.send(&ask).await;
             let cancel_if_dropped = CancelOnDrop {
                 stream: Some(stream),
@@ -604,10 +604,8 @@ impl Drop for CancelOnDrop {
         let Some(stream) = self.stream.take() else {
             return;
         };
-        let cancelled = executor_mcp::notification(
-            "notifications/cancelled",
-            Some(json!({ "requestId": self.id, "reason": "the approval was settled another way" })),
-        );
+        let cancelled =
+            executor_mcp::cancelled_notification(&self.id, "the approval was settled another way");
         tokio::spawn(async move { stream.send(&cancelled).await });
     }
 }
