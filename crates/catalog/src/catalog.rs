@@ -473,4 +473,23 @@ mod tests {
         assert_eq!(scoped, ["api.pets.listPetsAndOwnersWithTheirAddresses"]);
         assert!(catalog.get("api.users.get").is_some() && catalog.get("api.users.nope").is_none());
     }
+
+    #[test]
+    fn a_route_given_beside_an_entry_is_searched() {
+        // Graph's summary says nothing of messages; the route does.
+        let routed = NewTool {
+            entry: entry("g.a.first", "Get open extension"),
+            route: Some(RouteHint {
+                words: "list me messages".into(),
+                depth: 2,
+            }),
+        };
+        let catalog = Catalog::new(vec![
+            routed,
+            entry("g.a.second", "Get open extension").into(),
+        ]);
+        let hits = catalog.search("list me messages", None);
+        let paths: Vec<&str> = hits.iter().map(|(t, _)| &*t.path).collect();
+        assert_eq!(paths, ["g.a.first"]);
+    }
 }

@@ -102,11 +102,6 @@ const PLACE_WEIGHT: f64 = 10.0;
 /// the query's words give well over 100).
 const WEAK_SCORE: f64 = 60.0;
 
-/// Whether no hit says what the query asks (see [`WEAK_SCORE`]).
-fn weak(hits: &[(usize, f64)]) -> bool {
-    hits.iter().all(|&(_, score)| score < WEAK_SCORE)
-}
-
 /// Words after which a query names where its object is ("list channels
 /// *in* a team", "add a member *to* a group").
 const PLACE_WORDS: [&str; 8] = ["in", "of", "from", "within", "inside", "to", "into", "for"];
@@ -814,10 +809,7 @@ impl Doc {
 /// object, and the resource before it is the target it acts on. The
 /// route's terms are already in the vocabulary.
 fn object_of(route: &str, verb: Verb, scratch: &mut Scratch) -> (u32, u32) {
-    let mut words = route.split_whitespace();
-    if verb != Verb::None {
-        words.next();
-    }
+    let mut words = resource_words(route, verb);
     let (Some(last), before) = (words.next_back(), words.next_back()) else {
         return (NO_TERM, NO_TERM);
     };
@@ -832,11 +824,7 @@ fn object_of(route: &str, verb: Verb, scratch: &mut Scratch) -> (u32, u32) {
 /// sites`, `mailFolders childFolders`. The route's terms are already in the
 /// vocabulary.
 fn nests_own_kind(route: &str, verb: Verb, scratch: &mut Scratch) -> bool {
-    let mut words = route.split_whitespace();
-    if verb != Verb::None {
-        words.next();
-    }
-    let mut heads: Vec<u32> = words
+    let mut heads: Vec<u32> = resource_words(route, verb)
         .map(|word| head_term(word, scratch))
         .filter(|&id| id != NO_TERM)
         .collect();
@@ -844,6 +832,16 @@ fn nests_own_kind(route: &str, verb: Verb, scratch: &mut Scratch) -> bool {
     heads.sort_unstable();
     heads.dedup();
     heads.len() < count
+}
+
+/// The words of a route after its verb (the route's first word, when
+/// `verb` says it has one).
+fn resource_words(route: &str, verb: Verb) -> std::str::SplitWhitespace<'_> {
+    let mut words = route.split_whitespace();
+    if verb != Verb::None {
+        words.next();
+    }
+    words
 }
 
 /// The vocabulary id of the last meaningful term of a route word
@@ -859,6 +857,11 @@ fn head_term(word: &str, scratch: &mut Scratch) -> u32 {
         }
     });
     head
+}
+
+/// Whether no hit says what the query asks (see [`WEAK_SCORE`]).
+fn weak(hits: &[(usize, f64)]) -> bool {
+    hits.iter().all(|&(_, score)| score < WEAK_SCORE)
 }
 
 /// The best level each query token reached in each field of one document.
@@ -1374,9 +1377,7 @@ impl Query {
     /// ("reply" and `…/replies`) does not count: the tool may as well
     /// create something else's replies, and the word itself is matched.
     fn creates_object(&self, doc: &Doc, found: &Found) -> bool {
-        self.verb == Verb::Action
-            && doc.verb == Verb::Create
-            && found.object & 0b11 == u32::from(PREFIX)
+        self.verb == Verb::Action && doc.verb == Verb::Create && level_at(found.object, 0) == PREFIX
     }
 
     /// Whether the route names a place the query names (see
@@ -1389,11 +1390,10 @@ impl Query {
     /// Whether the route's object is a place the query names rather than
     /// its object (see [`CONTAINER_COST`]).
     fn acts_on_container(&self, found: &Found) -> bool {
-        let level = |t: usize| (found.object >> (2 * t)) & 0b11;
-        let names_head = self.head.is_some_and(|t| level(t) >= u32::from(PREFIX));
-        !names_head
-            && (0..self.tokens.len())
-                .any(|t| self.containers >> t & 1 == 1 && level(t) == u32::from(EXACT))
+        let names_head = self
+            .head
+            .is_some_and(|t| level_at(found.object, t) >= PREFIX);
+        !names_head && self.containers & tokens_where(found.object, |l| l == EXACT) != 0
     }
 
     /// Whether the query's head names the route's object, but in the other
@@ -1402,7 +1402,7 @@ impl Query {
         let Some(t) = self.head else {
             return false;
         };
-        (found.object >> (2 * t)) & 0b11 >= u32::from(PREFIX) && doc.plural != self.plural
+        level_at(found.object, t) >= PREFIX && doc.plural != self.plural
     }
 
     /// How well the query names a route's object: by its head; or by its
@@ -1413,13 +1413,11 @@ impl Query {
     /// /me/messages/{id}/reply`). That the verb names an action is in the
     /// match already.
     fn object_level(&self, doc: &Doc, found: &Found) -> u8 {
-        // Masked to two bits, so the narrowing cannot lose anything.
-        let level = |packed: u32, t: usize| ((packed >> (2 * t)) & 0b11) as u8;
-        let by_head = |packed| self.head.map_or(NONE, |t| level(packed, t));
+        let by_head = |packed| self.head.map_or(NONE, |t| level_at(packed, t));
         let by_verb = if self.verb == Verb::None || doc.verb == Verb::None {
             NONE
         } else {
-            level(found.object, 0).min(PREFIX)
+            level_at(found.object, 0).min(PREFIX)
         };
         by_head(found.object)
             .max(by_verb)
@@ -1510,19 +1508,10 @@ fn written_plural(text: &str, head: &str) -> bool {
 
 /// The tokens that come only after "by" in the query's `words`: they say
 /// how to find the object ("get a user by id or email"), not what it is.
-/// None when "by" starts the query or nothing comes after it.
+/// None when "by" starts the query or nothing comes after it; none either
+/// when the query is all qualifiers.
 fn qualifiers(words: &[String], tokens: &[String]) -> u16 {
-    let Some(by) = words.iter().position(|w| w == "by").filter(|&at| at > 0) else {
-        return 0;
-    };
-    let (before, after) = words.split_at(by);
-    let mut bits = 0u16;
-    for (t, token) in tokens.iter().enumerate() {
-        if after.contains(token) && !before.contains(token) {
-            bits |= 1 << t;
-        }
-    }
-    // A query that is all qualifiers has none.
+    let bits = said_only_after(words, tokens, |w| w == "by");
     if bits.count_ones() as usize == tokens.len() {
         0
     } else {
@@ -1534,16 +1523,22 @@ fn qualifiers(words: &[String], tokens: &[String]) -> u16 {
 /// object is ("list messages in my *inbox*"), not the object. "my" says
 /// whose, not where.
 fn containers(words: &[String], tokens: &[String]) -> u16 {
-    let Some(at) = words
+    let my = tokens
         .iter()
-        .position(|w| PLACE_WORDS.contains(&w.as_str()))
-        .filter(|&at| at > 0)
-    else {
+        .position(|t| t == "my")
+        .map_or(0, |t| 1u16 << t);
+    said_only_after(words, tokens, |w| PLACE_WORDS.contains(&w)) & !my
+}
+
+/// The tokens that come only after the first of the query's `words` (not
+/// the first word itself) that `marks` a phrase, one bit each.
+fn said_only_after(words: &[String], tokens: &[String], marks: impl Fn(&str) -> bool) -> u16 {
+    let Some(at) = words.iter().position(|w| marks(w)).filter(|&at| at > 0) else {
         return 0;
     };
     let (before, after) = words.split_at(at);
     tokens.iter().enumerate().fold(0u16, |bits, (t, token)| {
-        if token != "my" && after.contains(token) && !before.contains(token) {
+        if after.contains(token) && !before.contains(token) {
             bits | 1 << t
         } else {
             bits
@@ -1598,39 +1593,45 @@ fn hyphen_compounds(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Token `t`'s level in a packed set of levels (two bits each, see
+/// [`Query::pack_levels`]).
+fn level_at(packed: u32, t: usize) -> u8 {
+    // Masked to two bits, so the narrowing cannot lose anything.
+    ((packed >> (2 * t)) & 0b11) as u8
+}
+
+/// The tokens whose level in a packed set passes `keep`, one bit each.
+fn tokens_where(packed: u32, keep: impl Fn(u8) -> bool) -> u16 {
+    (0..MAX_QUERY_TOKENS).fold(0u16, |bits, t| {
+        bits | (u16::from(keep(level_at(packed, t))) << t)
+    })
+}
+
 /// Whether a packed set of levels matches some token at least as a prefix:
 /// the term then counts towards its field's coverage share.
 fn covers(packed: u32) -> bool {
-    (0..MAX_QUERY_TOKENS).any(|t| (packed >> (2 * t)) & 0b11 >= u32::from(PREFIX))
+    tokens_where(packed, |l| l >= PREFIX) != 0
 }
 
 /// Whether a packed set of levels matches some token exactly.
 fn exact_in(packed: u32) -> bool {
-    (0..MAX_QUERY_TOKENS).any(|t| (packed >> (2 * t)) & 0b11 == u32::from(EXACT))
+    tokens_where(packed, |l| l == EXACT) != 0
 }
 
 /// The tokens a packed set of levels matches as a prefix, one bit each.
 fn prefix_bits(packed: u32) -> u16 {
-    (0..MAX_QUERY_TOKENS).fold(0u16, |bits, t| {
-        bits | (u16::from((packed >> (2 * t)) & 0b11 == u32::from(PREFIX)) << t)
-    })
+    tokens_where(packed, |l| l == PREFIX)
 }
 
 /// The tokens a packed set of levels matches at all, one bit each.
 fn token_bits(packed: u32) -> u16 {
-    (0..MAX_QUERY_TOKENS).fold(0u16, |bits, t| {
-        bits | (u16::from((packed >> (2 * t)) & 0b11 != 0) << t)
-    })
+    tokens_where(packed, |l| l != NONE)
 }
 
 /// Keeps, per token, the higher of the current level and the packed one.
 fn raise_levels(best: &mut [u8; MAX_QUERY_TOKENS], packed: u32, count: usize) {
     for (t, level) in best.iter_mut().take(count).enumerate() {
-        // Masked to two bits, so the narrowing cannot lose anything.
-        let candidate = ((packed >> (2 * t)) & 0b11) as u8;
-        if candidate > *level {
-            *level = candidate;
-        }
+        *level = (*level).max(level_at(packed, t));
     }
 }
 

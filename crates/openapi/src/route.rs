@@ -6,7 +6,7 @@
 //! resource. [`route_hint`] turns them into words search can match.
 
 use executor_catalog::RouteHint;
-use executor_catalog::search::IRREGULAR_PLURALS;
+use executor_catalog::search::{IRREGULAR_PLURALS, tokenize};
 
 /// The verb and the resource words of `method path_template`:
 /// `GET /me/messages` gives "list me messages", `GET /me/drive` (one
@@ -55,20 +55,11 @@ pub(crate) fn route_hint(method: &str, path_template: &str, name: &str) -> Route
 /// last part (`usersListMemberOf`, `repos.listForOrg`, `meGetDrive`).
 fn named_read_verb(name: &str) -> Option<&'static str> {
     let last = name.rsplit('.').next().unwrap_or(name);
-    let mut word = String::new();
-    for c in last.chars().chain(std::iter::once('.')) {
-        if !c.is_alphanumeric() || c.is_uppercase() {
-            match word.as_str() {
-                "list" => return Some("list"),
-                "get" => return Some("get"),
-                _ => word.clear(),
-            }
-        }
-        if c.is_alphanumeric() {
-            word.push(c.to_ascii_lowercase());
-        }
-    }
-    None
+    tokenize(last).iter().find_map(|word| match word.as_str() {
+        "list" => Some("list"),
+        "get" => Some("get"),
+        _ => None,
+    })
 }
 
 /// Whether a path segment names one resource rather than a collection: a
