@@ -102,6 +102,9 @@ const PLACE_WEIGHT: f64 = 10.0;
 /// the query's words give well over 100).
 const WEAK_SCORE: f64 = 60.0;
 
+/// The route word for a resource's raw content (OData's `$value`, Graph's
+/// `…/content`), whose object is the resource before it.
+const MEDIA_WORD: &str = "content";
 /// Words after which a query names where its object is ("list channels
 /// *in* a team", "add a member *to* a group").
 const PLACE_WORDS: [&str; 8] = ["in", "of", "from", "within", "inside", "to", "into", "for"];
@@ -232,7 +235,7 @@ const ABBREVIATIONS: [(&str, &[&str]); 18] = [
 ];
 /// Query words and what the tools usually call the same thing. An
 /// alternative matches at most at the prefix level, below the word itself.
-const SYNONYMS: [(&str, &[&str]); 40] = [
+const SYNONYMS: [(&str, &[&str]); 35] = [
     ("open", &["create"]),
     ("make", &["create"]),
     ("new", &["create"]),
@@ -253,8 +256,6 @@ const SYNONYMS: [(&str, &[&str]); 40] = [
     ("retrieve", &["get"]),
     ("show", &["get"]),
     ("read", &["get"]),
-    ("download", &["content"]),
-    ("upload", &["content"]),
     ("find", &["search", "list"]),
     ("trigger", &["dispatch"]),
     ("approve", &["review"]),
@@ -267,12 +268,22 @@ const SYNONYMS: [(&str, &[&str]); 40] = [
     ("profile", &["user"]),
     ("folder", &["child"]),
     ("inbox", &["folder"]),
-    ("photo", &["content"]),
-    ("belong", &["member"]),
-    ("share", &["invite", "permission"]),
     ("sharepoint", &["site"]),
     ("onedrive", &["drive"]),
     ("library", &["drive"]),
+];
+/// Query words and what a tool that does it usually names, though it is
+/// not the same thing: one uploads a file's *content*, shares by
+/// *invite*. They match as [`SYNONYMS`] do, but the word keeps its own
+/// rarity: "upload" is a rare word even though "content" is everywhere,
+/// whereas "email" is as common as the "message" it stands for.
+const RELATED: [(&str, &[&str]); 6] = [
+    ("search", &["query"]),
+    ("download", &["content"]),
+    ("upload", &["content"]),
+    ("photo", &["content"]),
+    ("belong", &["member"]),
+    ("share", &["invite", "permission"]),
 ];
 /// The first fields are short identifiers, where a query token may span a
 /// term boundary ("pullrequest" against `pull_request`); scanning their joined
@@ -349,13 +360,30 @@ fn synonyms(word: &str, leading: bool) -> Vec<&'static str> {
         .collect()
 }
 
+/// The length of the longest word of `words`.
+const fn longest(words: &[&str]) -> usize {
+    let (mut i, mut most) = (0, 0);
+    while i < words.len() {
+        if words[i].len() > most {
+            most = words[i].len();
+        }
+        i += 1;
+    }
+    most
+}
+
+const LONGEST_STOPWORD: usize = longest(&STOPWORDS);
+const LONGEST_FILLER: usize = longest(&QUERY_FILLERS);
+
+// Indexing asks of every word of a catalogue whether it is one of these;
+// most are longer than any, and are answered without a comparison.
 fn is_stopword(term: &str) -> bool {
-    STOPWORDS.contains(&term)
+    term.len() <= LONGEST_STOPWORD && STOPWORDS.contains(&term)
 }
 
 /// A stopword or a [`QUERY_FILLERS`] word.
 fn is_filler(word: &str) -> bool {
-    is_stopword(word) || QUERY_FILLERS.contains(&word)
+    is_stopword(word) || word.len() <= LONGEST_FILLER && QUERY_FILLERS.contains(&word)
 }
 
 /// The first line of a description, if it is short enough to be a title.
@@ -430,6 +458,10 @@ pub fn tokenize(text: &str) -> Vec<String> {
 /// million words; allocating each would dominate the build.
 fn each_term(text: &str, buffer: &mut String, found: &mut dyn FnMut(&str)) {
     buffer.clear();
+    if text.is_ascii() {
+        each_ascii_term(text.as_bytes(), buffer, found);
+        return;
+    }
     let mut prev: Option<char> = None;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -458,17 +490,38 @@ fn each_term(text: &str, buffer: &mut String, found: &mut dyn FnMut(&str)) {
     flush(buffer, found);
 }
 
+/// [`each_term`] over ASCII text (most API text), byte by byte.
+fn each_ascii_term(text: &[u8], buffer: &mut String, found: &mut dyn FnMut(&str)) {
+    let mut prev: Option<u8> = None;
+    for (i, &c) in text.iter().enumerate() {
+        if !c.is_ascii_alphanumeric() {
+            flush(buffer, found);
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev
+            && is_ascii_hump(p, c, text.get(i + 1).copied())
+        {
+            flush(buffer, found);
+        }
+        buffer.push(char::from(c.to_ascii_lowercase()));
+        prev = Some(c);
+    }
+    flush(buffer, found);
+}
+
+/// [`is_hump`] for ASCII letters and digits.
+fn is_ascii_hump(prev: u8, cur: u8, next: Option<u8>) -> bool {
+    cur.is_ascii_uppercase()
+        && (prev.is_ascii_lowercase()
+            || prev.is_ascii_digit()
+            || (prev.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase())))
+}
+
 /// A new word starts at an uppercase letter after a lowercase letter or a
 /// digit ("userId", "v2Users"), or at the last capital of an acronym that is
 /// followed by lowercase (`HTTPResponse`).
 fn is_hump(prev: char, cur: char, next: Option<char>) -> bool {
-    // Most API text is ASCII; its tests are a compare, not a table lookup.
-    if cur.is_ascii() && prev.is_ascii() && next.is_none_or(|n| n.is_ascii()) {
-        return cur.is_ascii_uppercase()
-            && (prev.is_ascii_lowercase()
-                || prev.is_ascii_digit()
-                || (prev.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase())));
-    }
     cur.is_uppercase()
         && (prev.is_lowercase()
             || prev.is_numeric()
@@ -813,7 +866,10 @@ fn object_of(route: &str, verb: Verb, scratch: &mut Scratch) -> (u32, u32) {
     let (Some(last), before) = (words.next_back(), words.next_back()) else {
         return (NO_TERM, NO_TERM);
     };
-    let target = before.filter(|_| verb == Verb::None);
+    // A resource's content is that resource in another form, so the
+    // resource is what the route acts on too: `PUT /me/photo/$value`
+    // ("set me photo content") updates the photo.
+    let target = before.filter(|_| verb == Verb::None || last == MEDIA_WORD);
     (
         head_term(last, scratch),
         target.map_or(NO_TERM, |w| head_term(w, scratch)),
@@ -869,36 +925,36 @@ type DocLevels = [[u8; MAX_QUERY_TOKENS]; FIELD_COUNT];
 
 /// What matching the vocabulary found.
 struct Matches {
-    /// Per document, one more than its place in `found`, or 0 when no term
-    /// reached it: in a large catalogue most documents match nothing, and
-    /// a [`DocMatch`] each would cost megabytes per query.
-    slot: Vec<u32>,
-    found: Vec<DocMatch>,
     /// Per vocabulary term, the levels of the query tokens against it,
     /// packed as by [`Query::pack_levels`].
     terms: Vec<u32>,
+    /// The terms some token matched.
+    matched: Vec<usize>,
+    /// Per document, the tokens its terms matched (low sixteen bits, one
+    /// each) and those of them a term said itself, not only through a
+    /// synonym (high sixteen): what a token's weight counts (see
+    /// [`Query::token_weights`]).
+    reach: Vec<u32>,
+    /// The query tokens some term matched exactly, one bit each: words
+    /// the catalogue has, which need no piecing together from the terms
+    /// of a field (see [`Query::match_across_terms`]).
+    words: u16,
+    /// Per document, one more than its place in `found`, or 0 when it is
+    /// not gathered (see [`SearchIndex::gather`]).
+    slot: Vec<u32>,
+    found: Vec<DocMatch>,
+    /// The `required` of the last gather (see [`SearchIndex::gather`]):
+    /// documents that say fewer of the query's words are not gathered
+    /// yet; `usize::MAX` before the first.
+    gathered_at: usize,
 }
 
-/// What matching the vocabulary found in one document it reached.
+/// What matching the vocabulary found in one gathered document.
 #[derive(Clone, Copy, Default)]
 struct DocMatch {
+    doc: u32,
     levels: DocLevels,
-    /// Which query tokens (one bit each) the document's terms matched.
-    tokens: u16,
     coverage: Coverage,
-}
-
-impl Matches {
-    /// The document's entry, made on its first match.
-    fn entry(&mut self, doc: usize) -> Option<&mut DocMatch> {
-        let slot = self.slot.get_mut(doc)?;
-        if *slot == 0 {
-            self.found.push(DocMatch::default());
-            *slot = u32::try_from(self.found.len()).ok()?;
-        }
-        let at = usize::try_from(*slot).ok()?.checked_sub(1)?;
-        self.found.get_mut(at)
-    }
 }
 
 /// Per field of one document, the terms the query covers.
@@ -978,7 +1034,11 @@ impl SearchIndex {
             .enumerate()
             .map(|(i, doc)| Doc::new(&doc, i, &mut scratch))
             .collect();
-        let vocabulary = scratch.vocabulary;
+        let mut vocabulary = scratch.vocabulary;
+        // Postings grew by doubling; the index keeps them for its life.
+        for term in &mut vocabulary.terms {
+            term.postings.shrink_to_fit();
+        }
         let mut by_path: Vec<usize> = (0..docs.len()).collect();
         by_path.sort_by(|&a, &b| docs[a].path.cmp(&docs[b].path));
         let mut path_rank = vec![0; docs.len()];
@@ -1011,15 +1071,21 @@ impl SearchIndex {
             return self.listing(namespace);
         };
         let mut matches = self.match_terms(&query);
-        let weights = query.token_weights(&matches.found, self.docs.len());
-        let mut hits = self.score_all(&query, &mut matches, &weights, namespace);
+        let weights = query.token_weights(&matches.reach, self.docs.len());
+        // Only a token the catalogue does not have as a word can reach a
+        // document no term reached; when there is none, such documents
+        // (most of a large catalogue) are not looked at.
+        let spanning = query.all_tokens() & !matches.words;
+        self.gather(&query, &mut matches, namespace, spanning);
+        let mut hits = self.score_all(&query, &mut matches, &weights, spanning);
         // A long query some of whose words no tool says still finds the
         // tools that say the most of it, rather than nothing or only tools
         // that say its words in passing.
         // A query of one or two words has no word to spare.
         while (hits.is_empty() || query.tokens.len() > 2 && weak(&hits)) && query.required > 1 {
             query.required -= 1;
-            hits = self.score_all(&query, &mut matches, &weights, namespace);
+            self.gather(&query, &mut matches, namespace, spanning);
+            hits = self.score_all(&query, &mut matches, &weights, spanning);
         }
         // Ranks are distinct, so the order is total and need not be stable.
         hits.sort_unstable_by(|a, b| {
@@ -1029,75 +1095,142 @@ impl SearchIndex {
         hits
     }
 
-    /// The hits among the documents in scope, unordered.
+    /// The hits among the gathered documents, unordered.
     fn score_all(
         &self,
         query: &Query,
         matches: &mut Matches,
         weights: &[f64],
-        namespace: Option<&str>,
+        spanning: u16,
     ) -> Vec<(usize, f64)> {
-        let in_scope = |doc: &Doc| namespace.is_none_or(|ns| doc.in_namespace(ns));
-        let Matches { slot, found, terms } = matches;
-        self.docs
-            .iter()
-            .zip(slot.iter())
-            .enumerate()
-            .filter(|(_, (doc, _))| in_scope(doc))
-            .filter_map(|(i, (doc, &slot))| {
-                let mut blank = DocMatch::default();
-                let at = usize::try_from(slot).ok().and_then(|s| s.checked_sub(1));
-                let m = at.and_then(|at| found.get_mut(at)).unwrap_or(&mut blank);
-                let levels_of = |id: u32| {
-                    let term = usize::try_from(id).ok().and_then(|t| terms.get(t));
-                    term.copied().unwrap_or(0)
-                };
+        let Matches { found, terms, .. } = matches;
+        let levels_of = |id: u32| {
+            let term = usize::try_from(id).ok().and_then(|t| terms.get(t));
+            term.copied().unwrap_or(0)
+        };
+        found
+            .iter_mut()
+            .filter_map(|m| {
+                let i = usize::try_from(m.doc).ok()?;
+                let doc = self.docs.get(i)?;
                 let reached = Found {
-                    touched: m.tokens != 0,
+                    touched: matches.reach.get(i).is_some_and(|&r| r != 0),
                     coverage: m.coverage,
                     object: levels_of(doc.object),
                     target: levels_of(doc.target),
                 };
-                let score = query.score_candidate(doc, &mut m.levels, reached, weights)?;
+                let score =
+                    query.score_candidate(doc, &mut m.levels, reached, weights, spanning)?;
                 Some((i, score))
             })
             .collect()
     }
 
-    /// Compares the query with each distinct term once and walks only the
-    /// postings of the terms it matches, so documents without a matching
-    /// term cost nothing here.
+    /// Compares the query with each distinct term once and notes which
+    /// tokens reach each document; no more than a bit per document, since
+    /// a common word ("get") reaches most of a large catalogue.
     fn match_terms(&self, query: &Query) -> Matches {
         let mut matches = Matches {
+            terms: vec![0; self.terms.len()],
+            matched: Vec::new(),
+            reach: vec![0; self.docs.len()],
+            words: 0,
             slot: vec![0; self.docs.len()],
             found: Vec::new(),
-            terms: vec![0; self.terms.len()],
+            gathered_at: usize::MAX,
         };
         for (t, term) in self.terms.iter().enumerate() {
-            let packed = query.pack_levels(term);
+            let (packed, said) = query.pack_levels(term);
             if packed == 0 {
                 continue;
             }
             if let Some(levels) = matches.terms.get_mut(t) {
                 *levels = packed;
             }
-            let bits = token_bits(packed);
+            matches.matched.push(t);
+            matches.words |= tokens_where(packed, |l| l == EXACT);
+            let bits = u32::from(token_bits(packed)) | u32::from(said) << MAX_QUERY_TOKENS;
+            for posting in &term.postings {
+                if let Some(reach) = matches.reach.get_mut(posting.doc()) {
+                    *reach |= bits;
+                }
+            }
+        }
+        matches
+    }
+
+    /// Gathers the levels and coverage of every document in scope that
+    /// says at least `query.required` of the query's words, or equals it
+    /// in a field, and was not gathered before: only these can be hits, so
+    /// only their postings are walked twice.
+    fn gather(&self, query: &Query, matches: &mut Matches, namespace: Option<&str>, spanning: u16) {
+        let (need, before) = (query.required, matches.gathered_at);
+        let fresh = matches.found.len();
+        let says = |reach: u32| {
+            // The low sixteen bits are the tokens matched.
+            let words = (reach as u16 | spanning) & !query.qualifiers;
+            words.count_ones() as usize
+        };
+        for (i, (doc, &reach)) in self.docs.iter().zip(&matches.reach).enumerate() {
+            if reach == 0 && spanning == 0 {
+                continue;
+            }
+            let count = says(reach);
+            // A document that equals the query in a field was gathered the
+            // first time.
+            let take = if before == usize::MAX {
+                count >= need || query.equals_a_field(doc)
+            } else {
+                (need..before).contains(&count) && !query.equals_a_field(doc)
+            };
+            if take && namespace.is_none_or(|ns| doc.in_namespace(ns)) {
+                // Four billion tools cannot fit in memory.
+                let doc_id = u32::try_from(i).unwrap_or(u32::MAX);
+                matches.found.push(DocMatch {
+                    doc: doc_id,
+                    ..DocMatch::default()
+                });
+                if let Some(slot) = matches.slot.get_mut(i) {
+                    *slot = u32::try_from(matches.found.len()).unwrap_or(0);
+                }
+            }
+        }
+        matches.gathered_at = need;
+        if matches.found.len() == fresh {
+            return;
+        }
+        let count = query.tokens.len();
+        let Matches {
+            terms,
+            matched,
+            slot,
+            found,
+            ..
+        } = matches;
+        for &t in matched.iter() {
+            let (Some(term), Some(&packed)) = (self.terms.get(t), terms.get(t)) else {
+                continue;
+            };
             let strong = covers(packed);
             for posting in &term.postings {
-                let field = posting.field();
-                let Some(m) = matches.entry(posting.doc()) else {
+                let at = slot.get(posting.doc()).map_or(0, |&s| s as usize);
+                // Only the documents gathered now, each once.
+                let Some(m) = at
+                    .checked_sub(1)
+                    .filter(|&at| at >= fresh)
+                    .and_then(|at| found.get_mut(at))
+                else {
                     continue;
                 };
+                let field = posting.field();
                 if let Some(levels) = m.levels.get_mut(field) {
-                    raise_levels(levels, packed, query.tokens.len());
+                    raise_levels(levels, packed, count);
                 }
-                m.tokens |= bits;
                 if strong {
                     m.coverage.add(field, packed);
                 }
             }
         }
-        matches
     }
 
     /// An empty query lists the namespace (or everything) in path order.
@@ -1118,6 +1251,8 @@ struct Query {
     /// Per token, the synonyms it also matches (see [`SYNONYMS`]) and its
     /// abbreviations (see [`ABBREVIATIONS`]).
     alternatives: Vec<Vec<&'static str>>,
+    /// Per token, what it is related to (see [`RELATED`]).
+    related: Vec<&'static [&'static str]>,
     abbreviations: Vec<&'static [&'static str]>,
     /// The tokens joined without separators, compared with `Field::compact`.
     compact: String,
@@ -1186,6 +1321,7 @@ impl Query {
                 .map(|(t, token)| synonyms(token, t == 0))
                 .collect(),
             abbreviations: tokens.iter().map(|t| lookup(&ABBREVIATIONS, t)).collect(),
+            related: tokens.iter().map(|t| lookup(&RELATED, t)).collect(),
             compact: tokens.concat(),
             required: required_matches(core),
             verb,
@@ -1197,23 +1333,32 @@ impl Query {
         })
     }
 
-    /// The level of every query token against one term, two bits each.
-    fn pack_levels(&self, term: &Term) -> u32 {
+    /// The level of every query token against one term, two bits each,
+    /// and the tokens the term says itself (one bit each): not only
+    /// through a synonym.
+    fn pack_levels(&self, term: &Term) -> (u32, u16) {
         let tokens = self.tokens.iter().zip(&self.token_pairs);
-        tokens.enumerate().fold(0, |packed, (t, (token, &pairs))| {
-            let mut level = term_level(term, token, pairs);
-            let abbreviations = self.abbreviations.get(t).copied().unwrap_or_default();
-            if abbreviations.iter().any(|abbr| *term.text == **abbr) {
-                level = EXACT;
-            }
-            if level < PREFIX {
-                let alternatives = self.alternatives.get(t).map_or(&[][..], Vec::as_slice);
-                if alternatives.iter().any(|alt| *term.text == **alt) {
+        tokens
+            .enumerate()
+            .fold((0, 0), |(packed, said), (t, (token, &pairs))| {
+                let mut level = term_level(term, token, pairs);
+                let abbreviations = self.abbreviations.get(t).copied().unwrap_or_default();
+                if abbreviations.iter().any(|abbr| *term.text == **abbr) {
+                    level = EXACT;
+                }
+                if level < PREFIX {
+                    let alternatives = self.alternatives.get(t).map_or(&[][..], Vec::as_slice);
+                    if alternatives.iter().any(|alt| *term.text == **alt) {
+                        level = PREFIX;
+                    }
+                }
+                let own = u16::from(level != NONE) << t;
+                let related = self.related.get(t).copied().unwrap_or_default();
+                if level < PREFIX && related.iter().any(|alt| *term.text == **alt) {
                     level = PREFIX;
                 }
-            }
-            packed | (u32::from(level) << (2 * t))
-        })
+                (packed | (u32::from(level) << (2 * t)), said | own)
+            })
     }
 
     /// Finishes matching one document and scores it; None when it is not a
@@ -1224,10 +1369,11 @@ impl Query {
         levels: &mut DocLevels,
         found: Found,
         weights: &[f64],
+        spanning: u16,
     ) -> Option<f64> {
-        // Every short field is scanned for tokens spanning terms; the pair
-        // masks make that nearly free.
-        let spanned = self.match_across_terms(doc, levels);
+        // Every short field is scanned for the tokens that may span terms;
+        // the pair masks make that nearly free.
+        let spanned = self.match_across_terms(doc, levels, spanning);
         if found.touched || spanned || self.equals_a_field(doc) {
             self.score(doc, levels, &found, weights)
         } else {
@@ -1235,10 +1381,12 @@ impl Query {
         }
     }
 
-    /// Gives a token that matched no single term a contains-level hit when it
-    /// spans terms of a short field ("pullrequest" in `pull_request`).
+    /// Gives a token of `spanning` (one bit each) that matched no single
+    /// term a contains-level hit when it spans terms of a short field
+    /// ("pullrequest" in `pull_request`). A word the catalogue has is not
+    /// pieced together from others ("user" in `bus_error`).
     /// Reports whether anything new matched.
-    fn match_across_terms(&self, doc: &Doc, levels: &mut DocLevels) -> bool {
+    fn match_across_terms(&self, doc: &Doc, levels: &mut DocLevels, spanning: u16) -> bool {
         let mut found = false;
         for (field, best) in doc
             .fields
@@ -1247,8 +1395,9 @@ impl Query {
             .take(CROSS_TERM_FIELDS)
         {
             let candidates = self.tokens.iter().zip(&self.token_pairs);
-            for ((token, &pairs), level) in candidates.zip(best.iter_mut()) {
+            for (t, ((token, &pairs), level)) in candidates.zip(best.iter_mut()).enumerate() {
                 if *level == NONE
+                    && spanning >> t & 1 == 1
                     && token.len() >= MIN_CONTAINS_LEN
                     && field.pairs.may_contain(pairs)
                     && contains(&field.compact, token)
@@ -1261,6 +1410,11 @@ impl Query {
         found
     }
 
+    /// Every token, one bit each.
+    fn all_tokens(&self) -> u16 {
+        tokens_where(u32::MAX, |_| true) >> (MAX_QUERY_TOKENS - self.tokens.len())
+    }
+
     /// Whether the whole phrase equals some field, which admits a document
     /// even when its terms did not match the tokens one by one.
     fn equals_a_field(&self, doc: &Doc) -> bool {
@@ -1270,12 +1424,16 @@ impl Query {
     /// Each token's weight: rarer words say more ("email" against "get"),
     /// as inverse document frequency, scaled so that the weights average 1
     /// and scores stay comparable across queries.
-    fn token_weights(&self, found: &[DocMatch], documents: usize) -> Vec<f64> {
+    fn token_weights(&self, reach: &[u32], documents: usize) -> Vec<f64> {
         let count = self.tokens.len();
         let mut frequency = vec![0usize; count];
-        for m in found {
+        for said in reach
+            .iter()
+            .map(|r| r >> MAX_QUERY_TOKENS)
+            .filter(|&s| s != 0)
+        {
             for (t, df) in frequency.iter_mut().enumerate() {
-                *df += usize::from(m.tokens >> t & 1 == 1);
+                *df += usize::from(said >> t & 1 == 1);
             }
         }
         let documents = documents as f64;
@@ -1351,9 +1509,12 @@ impl Query {
         score += NAME_COVERAGE_WEIGHT * share(NAME_FIELD, doc.name_terms);
         score += SUMMARY_COVERAGE_WEIGHT * share(SUMMARY_FIELD, doc.summary_terms);
         score += ROUTE_COVERAGE_WEIGHT * share(ROUTE_FIELD, doc.route_terms);
-        score += OBJECT_WEIGHT * token_factor(self.object_level(doc, found));
+        score += OBJECT_WEIGHT * token_factor(self.object_level(doc, levels, found));
         score -= DEPTH_COST * f64::from(doc.depth);
         if verbs_conflict(self.verb, doc.verb) {
+            score -= VERB_MISMATCH_COST;
+        }
+        if self.verb_only_in_place(doc, levels, found) {
             score -= VERB_MISMATCH_COST;
         }
         if doc.nested {
@@ -1378,6 +1539,19 @@ impl Query {
     /// create something else's replies, and the word itself is matched.
     fn creates_object(&self, doc: &Doc, found: &Found) -> bool {
         self.verb == Verb::Action && doc.verb == Verb::Create && level_at(found.object, 0) == PREFIX
+    }
+
+    /// Whether the query's action verb is in the route only as a place it
+    /// passes through, a noun spelt like the verb: "share a file" against
+    /// `GET /shares/{id}/items`. The route does what its own verb says.
+    /// (An action route says its action in its last word, whose head is
+    /// its object: "send" is in `sendMail`, whose object is mail.)
+    fn verb_only_in_place(&self, doc: &Doc, levels: &DocLevels, found: &Found) -> bool {
+        self.verb == Verb::Action
+            && doc.verb != Verb::None
+            && levels[ROUTE_FIELD][0] == EXACT
+            && level_at(found.object, 0) == NONE
+            && level_at(found.target, 0) == NONE
     }
 
     /// Whether the route names a place the query names (see
@@ -1411,10 +1585,14 @@ impl Query {
     /// ("reply" against `…/replies`) names less than the head does; or how
     /// its head names an action's target ("reply to an email": `POST
     /// /me/messages/{id}/reply`). That the verb names an action is in the
-    /// match already.
-    fn object_level(&self, doc: &Doc, found: &Found) -> u8 {
+    /// match already. The verb names the object only of a route that does
+    /// what the query's verb says, on what the query names: "fork a
+    /// repository" is `POST /repos/{owner}/{repo}/forks`, but "share a
+    /// file" is not `POST /shares` nor "search …" `PATCH /search`.
+    fn object_level(&self, doc: &Doc, levels: &DocLevels, found: &Found) -> u8 {
         let by_head = |packed| self.head.map_or(NONE, |t| level_at(packed, t));
-        let by_verb = if self.verb == Verb::None || doc.verb == Verb::None {
+        let head_in_route = self.head.is_none_or(|t| levels[ROUTE_FIELD][t] >= PREFIX);
+        let by_verb = if self.verb == Verb::None || doc.verb == Verb::None || !head_in_route {
             NONE
         } else {
             level_at(found.object, 0).min(PREFIX)
@@ -2324,10 +2502,8 @@ mod tests {
         // As rare as the others, they weigh half as much.
         let weights = Query::parse("get a user by id or email")
             .map(|q| {
-                let all = DocMatch {
-                    tokens: 0b1111,
-                    ..DocMatch::default()
-                };
+                // One document says all four words itself.
+                let all = 0b1111 | 0b1111 << MAX_QUERY_TOKENS;
                 q.token_weights(&[all], 1)
             })
             .unwrap_or_default();
@@ -2417,6 +2593,133 @@ mod tests {
         assert!(written_plural("list my OneDrives", "onedrive"));
         assert!(written_plural("list mailFolders", "folder"));
         assert!(!written_plural("get my drive", "drive"));
+    }
+
+    #[test]
+    fn a_related_word_keeps_its_own_rarity() {
+        // "upload" is related to the `content` every drive item has, yet
+        // few tools say it: it still outweighs "large", which one Excel
+        // function says.
+        let mut docs: Vec<SearchDoc<'static>> = (0..40)
+            .map(|_| {
+                route("set drives items content", 5)(doc(
+                    "g.a.updateContent",
+                    "drivesUpdateItemsContent",
+                    "g",
+                    "Update content for the navigation property items in drives",
+                ))
+            })
+            .collect();
+        docs.push(route("drives items createUploadSession", 5)(doc(
+            "g.b.createUploadSession",
+            "drivesItemsCreateUploadSession",
+            "g",
+            "Invoke action createUploadSession\nCreate an upload session to upload files.",
+        )));
+        docs.push(route("drives items workbook functions large", 7)(doc(
+            "g.c.large",
+            "drivesItemsWorkbookFunctionsLarge",
+            "g",
+            "Invoke action large",
+        )));
+        let found = run(&docs, "upload a large file in chunks", None);
+        let rank = |path: &str| found.iter().position(|p| p == path);
+        assert!(
+            rank("g.b.createUploadSession") < rank("g.c.large"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn the_content_of_a_resource_is_that_resource_too() {
+        // `PUT /me/photo/$value` updates my photo; `PATCH
+        // /me/contacts/{id}/photo` a contact's.
+        let docs = [
+            route("update me contacts photo", 4)(doc(
+                "g.meContact.updatePhoto",
+                "meContactsUpdatePhoto",
+                "g",
+                "Update the navigation property photo in me",
+            )),
+            route("set me photo content", 3)(doc(
+                "g.meProfilePhoto.meUpdatePhotoContent",
+                "meUpdatePhotoContent",
+                "g",
+                "Update media content for the navigation property photo in me",
+            )),
+        ];
+        assert_eq!(
+            run(&docs, "update my profile photo", None)[0],
+            "g.meProfilePhoto.meUpdatePhotoContent"
+        );
+    }
+
+    #[test]
+    fn the_verb_names_the_object_only_of_a_route_on_the_querys_object() {
+        // Every drive item says "item", so "file" weighs little, and
+        // `POST /shares` says "share" in all its fields; but it is not
+        // about a file, and sharing is not making a share.
+        let mut docs: Vec<SearchDoc<'static>> = (0..100)
+            .map(|_| {
+                route("get drives items", 4)(doc(
+                    "g.a.getItems",
+                    "drivesGetItems",
+                    "g",
+                    "Get items from drives",
+                ))
+            })
+            .collect();
+        docs.push(route("create shares", 1)(doc(
+            "g.sharesSharedDriveItem.createSharedDriveItem",
+            "shares.sharedDriveItem.CreateSharedDriveItem",
+            "g",
+            "Add new entity to shares",
+        )));
+        docs.push(route("drives items invite", 5)(doc(
+            "g.drivesActions.drivesDriveItemsDriveItemInvite",
+            "drives.drive.items.driveItem.invite",
+            "g",
+            "Invoke action invite\nSends a sharing invitation for a driveItem.",
+        )));
+        assert_eq!(
+            run(&docs, "share a file with specific people", None)[0],
+            "g.drivesActions.drivesDriveItemsDriveItemInvite"
+        );
+    }
+
+    #[test]
+    fn an_action_verb_said_only_as_a_place_is_not_done_there() {
+        let docs = [
+            route("list shares items", 3)(doc(
+                "g.a.sharesListItems",
+                "sharesListItems",
+                "g",
+                "Get items from shares",
+            )),
+            route("drives items invite", 5)(doc(
+                "g.b.invite",
+                "drivesItemsInvite",
+                "g",
+                "Invoke action invite\nSends a sharing invitation for a driveItem.",
+            )),
+        ];
+        assert_eq!(
+            run(&docs, "share a file with someone", None)[0],
+            "g.b.invite"
+        );
+    }
+
+    #[test]
+    fn a_word_the_catalogue_has_is_not_pieced_together_from_others() {
+        let docs = [
+            doc("g.a.busError", "busError", "g", ""),
+            doc("g.b.getUser", "getUser", "g", ""),
+            doc("g.c.pullRequests", "pull_requests", "g", ""),
+        ];
+        // "user" is a word here: `bus_error` does not say it.
+        assert_eq!(run(&docs, "user", None), ["g.b.getUser"]);
+        // "pullrequest" is not: `pull_requests` says it in two.
+        assert_eq!(run(&docs, "pullrequest", None), ["g.c.pullRequests"]);
     }
 
     fn capitalise(word: &str) -> String {

@@ -13,7 +13,7 @@
 //! this build does not know (written by a newer release) cannot be served,
 //! and says so.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -166,17 +166,19 @@ impl StoredIntegration {
         let definitions = Arc::new(Definitions::new(self.definitions));
         let mut operations = Vec::with_capacity(self.tools.len());
         let mut parts = Vec::with_capacity(self.tools.len());
-        let mut shared: HashMap<ParamSpec, Arc<ParamSpec>> = HashMap::new();
+        let mut shared: HashSet<Arc<ParamSpec>> = HashSet::new();
         let mut schemas = SchemaInterner::default();
         for tool in self.tools {
             let parameters = tool
                 .parameters
                 .into_iter()
-                .map(|p| {
-                    shared
-                        .entry(p.clone())
-                        .or_insert_with(|| Arc::new(p))
-                        .clone()
+                .map(|p| match shared.get(&p) {
+                    Some(same) => same.clone(),
+                    None => {
+                        let one = Arc::new(p);
+                        shared.insert(one.clone());
+                        one
+                    }
                 })
                 .collect();
             let route = route_hint(&tool.method, &tool.path_template, &tool.name);
