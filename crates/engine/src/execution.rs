@@ -205,6 +205,19 @@ pub(crate) struct ApprovalGate {
     calls_changed: Notify,
 }
 
+/// Call `index` waiting for a human in [`ApprovalGate::decide`]; dropping
+/// it ends the wait.
+struct Waiting {
+    gate: Arc<ApprovalGate>,
+    index: usize,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.gate.stop_waiting(self.index);
+    }
+}
+
 /// One tool call in flight; see [`ApprovalGate::call_started`].
 pub(crate) struct ActiveCall(Arc<ApprovalGate>);
 
@@ -458,9 +471,15 @@ impl ApprovalGate {
         };
         let _ = self.events.send(RunEvent::Paused(pending));
         let window = self.window;
-        let gate = self.clone();
+        // Removes the entry however the wait ends: decided, timed out, or
+        // dropped with an aborted call.
+        let waiting = Waiting {
+            gate: self.clone(),
+            index,
+        };
         Box::pin(async move {
-            let decision = match tokio::time::timeout(window, rx).await {
+            let _waiting = waiting;
+            match tokio::time::timeout(window, rx).await {
                 Ok(Ok(decision)) => decision,
                 Ok(Err(_)) => Decision::Decline {
                     reason: "cancelled",
@@ -468,9 +487,7 @@ impl ApprovalGate {
                 Err(_) => Decision::Decline {
                     reason: "approval_timeout",
                 },
-            };
-            gate.stop_waiting(index);
-            decision
+            }
         })
     }
 
@@ -840,6 +857,25 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_wait_for_a_human_ends_when_its_call_is_dropped() {
+        let (events, _events) = mpsc::unbounded_channel();
+        let gate = Arc::new(ApprovalGate::new(
+            events,
+            Vec::new(),
+            Vec::new(),
+            Duration::from_secs(60),
+        ));
+        let call = gate.call_started();
+        let decision = gate.decide(0, "a.b", &json!({}));
+        assert!(gate.is_waiting(0) && gate.is_paused());
+        // The call is aborted while it waits.
+        drop(decision);
+        drop(call);
+        assert!(!gate.is_waiting(0) && !gate.is_paused());
+        assert!(!gate.answer(0, Decision::Accept));
+    }
 
     #[test]
     fn saved_executions_keep_the_shape_earlier_releases_stored() {
