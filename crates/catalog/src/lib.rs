@@ -3,7 +3,8 @@
 //!
 //! An integration kind (OpenAPI today; GraphQL and upstream MCP servers
 //! next; the engine's built-in core tools) produces [`ToolEntry`]s and a
-//! [`ToolInvoker`] that runs them. This crate holds what every kind and the
+//! [`ToolInvoker`] that runs them; a stored kind loads its records through
+//! an [`IntegrationLoader`]. This crate holds what every kind and the
 //! engine share: the entries, grouped per integration and indexed
 //! ([`ToolGroup`], [`Catalog`], `search.rs`); tool schemas held as compact
 //! text with the definitions an integration's tools share stored once
@@ -18,6 +19,7 @@
 mod budget;
 mod catalog;
 pub mod describe;
+mod loader;
 pub mod schema;
 pub mod search;
 mod validate;
@@ -27,6 +29,7 @@ pub use catalog::{
     Catalog, CatalogSource, IntegrationSummary, NewTool, RouteHint, StaticCatalog, ToolEntry,
     ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, result_value,
 };
+pub use loader::{IntegrationLoader, LoadedIntegration};
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
 pub use validate::SchemaProblems;
 

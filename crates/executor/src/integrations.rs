@@ -1,7 +1,9 @@
 //! `executor integrations …`: import, list, refresh and remove the org's
 //! integrations.
 
-use executor_integrations::IntegrationKind;
+use std::sync::Arc;
+
+use executor_integrations::{Credentials, IntegrationKind, Kinds};
 use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::{IntegrationRecord, Store, now_ms};
@@ -9,7 +11,11 @@ use executor_store::{IntegrationRecord, Store, now_ms};
 use crate::cli::{AddIntegration, IntegrationsCommand};
 use crate::{AnyResult, resolve_org};
 
-pub(crate) async fn integrations(store: &dyn Store, command: IntegrationsCommand) -> AnyResult<()> {
+pub(crate) async fn integrations(
+    shared: Arc<dyn Store>,
+    command: IntegrationsCommand,
+) -> AnyResult<()> {
+    let store = shared.as_ref();
     match command {
         IntegrationsCommand::Add(AddIntegration::Openapi {
             spec,
@@ -31,6 +37,7 @@ pub(crate) async fn integrations(store: &dyn Store, command: IntegrationsCommand
         }
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
+            let kinds = listing_kinds(shared.clone())?;
             for i in store.list_integrations(&org_id, false).await? {
                 let document = store
                     .integration_document(&org_id, &i.namespace, i.revision)
@@ -43,7 +50,7 @@ pub(crate) async fn integrations(store: &dyn Store, command: IntegrationsCommand
                     i.tool_count,
                     i.base_url.as_deref().unwrap_or("(no base URL)"),
                     i.source,
-                    stored_status(&document),
+                    stored_status(&kinds, &i, &document),
                 );
             }
             Ok(())
@@ -99,17 +106,25 @@ pub(crate) async fn integrations(store: &dyn Store, command: IntegrationsCommand
     }
 }
 
+/// The kinds, to say whether each stored record can be served; their
+/// tools are not called here, so the HTTP client has the defaults and the
+/// credentials no key.
+fn listing_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
+    let http = HttpClient::new(HttpConfig::default())?;
+    let credentials = Arc::new(Credentials { store, key: None });
+    Ok(Kinds::new(Arc::new(http), credentials))
+}
+
 /// Whether the server can serve a stored integration, for `integrations
-/// list`: `ok`, an older format it upgrades when it loads the record, or
-/// why its tools are unavailable.
-pub(crate) fn stored_status(document: &str) -> String {
-    let format = executor_openapi::format_of(document);
-    if format < executor_openapi::FORMAT {
-        return format!("ok (format {format}: upgraded when the server loads it)");
-    }
-    match executor_openapi::load(document) {
-        Ok(_) => "ok".to_string(),
-        Err(e) => format!("unavailable: {e}"),
+/// list`: its kind's word, or that this release does not serve the kind.
+fn stored_status(kinds: &Kinds, record: &IntegrationRecord, document: &str) -> String {
+    let kind = record.integration_kind().ok();
+    match kind.and_then(|kind| kinds.loader(kind)) {
+        Some(loader) => loader.status(document),
+        None => format!(
+            "unavailable: its kind `{}` is not known to this release",
+            record.kind
+        ),
     }
 }
 

@@ -142,7 +142,7 @@ async fn run(cli: Cli) -> AnyResult<()> {
             Ok(())
         }
         Command::Policies(command) => policies::policies(store.as_ref(), command).await,
-        Command::Integrations(command) => integrations::integrations(store.as_ref(), command).await,
+        Command::Integrations(command) => integrations::integrations(store.clone(), command).await,
         Command::Connections(command) => {
             connections::connections(store.as_ref(), &cli.global, command).await
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_engine::{Engine, EngineConfig, ShareLimits};
-use executor_integrations::{Credentials, OpenApiInvokers, StoreCatalogs};
+use executor_integrations::{Credentials, Kinds, StoreCatalogs};
 use executor_mcp::McpServer;
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_sandbox::Limits;
@@ -57,7 +57,7 @@ pub(crate) fn engine(
 }
 
 /// Org catalogs from the store, with the HTTP client and credentials their
-/// OpenAPI tools are invoked with.
+/// tools are invoked with.
 pub(crate) fn store_catalogs(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
@@ -65,15 +65,13 @@ pub(crate) fn store_catalogs(
 ) -> AnyResult<StoreCatalogs> {
     let http = HttpClient::new(http)?;
     let key = SecretKey::load_or_create(&global.data_dir())?;
-    let invokers = OpenApiInvokers {
-        http: Arc::new(http),
-        credentials: Arc::new(Credentials {
-            store: store.clone(),
-            key: Some(Arc::new(key)),
-        }),
-    };
+    let credentials = Arc::new(Credentials {
+        store: store.clone(),
+        key: Some(Arc::new(key)),
+    });
+    let kinds = Kinds::new(Arc::new(http), credentials);
     let core = executor_engine::core_tool_entries(store.clone());
-    Ok(StoreCatalogs::new(store, Arc::new(invokers), core))
+    Ok(StoreCatalogs::new(store, kinds, core))
 }
 
 pub(crate) async fn serve(

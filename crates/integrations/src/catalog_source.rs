@@ -17,21 +17,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup, ToolInvoker};
+use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup};
 use executor_store::{IntegrationRecord, Store};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
-use executor_openapi::{LoadError, OpenApiInvoker, OpenApiService};
-use executor_outbound::HttpClient;
-
-use crate::IntegrationKind;
-use crate::connections::Credentials;
-
-/// What a stored integration's tools are invoked with.
-pub trait InvokerFactory: Send + Sync + 'static {
-    fn openapi(&self, org_id: &str, service: OpenApiService) -> Arc<dyn ToolInvoker>;
-}
+use crate::Kinds;
 
 /// A build in flight: the catalog, and whether it is complete.
 type Build = Shared<BoxFuture<'static, (Arc<Catalog>, bool)>>;
@@ -44,11 +35,11 @@ struct Loaded {
     outcome: Result<Arc<ToolGroup>, String>,
 }
 
-/// What builds share: the store, the invokers, the core tools' group and
-/// the integrations loaded so far.
+/// What builds share: the store, the kinds, the core tools' group and the
+/// integrations loaded so far.
 struct Loader {
     store: Arc<dyn Store>,
-    invokers: Arc<dyn InvokerFactory>,
+    kinds: Kinds,
     core: Arc<ToolGroup>,
     /// By (org, namespace). Std lock: held only to read or swap entries.
     loaded: Mutex<HashMap<(String, String), Loaded>>,
@@ -66,16 +57,12 @@ pub struct StoreCatalogs {
 impl StoreCatalogs {
     /// Catalogs of the store's integrations, each beside `core`: the
     /// engine's built-in tools, under `executor.`.
-    pub fn new(
-        store: Arc<dyn Store>,
-        invokers: Arc<dyn InvokerFactory>,
-        core: Vec<ToolEntry>,
-    ) -> Self {
+    pub fn new(store: Arc<dyn Store>, kinds: Kinds, core: Vec<ToolEntry>) -> Self {
         let core = Arc::new(ToolGroup::new(CORE_NAMESPACE, core));
         StoreCatalogs {
             loader: Arc::new(Loader {
                 store,
-                invokers,
+                kinds,
                 core,
                 loaded: Mutex::new(HashMap::new()),
             }),
@@ -231,8 +218,9 @@ impl Loader {
         Some((loaded, true))
     }
 
-    /// Loads a stored document by its kind; Err says why the integration
-    /// cannot be served.
+    /// Loads a stored document by its kind, storing back a record its kind
+    /// upgraded from an older format; Err says why the integration cannot
+    /// be served.
     fn load(
         &self,
         handle: &tokio::runtime::Handle,
@@ -240,58 +228,31 @@ impl Loader {
         record: &IntegrationRecord,
         document: String,
     ) -> Result<Arc<ToolGroup>, String> {
-        let Ok(kind) = record.integration_kind() else {
-            tracing::warn!(kind = %record.kind, namespace = %record.namespace, "unknown integration kind");
+        let kind = record.integration_kind().ok();
+        let Some(loader) = kind.and_then(|kind| self.kinds.loader(kind)) else {
+            tracing::warn!(kind = %record.kind, namespace = %record.namespace, "integration kind not served");
             return Err(format!(
                 "its kind `{}` is not known to this release",
                 record.kind
             ));
         };
-        match kind {
-            IntegrationKind::OpenApi => self.load_openapi(handle, org, record, document),
+        let loaded = loader
+            .load(org, &record.namespace, &document)
+            .map_err(|why| {
+                tracing::error!(error = %why, namespace = %record.namespace, "stored integration cannot be loaded");
+                why
+            })?;
+        drop(document);
+        if let Some(upgraded) = loaded.upgraded {
+            let kept = handle.block_on(self.store.replace_integration_document(
+                org,
+                &record.namespace,
+                record.revision,
+                upgraded,
+            ));
+            tracing::info!(namespace = %record.namespace, stored = ?kept.ok(), "upgraded a stored integration");
         }
-    }
-
-    /// An OpenAPI record's tools, upgrading (and storing back) a record of
-    /// an older format.
-    fn load_openapi(
-        &self,
-        handle: &tokio::runtime::Handle,
-        org: &str,
-        record: &IntegrationRecord,
-        document: String,
-    ) -> Result<Arc<ToolGroup>, String> {
-        let stored = match executor_openapi::load(&document) {
-            Err(LoadError::Older(format)) => {
-                let upgraded = executor_openapi::upgrade(&document).map_err(|e| {
-                    tracing::error!(error = %e, namespace = %record.namespace, "could not upgrade a stored integration");
-                    e.to_string()
-                })?;
-                drop(document);
-                let stored = executor_openapi::load(&upgraded).map_err(|e| e.to_string())?;
-                let kept = handle.block_on(self.store.replace_integration_document(
-                    org,
-                    &record.namespace,
-                    record.revision,
-                    upgraded,
-                ));
-                tracing::info!(namespace = %record.namespace, from = format, stored = ?kept.ok(), "upgraded a stored integration");
-                stored
-            }
-            Err(e) => {
-                tracing::error!(error = %e, namespace = %record.namespace, "stored integration cannot be loaded");
-                return Err(e.to_string());
-            }
-            Ok(stored) => stored,
-        };
-        if stored.namespace != record.namespace {
-            return Err(
-                "its stored record names another namespace; run `executor integrations refresh`"
-                    .into(),
-            );
-        }
-        let entries = stored.into_entries(|service| self.invokers.openapi(org, service));
-        Ok(Arc::new(ToolGroup::new(&record.namespace, entries)))
+        Ok(Arc::new(ToolGroup::new(&record.namespace, loaded.tools)))
     }
 
     /// Drops what was loaded for integrations the org no longer has.
@@ -319,23 +280,5 @@ impl CatalogSource for StoreCatalogs {
             self.finish(&org_id, version, &catalog, complete);
             catalog
         })
-    }
-}
-
-/// Invokers for stored OpenAPI integrations: one HTTP client and one
-/// credential source shared by all of them.
-pub struct OpenApiInvokers {
-    pub http: Arc<HttpClient>,
-    pub credentials: Arc<Credentials>,
-}
-
-impl InvokerFactory for OpenApiInvokers {
-    fn openapi(&self, org_id: &str, service: OpenApiService) -> Arc<dyn ToolInvoker> {
-        Arc::new(OpenApiInvoker::new(
-            org_id,
-            service,
-            self.http.clone(),
-            self.credentials.clone(),
-        ))
     }
 }

@@ -3,15 +3,17 @@
 //! ([`StoreCatalogs`]), and the connections that hold their credentials.
 //!
 //! A kind is its own crate (`executor-openapi` today) that imports a source
-//! into a stored form, loads that form into catalog tools and invokes them;
-//! adding one is a crate plus a variant of [`IntegrationKind`] — the
-//! compiler then lists every place that must handle it.
+//! into a stored form, loads that form into catalog tools (an
+//! [`executor_catalog::IntegrationLoader`]) and invokes them; adding one is
+//! a crate, a variant of [`IntegrationKind`] and one line in [`Kinds::new`].
 
 mod catalog_source;
 mod connections;
+mod kinds;
 
-pub use catalog_source::{InvokerFactory, OpenApiInvokers, StoreCatalogs};
+pub use catalog_source::StoreCatalogs;
 pub use connections::Credentials;
+pub use kinds::Kinds;
 
 /// The kinds of integration this release serves; stored as text in an
 /// integration record and parsed at that edge

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use executor_catalog::{CatalogSource, ToolInvocation, ToolInvoker, ToolResult};
-use executor_integrations::{InvokerFactory, StoreCatalogs};
-use executor_openapi::{ImportOptions, OpenApiService};
+use executor_catalog::{CatalogSource, IntegrationLoader, LoadedIntegration, ToolError};
+use executor_integrations::{IntegrationKind, Kinds, StoreCatalogs};
+use executor_openapi::{CredentialSource, ImportOptions, OpenApiKind};
+use executor_outbound::{Credential, HttpClient, HttpConfig};
 use executor_store::{IntegrationRecord, SqliteStore, Store, now_ms};
 use futures::future::BoxFuture;
 
@@ -18,25 +19,47 @@ const SPEC: &str = r#"{"openapi": "3.0.3", "info": {"title": "t", "version": "1"
   "servers": [{"url": "https://example.com"}],
   "paths": {"/pets": {"get": {"operationId": "listPets", "responses": {"200": {"description": "ok"}}}}}}"#;
 
-struct Never;
+/// No connection anywhere: the tools are not called in these tests.
+struct NoCredentials;
 
-impl ToolInvoker for Never {
-    fn invoke(&self, _call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async { unreachable!("not called in these tests") })
+impl CredentialSource for NoCredentials {
+    fn credential<'a>(
+        &'a self,
+        _org_id: &'a str,
+        _namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>> {
+        Box::pin(async { Ok(None) })
     }
 }
 
-/// Counts loads per org and per (org, namespace) (an integration's invoker
-/// is made once per load) and makes the slow org's loads take a while.
-#[derive(Default)]
+/// The OpenAPI kind, counting loads per org and per (org, namespace), and
+/// making the slow org's loads take a while.
 struct Counting {
+    openapi: OpenApiKind,
     builds: Mutex<HashMap<String, usize>>,
     loads: Mutex<HashMap<(String, String), usize>>,
     slow_org: Mutex<Option<String>>,
 }
 
-impl InvokerFactory for Counting {
-    fn openapi(&self, org_id: &str, service: OpenApiService) -> Arc<dyn ToolInvoker> {
+impl Default for Counting {
+    fn default() -> Self {
+        let http = HttpClient::new(HttpConfig::default()).unwrap();
+        Counting {
+            openapi: OpenApiKind::new(Arc::new(http), Arc::new(NoCredentials)),
+            builds: Mutex::default(),
+            loads: Mutex::default(),
+            slow_org: Mutex::default(),
+        }
+    }
+}
+
+impl IntegrationLoader for Counting {
+    fn load(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        document: &str,
+    ) -> Result<LoadedIntegration, String> {
         *self
             .builds
             .lock()
@@ -47,12 +70,16 @@ impl InvokerFactory for Counting {
             .loads
             .lock()
             .unwrap()
-            .entry((org_id.to_string(), service.namespace.clone()))
+            .entry((org_id.to_string(), namespace.to_string()))
             .or_default() += 1;
         if self.slow_org.lock().unwrap().as_deref() == Some(org_id) {
             std::thread::sleep(Duration::from_millis(800));
         }
-        Arc::new(Never)
+        self.openapi.load(org_id, namespace, document)
+    }
+
+    fn status(&self, document: &str) -> String {
+        self.openapi.status(document)
     }
 }
 
@@ -111,7 +138,8 @@ async fn setup(
         orgs.push(org);
     }
     let counting = Arc::new(Counting::default());
-    let catalogs = StoreCatalogs::new(store.clone(), counting.clone(), Vec::new());
+    let kinds = Kinds::with(vec![(IntegrationKind::OpenApi, counting.clone() as _)]);
+    let catalogs = StoreCatalogs::new(store.clone(), kinds, Vec::new());
     let b = orgs.pop().unwrap();
     let a = orgs.pop().unwrap();
     (store, counting, catalogs, a, b, dir)
@@ -279,5 +307,31 @@ async fn a_record_that_cannot_be_read_is_reported_not_dropped() {
         .map(|i| i.namespace.as_str())
         .collect();
     assert_eq!(listed, ["broken", "future"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_record_of_a_kind_not_served_is_reported_by_its_kind() {
+    let (store, counting, catalogs, a, _b, dir) = setup("kind").await;
+    store
+        .upsert_integration(IntegrationRecord {
+            org_id: a.clone(),
+            namespace: "later".into(),
+            kind: "graphql".into(),
+            source: "inline".into(),
+            base_url: None,
+            tool_count: 1,
+            document: "{}".into(),
+            updated_at_ms: now_ms(),
+            revision: 0,
+        })
+        .await
+        .unwrap();
+    let catalog = catalogs.catalog(&a).await;
+    assert!(catalog.get("pets.pets.listPets").is_some());
+    let why = catalog.unavailable("later.x").expect("later is reported");
+    assert!(why.contains("`graphql` is not known"), "{why}");
+    // No loader was asked to read it.
+    assert_eq!(counting.loads(&a, "later"), 0);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -20,6 +20,7 @@ mod context;
 mod document;
 mod error;
 mod invoker;
+mod kind;
 mod media;
 mod naming;
 mod operation;
@@ -34,6 +35,7 @@ mod text;
 mod warnings;
 
 pub use invoker::{CredentialSource, OpenApiInvoker, OpenApiService};
+pub use kind::OpenApiKind;
 pub use request::{call, check_args};
 pub use stored::{LoadError, StoredIntegration, format_of, load, tool_entries, upgrade};
 

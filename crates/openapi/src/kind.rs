@@ -1,0 +1,65 @@
+//! OpenAPI as a kind of integration the server serves: stored records
+//! loaded into tools that call the API through the guarded client.
+
+use std::sync::Arc;
+
+use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker};
+use executor_outbound::HttpClient;
+
+use crate::stored::{LoadError, format_of, load, upgrade};
+use crate::{CredentialSource, FORMAT, OpenApiInvoker};
+
+/// Loads stored OpenAPI records; their tools call through one HTTP client
+/// with the org's connections.
+pub struct OpenApiKind {
+    http: Arc<HttpClient>,
+    credentials: Arc<dyn CredentialSource>,
+}
+
+impl OpenApiKind {
+    pub fn new(http: Arc<HttpClient>, credentials: Arc<dyn CredentialSource>) -> Self {
+        OpenApiKind { http, credentials }
+    }
+}
+
+impl IntegrationLoader for OpenApiKind {
+    fn load(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        document: &str,
+    ) -> Result<LoadedIntegration, String> {
+        let (stored, upgraded) = match load(document) {
+            Err(LoadError::Older(_)) => {
+                let upgraded = upgrade(document).map_err(|e| e.to_string())?;
+                (load(&upgraded).map_err(|e| e.to_string())?, Some(upgraded))
+            }
+            Err(e) => return Err(e.to_string()),
+            Ok(stored) => (stored, None),
+        };
+        if stored.namespace != namespace {
+            return Err(
+                "its stored record names another namespace; run `executor integrations refresh`"
+                    .into(),
+            );
+        }
+        let (http, credentials) = (self.http.clone(), self.credentials.clone());
+        let tools = stored.into_entries(|service| -> Arc<dyn ToolInvoker> {
+            Arc::new(OpenApiInvoker::new(org_id, service, http, credentials))
+        });
+        Ok(LoadedIntegration { tools, upgraded })
+    }
+
+    /// `ok`, an older format the server upgrades when it loads the record,
+    /// or why its tools are unavailable.
+    fn status(&self, document: &str) -> String {
+        let format = format_of(document);
+        if format < FORMAT {
+            return format!("ok (format {format}: upgraded when the server loads it)");
+        }
+        match load(document) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("unavailable: {e}"),
+        }
+    }
+}
