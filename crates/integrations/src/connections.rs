@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use executor_catalog::ToolError;
-use executor_openapi::CredentialSource;
 use executor_outbound::Credential;
+use executor_outbound::CredentialSource;
 use executor_store::secrets::{self, SecretKey, SecretRef};
 use executor_store::{CredentialKind, Store};
 use futures::future::BoxFuture;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use executor_catalog::IntegrationLoader;
-use executor_openapi::{CredentialSource, OpenApiKind};
-use executor_outbound::HttpClient;
+use executor_openapi::OpenApiKind;
+use executor_outbound::{CredentialSource, HttpClient};
 
 use crate::IntegrationKind;
 

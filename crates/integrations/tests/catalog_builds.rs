@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use executor_catalog::{CatalogSource, IntegrationLoader, LoadedIntegration, ToolError};
 use executor_integrations::{IntegrationKind, Kinds, StoreCatalogs};
-use executor_openapi::{CredentialSource, ImportOptions, OpenApiKind};
-use executor_outbound::{Credential, HttpClient, HttpConfig};
+use executor_openapi::{ImportOptions, OpenApiKind};
+use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
 use executor_store::{IntegrationRecord, SqliteStore, Store, now_ms};
 use futures::future::BoxFuture;
 

@@ -7,23 +7,11 @@ use std::sync::Arc;
 use executor_catalog::{
     ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
-use executor_outbound::{Credential, HttpClient, HttpFailure};
+use executor_outbound::{Credential, CredentialSource, HttpClient, HttpFailure};
 use futures::future::BoxFuture;
 use serde_json::json;
 
 use crate::{AuthMethod, HttpOperation};
-
-/// Where an invoker gets the credential of its integration at call time
-/// (the server: the org's connections in the store, unsealed). None when
-/// no connection is set; Err says, without the secret, why one cannot be
-/// used.
-pub trait CredentialSource: Send + Sync + 'static {
-    fn credential<'a>(
-        &'a self,
-        org_id: &'a str,
-        namespace: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>>;
-}
 
 /// An OpenAPI integration as its invoker sees it: where to send requests,
 /// how to authenticate, and each tool's request shape, by the tool's

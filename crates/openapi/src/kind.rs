@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker};
-use executor_outbound::HttpClient;
+use executor_outbound::{CredentialSource, HttpClient};
 
 use crate::stored::{LoadError, format_of, load, upgrade};
-use crate::{CredentialSource, FORMAT, OpenApiInvoker};
+use crate::{FORMAT, OpenApiInvoker};
 
 /// Loads stored OpenAPI records; their tools call through one HTTP client
 /// with the org's connections.

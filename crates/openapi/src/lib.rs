@@ -10,7 +10,8 @@
 //! output whatever the input). `stored.rs` is the import as the store keeps
 //! it and the server loads it; `request.rs` turns a call's arguments into
 //! an HTTP request, and [`OpenApiInvoker`] sends it through
-//! `executor-outbound` with the credential its [`CredentialSource`] gives.
+//! `executor-outbound` with the credential its
+//! [`executor_outbound::CredentialSource`] gives.
 //!
 //! OpenAPI's dialect (`nullable`, `x-nullable`, `components`, Swagger's
 //! `collectionFormat`) ends here: the catalog sees JSON Schema 2020-12.
@@ -34,7 +35,7 @@ mod stored;
 mod text;
 mod warnings;
 
-pub use invoker::{CredentialSource, OpenApiInvoker, OpenApiService};
+pub use invoker::{OpenApiInvoker, OpenApiService};
 pub use kind::OpenApiKind;
 pub use request::{call, check_args};
 pub use stored::{LoadError, StoredIntegration, format_of, load, tool_entries, upgrade};

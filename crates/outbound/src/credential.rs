@@ -6,12 +6,26 @@ use std::fmt;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+use executor_catalog::ToolError;
 use executor_store::secrets::SecretString;
+use futures::future::BoxFuture;
 use zeroize::Zeroizing;
 
 /// Shorter secrets are not scrubbed from output: replacing a 1–3 character
 /// string everywhere would mangle results without protecting anything.
 pub(crate) const MIN_REDACTED_LEN: usize = 4;
+
+/// Where a kind's invoker gets the credential of its integration at call
+/// time (the server: the org's connections in the store, unsealed). None
+/// when no connection is set; Err says, without the secret, why one cannot
+/// be used.
+pub trait CredentialSource: Send + Sync + 'static {
+    fn credential<'a>(
+        &'a self,
+        org_id: &'a str,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>>;
+}
 
 /// The secret of a connection. Every plaintext copy this crate makes of it
 /// (the header text, the base64 of a Basic pair, the redactor's patterns)
