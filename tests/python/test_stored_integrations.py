@@ -100,3 +100,32 @@ async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server:
         """})
         assert not r.is_error, tool_text(r)
         assert "future.pets.listPets" in json.loads(tool_text(r))
+
+
+async def test_a_record_of_a_kind_this_release_does_not_serve_is_reported(own_server: ExecutorServer) -> None:
+    """A record written by a newer release with a kind this one does not
+    know is listed as such, refused by `refresh` with a clear error, and
+    answers `integration_unavailable` to the agent."""
+    srv = own_server
+    cli(srv, "integrations", "add", "openapi", "--spec", str(PETSTORE), "--namespace", "later",
+        "--base-url", "http://127.0.0.1:9")
+    db = sqlite3.connect(srv.data_dir / "executor.db")
+    with db:
+        db.execute("""UPDATE integrations SET kind = 'graphql', document = '{"format":1}' WHERE namespace = 'later'""")
+
+    listed = cli(srv, "integrations", "list")
+    line = next(line for line in listed.splitlines() if line.startswith("later\t"))
+    assert "`graphql` is not known to this release" in line, listed
+    refresh = subprocess.run(
+        [EXECUTOR_BIN, "integrations", "refresh", "later", "--data-dir", str(srv.data_dir)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert refresh.returncode != 0, refresh.stdout
+    assert "cannot be refreshed by this release" in refresh.stderr, refresh.stderr
+
+    async with connect(srv) as (client, _):
+        r = await client.call_tool("execute", {"code": "return await tools.later.pets.listPets({});"})
+        assert not r.is_error, tool_text(r)
+        out = json.loads(tool_text(r))
+    assert out["ok"] is False and out["error"]["code"] == "integration_unavailable", out
+    assert "graphql" in out["error"]["message"], out

@@ -66,34 +66,16 @@ pub(crate) async fn integrations(
                 .into_iter()
                 .find(|i| i.namespace == namespace)
                 .ok_or_else(|| format!("no integration {namespace:?}"))?;
-            // An operator-given base URL is kept; one from the document
-            // follows the document. Refresh is also the way out for a record
-            // the server cannot read (a newer format, damage), so it reads
-            // only that field, and goes on without it when even that fails.
-            #[derive(serde::Deserialize)]
-            struct Previous {
-                base_url_override: Option<String>,
-            }
-            let base_url = match serde_json::from_str::<Previous>(&record.document) {
-                Ok(previous) => previous.base_url_override,
-                Err(e) => {
-                    eprintln!(
-                        "warning: the stored record of {namespace} cannot be read ({e}); \
-                         refreshing from {} without its --base-url",
-                        record.source
-                    );
-                    None
+            match record.integration_kind() {
+                Ok(IntegrationKind::OpenApi) => {
+                    refresh_openapi(store, &org_id, &record, allow_local_network).await
                 }
-            };
-            import_openapi(
-                store,
-                &org_id,
-                &record.source,
-                &namespace,
-                base_url,
-                allow_local_network,
-            )
-            .await
+                Err(e) => Err(format!(
+                    "{namespace} cannot be refreshed by this release: {e}; \
+                     remove it, or refresh it with the release that added it"
+                )
+                .into()),
+            }
         }
         IntegrationsCommand::Remove { namespace, org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
@@ -104,6 +86,45 @@ pub(crate) async fn integrations(
             }
         }
     }
+}
+
+/// Imports an OpenAPI integration's source again, keeping an
+/// operator-given base URL.
+async fn refresh_openapi(
+    store: &dyn Store,
+    org_id: &str,
+    record: &IntegrationRecord,
+    allow_local_network: bool,
+) -> AnyResult<()> {
+    let namespace = &record.namespace;
+    // An operator-given base URL is kept; one from the document
+    // follows the document. Refresh is also the way out for a record
+    // the server cannot read (a newer format, damage), so it reads
+    // only that field, and goes on without it when even that fails.
+    #[derive(serde::Deserialize)]
+    struct Previous {
+        base_url_override: Option<String>,
+    }
+    let base_url = match serde_json::from_str::<Previous>(&record.document) {
+        Ok(previous) => previous.base_url_override,
+        Err(e) => {
+            eprintln!(
+                "warning: the stored record of {namespace} cannot be read ({e}); \
+                 refreshing from {} without its --base-url",
+                record.source
+            );
+            None
+        }
+    };
+    import_openapi(
+        store,
+        org_id,
+        &record.source,
+        namespace,
+        base_url,
+        allow_local_network,
+    )
+    .await
 }
 
 /// The kinds, to say whether each stored record can be served; their
