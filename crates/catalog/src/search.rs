@@ -103,7 +103,8 @@ const PLACE_WEIGHT: f64 = 10.0;
 const WEAK_SCORE: f64 = 60.0;
 
 /// The route word for a resource's raw content (OData's `$value`, Graph's
-/// `…/content`), whose object is the resource before it.
+/// `…/content`): the resource before it is the route's target too (see
+/// [`object_of`]).
 const MEDIA_WORD: &str = "content";
 /// Words after which a query names where its object is ("list channels
 /// *in* a team", "add a member *to* a group").
@@ -1412,7 +1413,7 @@ impl Query {
 
     /// Every token, one bit each.
     fn all_tokens(&self) -> u16 {
-        tokens_where(u32::MAX, |_| true) >> (MAX_QUERY_TOKENS - self.tokens.len())
+        u16::MAX >> (MAX_QUERY_TOKENS - self.tokens.len())
     }
 
     /// Whether the whole phrase equals some field, which admits a document

@@ -139,13 +139,9 @@ fn listing_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
 /// Whether the server can serve a stored integration, for `integrations
 /// list`: its kind's word, or that this release does not serve the kind.
 fn stored_status(kinds: &Kinds, record: &IntegrationRecord, document: &str) -> String {
-    let kind = record.integration_kind().ok();
-    match kind.and_then(|kind| kinds.loader(kind)) {
-        Some(loader) => loader.status(document),
-        None => format!(
-            "unavailable: its kind `{}` is not known to this release",
-            record.kind
-        ),
+    match kinds.of(record) {
+        Ok(loader) => loader.status(document),
+        Err(why) => format!("unavailable: {why}"),
     }
 }
 

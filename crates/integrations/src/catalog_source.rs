@@ -11,8 +11,9 @@
 //!
 //! A build loads only what changed: each integration's tools are a
 //! [`ToolGroup`] kept with the record's revision, and a build reuses every
-//! group whose record has not been written since. Loading reads the
-//! compact stored form (`stored.rs`), never the source document.
+//! group whose record has not been written since. Loading hands the
+//! record's compact stored form to its kind's loader; the source document
+//! is never read again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -228,14 +229,9 @@ impl Loader {
         record: &IntegrationRecord,
         document: String,
     ) -> Result<Arc<ToolGroup>, String> {
-        let kind = record.integration_kind().ok();
-        let Some(loader) = kind.and_then(|kind| self.kinds.loader(kind)) else {
-            tracing::warn!(kind = %record.kind, namespace = %record.namespace, "integration kind not served");
-            return Err(format!(
-                "its kind `{}` is not known to this release",
-                record.kind
-            ));
-        };
+        let loader = self.kinds.of(record).inspect_err(|why| {
+            tracing::warn!(error = %why, namespace = %record.namespace, "integration kind not served");
+        })?;
         let loaded = loader
             .load(org, &record.namespace, &document)
             .map_err(|why| {

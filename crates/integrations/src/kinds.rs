@@ -6,6 +6,8 @@ use executor_catalog::IntegrationLoader;
 use executor_openapi::OpenApiKind;
 use executor_outbound::{CredentialSource, HttpClient};
 
+use executor_store::IntegrationRecord;
+
 use crate::IntegrationKind;
 
 /// The loader of every kind this release serves.
@@ -28,9 +30,12 @@ impl Kinds {
         Kinds { loaders }
     }
 
-    /// The loader of `kind`; None when this build does not serve it.
-    pub fn loader(&self, kind: IntegrationKind) -> Option<&dyn IntegrationLoader> {
-        let found = self.loaders.iter().find(|(k, _)| *k == kind);
-        found.map(|(_, loader)| loader.as_ref())
+    /// The loader of `record`'s kind; Err says, for `integrations list`
+    /// and the agent, that this release does not serve it.
+    pub fn of(&self, record: &IntegrationRecord) -> Result<&dyn IntegrationLoader, String> {
+        let kind = record.integration_kind().ok();
+        kind.and_then(|kind| self.loaders.iter().find(|(k, _)| *k == kind))
+            .map(|(_, loader)| loader.as_ref())
+            .ok_or_else(|| format!("its kind `{}` is not known to this release", record.kind))
     }
 }
