@@ -21,7 +21,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "executor-catalog-bench-"));
 const port = await freePort();
 const url = `http://127.0.0.1:${port}/mcp`;
 const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir], {
-  stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, RUST_LOG: "warn" },
+  stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
 });
 for (let i = 0; i < 100; i++) { try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch {} await sleep(50); }
 const bearer = execFileSync(BIN, ["token", "create", "--email", "bench@example.com", "--data-dir", dataDir], { encoding: "utf8" }).trim();

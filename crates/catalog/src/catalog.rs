@@ -201,24 +201,48 @@ impl ToolGroup {
     /// The group of `namespace`; tools whose path is not under it are left
     /// out.
     pub fn new(namespace: &str, tools: Vec<impl Into<NewTool>>) -> Self {
+        ToolGroup::with_stored_index(namespace, tools, None).0
+    }
+
+    /// [`ToolGroup::new`], taking its search index from `stored` (what
+    /// [`ToolGroup::encoded_index`] wrote) when that index was built by
+    /// this release from these very tools; also says whether it did.
+    pub fn with_stored_index(
+        namespace: &str,
+        tools: Vec<impl Into<NewTool>>,
+        stored: Option<&[u8]>,
+    ) -> (Self, bool) {
         let mut tools: Vec<NewTool> = tools.into_iter().map(Into::into).collect();
         tools.retain(|t| namespace_of(&t.entry.path) == namespace);
         tools.sort_by(|a, b| a.entry.path.cmp(&b.entry.path));
         tools.dedup_by(|a, b| a.entry.path == b.entry.path);
-        let index = SearchIndex::build(tools.iter().map(|NewTool { entry, route }| SearchDoc {
-            path: entry.path.clone(),
-            name: entry.name(),
-            integration: entry.integration(),
-            description: entry.description.as_deref().unwrap_or(""),
-            route: route.as_ref().map_or("", |r| r.words.as_str()),
-            depth: route.as_ref().map_or(0, |r| r.depth),
-        }));
-        ToolGroup {
+        let docs: Vec<SearchDoc<'_>> = tools
+            .iter()
+            .map(|NewTool { entry, route }| SearchDoc {
+                path: entry.path.clone(),
+                name: entry.name(),
+                integration: entry.integration(),
+                description: entry.description.as_deref().unwrap_or(""),
+                route: route.as_ref().map_or("", |r| r.words.as_str()),
+                depth: route.as_ref().map_or(0, |r| r.depth),
+            })
+            .collect();
+        let decoded = stored.and_then(|bytes| SearchIndex::decode(bytes, &docs));
+        let reused = decoded.is_some();
+        let index = decoded.unwrap_or_else(|| SearchIndex::build(docs));
+        let group = ToolGroup {
             namespace: namespace.to_string(),
             tools: tools.into_iter().map(|t| Arc::new(t.entry)).collect(),
             index,
             validators: Validators::default(),
-        }
+        };
+        (group, reused)
+    }
+
+    /// The group's search index as bytes, to store beside the record its
+    /// tools were loaded from (see [`ToolGroup::with_stored_index`]).
+    pub fn encoded_index(&self) -> Vec<u8> {
+        self.index.encode()
     }
 
     pub fn namespace(&self) -> &str {

@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -66,7 +67,9 @@ impl ToolSchema {
 /// One per integration load: what it shares lives as long as the tools.
 #[derive(Default)]
 pub struct SchemaInterner {
-    texts: HashSet<Arc<str>>,
+    /// Fx, not SipHash: a 22k-tool load hashes every property's text, and
+    /// the texts are the operator's own stored record.
+    texts: FxHashSet<Arc<str>>,
 }
 
 impl SchemaInterner {

@@ -6,10 +6,18 @@
 //! them). A query is compared with each distinct term once, and only the
 //! postings of matching terms are visited, so a catalogue of thousands of
 //! tools is searched in well under a millisecond.
+//!
+//! Building the index of a 22k-tool API takes over 100 ms, so the build is
+//! stored: [`SearchIndex::encode`] writes it beside the integration's record
+//! at import, and [`SearchIndex::decode`] takes it back only when it was
+//! made by this build ([`INDEX_FORMAT`]) from the very documents it is
+//! given (their fingerprint); anything else is built again.
 
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHasher};
+use serde::{Deserialize, Serialize};
 
 /// One tool as the search sees it.
 #[derive(Debug, Clone)]
@@ -110,7 +118,7 @@ const MEDIA_WORD: &str = "content";
 /// *in* a team", "add a member *to* a group").
 const PLACE_WORDS: [&str; 8] = ["in", "of", "from", "within", "inside", "to", "into", "for"];
 /// What a route or a query says is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 enum Verb {
     None,
     List,
@@ -418,18 +426,25 @@ fn summary_for<'a>(doc: &SearchDoc<'a>) -> &'a str {
 /// word ("Deprecated") is a flag, not a summary. A term and its short form
 /// count as one (`org` for "organization", `ref` for "reference").
 fn names_something_of(summary: &str, route: &str, name: &str) -> bool {
-    let things: Vec<String> = tokenize(summary)
-        .into_iter()
-        .filter(|w| !is_filler(w) && verb_of(w) == Verb::None)
-        .collect();
-    if things.len() < 2 {
+    let mut buffer = String::new();
+    // The summary's things, each followed by a space: one allocation, not
+    // one per word (every tool of a large API comes through here).
+    let mut things = String::new();
+    each_term(summary, &mut buffer, &mut |word| {
+        if !is_filler(word) && verb_of(word) == Verb::None {
+            things.push_str(word);
+            things.push(' ');
+        }
+    });
+    if things.split_terminator(' ').nth(1).is_none() {
         return true;
     }
     let mut related = false;
-    let mut buffer = String::new();
     for text in [route, name] {
         each_term(text, &mut buffer, &mut |known| {
-            related |= things.iter().any(|thing| same_thing(thing, known));
+            related |= things
+                .split_terminator(' ')
+                .any(|thing| same_thing(thing, known));
         });
     }
     related
@@ -448,10 +463,13 @@ fn same_thing(a: &str, b: &str) -> bool {
 /// `http`, `response`).
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut terms = Vec::new();
-    each_term(text, &mut String::new(), &mut |term| {
-        terms.push(term.to_string())
-    });
+    for_each_term(text, &mut |term| terms.push(term.to_string()));
     terms
+}
+
+/// The terms of [`tokenize`], each handed to `found` without being kept.
+pub fn for_each_term(text: &str, found: &mut dyn FnMut(&str)) {
+    each_term(text, &mut String::new(), found);
 }
 
 /// [`tokenize`] without a `Vec` or a `String` per term: each term is built
@@ -460,7 +478,7 @@ pub fn tokenize(text: &str) -> Vec<String> {
 fn each_term(text: &str, buffer: &mut String, found: &mut dyn FnMut(&str)) {
     buffer.clear();
     if text.is_ascii() {
-        each_ascii_term(text.as_bytes(), buffer, found);
+        each_ascii_term(text, buffer, found);
         return;
     }
     let mut prev: Option<char> = None;
@@ -492,7 +510,8 @@ fn each_term(text: &str, buffer: &mut String, found: &mut dyn FnMut(&str)) {
 }
 
 /// [`each_term`] over ASCII text (most API text), byte by byte.
-fn each_ascii_term(text: &[u8], buffer: &mut String, found: &mut dyn FnMut(&str)) {
+fn each_ascii_term(text: &str, buffer: &mut String, found: &mut dyn FnMut(&str)) {
+    let text = text.as_bytes();
     let mut prev: Option<u8> = None;
     for (i, &c) in text.iter().enumerate() {
         if !c.is_ascii_alphanumeric() {
@@ -591,7 +610,7 @@ fn starts_with_bytes(text: &[u8], prefix: &[u8]) -> bool {
 /// A 128-bit set of hashed adjacent byte pairs. If a needle has a pair the
 /// haystack lacks, it cannot be a substring; most documents fail this test,
 /// which makes the cross-term scan nearly free.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
 struct PairMask(u128);
 
 impl PairMask {
@@ -625,7 +644,7 @@ fn clip(text: &str, max: usize) -> &str {
 
 /// Where a term occurs: one document field, packed into four bytes (the
 /// field in the low three bits), since a large catalogue has millions.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Posting(u32);
 
 impl Posting {
@@ -643,6 +662,7 @@ impl Posting {
 }
 
 /// One distinct normalised word of the catalogue.
+#[derive(Serialize, Deserialize)]
 struct Term {
     text: Box<str>,
     pairs: PairMask,
@@ -715,7 +735,7 @@ impl Scratch {
 }
 
 /// What a document keeps of one field for matching across term boundaries.
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Field {
     /// The terms joined without separators ("pullrequest").
     compact: Box<str>,
@@ -762,9 +782,13 @@ impl Field {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct Doc {
+    /// Not stored: [`SearchIndex::decode`] takes them from its documents.
+    #[serde(skip)]
     path: Arc<str>,
     /// Shared by the documents of one integration.
+    #[serde(skip)]
     integration: Arc<str>,
     fields: [Field; PHRASE_FIELDS],
     /// Distinct meaningful terms of the name, the summary and the route,
@@ -1017,10 +1041,75 @@ struct Found {
     target: u32,
 }
 
+/// The build of the index that [`SearchIndex::encode`] writes. Bump it with
+/// any change to what a build makes of a document (the tokenizer, the
+/// stopwords, the summary, verb and object rules, the layout of `Doc` and
+/// `Term`): an index stored by another build is then built again, never
+/// read as this one's. The test `a_change_to_the_build_bumps_the_index_format`
+/// fails until it is bumped.
+pub const INDEX_FORMAT: u32 = 1;
+
+/// An index as stored: its format and inputs first, so that
+/// [`SearchIndex::decode`] reads them before the rest.
+#[derive(Serialize)]
+struct StoredIndexRef<'a> {
+    format: u32,
+    inputs: u64,
+    docs: &'a [Doc],
+    terms: &'a [Term],
+}
+
+/// [`StoredIndexRef`], read back.
+#[derive(Deserialize)]
+struct StoredIndex {
+    /// Read first, on their own, by [`SearchIndex::decode`].
+    _format: u32,
+    _inputs: u64,
+    docs: Vec<Doc>,
+    terms: Vec<Term>,
+}
+
+impl StoredIndex {
+    /// Whether every id in it points into it: bytes that pass the
+    /// fingerprint are this build's, but a damaged record must not make
+    /// search index out of bounds.
+    fn fits(&self) -> bool {
+        let (docs, terms) = (self.docs.len(), self.terms.len());
+        let term_fits = |id: u32| id == NO_TERM || (id as usize) < terms;
+        self.terms.iter().all(|term| {
+            term.postings
+                .iter()
+                .all(|p| p.doc() < docs && p.field() < FIELD_COUNT)
+        }) && self
+            .docs
+            .iter()
+            .all(|doc| term_fits(doc.object) && term_fits(doc.target))
+    }
+}
+
+/// A hash of everything a build reads from its documents, in order: a
+/// stored index is of these documents only when it matches. Fx is stable
+/// across processes (it has no random seed).
+fn fingerprint(docs: &[SearchDoc<'_>]) -> u64 {
+    let mut hasher = FxHasher::default();
+    docs.len().hash(&mut hasher);
+    for doc in docs {
+        doc.path.hash(&mut hasher);
+        doc.name.hash(&mut hasher);
+        doc.integration.hash(&mut hasher);
+        doc.description.hash(&mut hasher);
+        doc.route.hash(&mut hasher);
+        doc.depth.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 /// The searchable catalogue, built once per tool-set change.
 pub struct SearchIndex {
     docs: Vec<Doc>,
     terms: Vec<Term>,
+    /// The [`fingerprint`] of the documents it was built from.
+    inputs: u64,
     /// Document positions ordered by path, for listings.
     by_path: Vec<usize>,
     /// Each document's place in `by_path`: ties compare integers, not paths.
@@ -1029,29 +1118,72 @@ pub struct SearchIndex {
 
 impl SearchIndex {
     pub fn build<'a>(docs: impl IntoIterator<Item = SearchDoc<'a>>) -> SearchIndex {
+        let docs: Vec<SearchDoc<'a>> = docs.into_iter().collect();
         let mut scratch = Scratch::default();
-        let docs: Vec<Doc> = docs
-            .into_iter()
+        let built: Vec<Doc> = docs
+            .iter()
             .enumerate()
-            .map(|(i, doc)| Doc::new(&doc, i, &mut scratch))
+            .map(|(i, doc)| Doc::new(doc, i, &mut scratch))
             .collect();
         let mut vocabulary = scratch.vocabulary;
         // Postings grew by doubling; the index keeps them for its life.
         for term in &mut vocabulary.terms {
             term.postings.shrink_to_fit();
         }
+        SearchIndex::assemble(built, vocabulary.terms, fingerprint(&docs))
+    }
+
+    /// The index with its listing order.
+    fn assemble(docs: Vec<Doc>, terms: Vec<Term>, inputs: u64) -> SearchIndex {
         let mut by_path: Vec<usize> = (0..docs.len()).collect();
-        by_path.sort_by(|&a, &b| docs[a].path.cmp(&docs[b].path));
+        // A tool group hands its documents over already in path order.
+        if !docs.is_sorted_by(|a, b| a.path <= b.path) {
+            by_path.sort_by(|&a, &b| docs[a].path.cmp(&docs[b].path));
+        }
         let mut path_rank = vec![0; docs.len()];
         for (rank, &doc) in by_path.iter().enumerate() {
             path_rank[doc] = rank;
         }
         SearchIndex {
             docs,
-            terms: vocabulary.terms,
+            terms,
+            inputs,
             by_path,
             path_rank,
         }
+    }
+
+    /// The index as bytes, for [`SearchIndex::decode`] to take back.
+    pub fn encode(&self) -> Vec<u8> {
+        let stored = StoredIndexRef {
+            format: INDEX_FORMAT,
+            inputs: self.inputs,
+            docs: &self.docs,
+            terms: &self.terms,
+        };
+        // Serialising owned strings and integers into a Vec cannot fail.
+        postcard::to_allocvec(&stored).unwrap_or_default()
+    }
+
+    /// The index [`SearchIndex::encode`] wrote, when it was built by this
+    /// build from exactly `docs`: None for bytes of another format, of
+    /// other documents, or damaged (the caller builds the index then).
+    pub fn decode(bytes: &[u8], docs: &[SearchDoc<'_>]) -> Option<SearchIndex> {
+        let ((format, inputs), _) = postcard::take_from_bytes::<(u32, u64)>(bytes).ok()?;
+        if format != INDEX_FORMAT || inputs != fingerprint(docs) {
+            return None;
+        }
+        let stored: StoredIndex = postcard::from_bytes(bytes).ok()?;
+        if stored.docs.len() != docs.len() || !stored.fits() {
+            return None;
+        }
+        let mut integration = Scratch::default();
+        let mut kept = stored.docs;
+        for (doc, source) in kept.iter_mut().zip(docs) {
+            doc.path = source.path.clone();
+            doc.integration = integration.integration(source.integration);
+        }
+        Some(SearchIndex::assemble(kept, stored.terms, inputs))
     }
 
     pub fn len(&self) -> usize {
@@ -2721,6 +2853,167 @@ mod tests {
         assert_eq!(run(&docs, "user", None), ["g.b.getUser"]);
         // "pullrequest" is not: `pull_requests` says it in two.
         assert_eq!(run(&docs, "pullrequest", None), ["g.c.pullRequests"]);
+    }
+
+    /// Documents that reach every rule of a build: camelCase and acronyms,
+    /// plurals, stopwords, summaries kept and replaced by the route, verbs,
+    /// actions and their targets, nesting, content routes, quantifiers,
+    /// non-ASCII text.
+    fn canary() -> Vec<SearchDoc<'static>> {
+        let routed = |path: &'static str, description: &'static str, route: &'static str| {
+            let (integration, name) = path.split_once('.').unwrap_or(("", path));
+            SearchDoc {
+                path: path.into(),
+                name,
+                integration,
+                description,
+                route,
+                depth: u8::try_from(route.split(' ').count()).unwrap_or(0),
+            }
+        };
+        vec![
+            routed(
+                "g.me.ListMessages",
+                "Get open extension\nThe messages of the signed-in user.",
+                "list me messages",
+            ),
+            routed("g.me.getDrive", "Get Drive", "get me drive"),
+            routed(
+                "g.me.sendMail",
+                "Send mail. Sends the message in the request body.",
+                "me sendMail",
+            ),
+            routed(
+                "g.me.SetPhotoContent",
+                "Update profilePhoto",
+                "set me photo content",
+            ),
+            routed(
+                "g.sites.ListSites",
+                "List subsites for a site",
+                "list sites sites",
+            ),
+            routed(
+                "g.groups.AddMemberRef",
+                "Add members",
+                "create groups members",
+            ),
+            routed("g.me.listAllChannels", "Deprecated", "list me allChannels"),
+            routed(
+                "g.repos.getHTTPResponse",
+                "Über die Antwort — 日本語 policies",
+                "get repos response",
+            ),
+            routed(
+                "g.people.deletePerson",
+                "Delete a person from the people of this tenant's children",
+                "delete people",
+            ),
+        ]
+    }
+
+    fn searched(index: &SearchIndex, queries: &[&str]) -> Vec<Vec<(usize, u64)>> {
+        let exact =
+            |hits: Vec<(usize, f64)>| hits.into_iter().map(|(d, s)| (d, s.to_bits())).collect();
+        queries
+            .iter()
+            .map(|q| exact(index.search(q, None)))
+            .collect()
+    }
+
+    const CANARY_QUERIES: [&str; 8] = [
+        "list my messages",
+        "send an email",
+        "update my profile photo",
+        "add a member to a group",
+        "sub sites",
+        "http response",
+        "delete people",
+        "",
+    ];
+
+    #[test]
+    fn a_stored_index_searches_as_the_built_one() {
+        let docs = canary();
+        let built = SearchIndex::build(docs.iter().cloned());
+        let bytes = built.encode();
+        let taken = SearchIndex::decode(&bytes, &docs).expect("this build's index of these docs");
+        assert_eq!(
+            searched(&taken, &CANARY_QUERIES),
+            searched(&built, &CANARY_QUERIES)
+        );
+        assert!(!searched(&built, &CANARY_QUERIES)[0].is_empty());
+        assert_eq!(taken.encode(), bytes, "it stores as it was stored");
+        // The paths are the documents' own, shared, not copies.
+        assert!(Arc::ptr_eq(&taken.docs[0].path, &docs[0].path));
+    }
+
+    #[test]
+    fn an_index_of_other_documents_or_another_build_is_not_taken() {
+        let docs = canary();
+        let bytes = SearchIndex::build(docs.iter().cloned()).encode();
+        let mut changed = docs.clone();
+        changed[3].description = "Update profilePhoto.";
+        assert!(
+            SearchIndex::decode(&bytes, &changed).is_none(),
+            "a description changed"
+        );
+        let mut changed = docs.clone();
+        changed[1].route = "list me drive";
+        assert!(
+            SearchIndex::decode(&bytes, &changed).is_none(),
+            "a route changed"
+        );
+        assert!(
+            SearchIndex::decode(&bytes, &docs[1..]).is_none(),
+            "a tool less"
+        );
+        // The format is the first byte (a varint under 128).
+        let mut other_build = bytes.clone();
+        other_build[0] = u8::try_from(INDEX_FORMAT + 1).unwrap();
+        assert!(SearchIndex::decode(&other_build, &docs).is_none());
+        assert!(SearchIndex::decode(&bytes[..bytes.len() / 2], &docs).is_none());
+        assert!(SearchIndex::decode(b"", &docs).is_none());
+    }
+
+    #[test]
+    fn a_change_to_the_build_bumps_the_index_format() {
+        // When this fails, what a build makes of a document has changed:
+        // an index stored by the previous build would search differently
+        // from a fresh one. Bump INDEX_FORMAT, then pin the new hash.
+        let bytes = SearchIndex::build(canary()).encode();
+        let mut hasher = FxHasher::default();
+        bytes.hash(&mut hasher);
+        assert_eq!(
+            (INDEX_FORMAT, hasher.finish()),
+            (1, 16675624291226096179),
+            "the index build changed: bump INDEX_FORMAT and pin the new hash"
+        );
+    }
+
+    proptest::proptest! {
+        /// A damaged stored index is refused or searches without a panic;
+        /// it never reads out of bounds.
+        #[test]
+        fn a_damaged_stored_index_never_panics(
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..8),
+        ) {
+            let docs = canary();
+            let mut bytes = SearchIndex::build(docs.iter().cloned()).encode();
+            // The header stays, so that the damage reaches the body.
+            let body = postcard::take_from_bytes::<(u32, u64)>(&bytes).map_or(0, |(_, rest)| rest.len());
+            let header = bytes.len() - body;
+            for (at, value) in flips {
+                let len = bytes.len() - header;
+                bytes[header + at % len] = value;
+            }
+            if let Some(index) = SearchIndex::decode(&bytes, &docs) {
+                for query in CANARY_QUERIES {
+                    let _ = index.search(query, None);
+                    let _ = index.search(query, Some("g"));
+                }
+            }
+        }
     }
 
     fn capitalise(word: &str) -> String {

@@ -25,8 +25,10 @@ pub(crate) async fn integrations(
             org,
         }) => {
             let org_id = resolve_org(store, org.as_deref()).await?;
+            let kinds = cli_kinds(shared.clone())?;
             import_openapi(
                 store,
+                &kinds,
                 &org_id,
                 &spec,
                 &namespace,
@@ -37,11 +39,12 @@ pub(crate) async fn integrations(
         }
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
-            let kinds = listing_kinds(shared.clone())?;
+            let kinds = cli_kinds(shared.clone())?;
             for i in store.list_integrations(&org_id, false).await? {
                 let document = store
                     .integration_document(&org_id, &i.namespace, i.revision)
                     .await?
+                    .map(|stored| stored.document)
                     .unwrap_or_default();
                 println!(
                     "{}\t{}\t{} tools\t{}\t{}\t{}",
@@ -68,7 +71,8 @@ pub(crate) async fn integrations(
                 .ok_or_else(|| format!("no integration {namespace:?}"))?;
             match record.integration_kind() {
                 Ok(IntegrationKind::OpenApi) => {
-                    refresh_openapi(store, &org_id, &record, allow_local_network).await
+                    let kinds = cli_kinds(shared.clone())?;
+                    refresh_openapi(store, &kinds, &org_id, &record, allow_local_network).await
                 }
                 Err(e) => Err(format!(
                     "{namespace} cannot be refreshed by this release: {e}; \
@@ -92,6 +96,7 @@ pub(crate) async fn integrations(
 /// operator-given base URL.
 async fn refresh_openapi(
     store: &dyn Store,
+    kinds: &Kinds,
     org_id: &str,
     record: &IntegrationRecord,
     allow_local_network: bool,
@@ -118,6 +123,7 @@ async fn refresh_openapi(
     };
     import_openapi(
         store,
+        kinds,
         org_id,
         &record.source,
         namespace,
@@ -127,10 +133,10 @@ async fn refresh_openapi(
     .await
 }
 
-/// The kinds, to say whether each stored record can be served; their
-/// tools are not called here, so the HTTP client has the defaults and the
-/// credentials no key.
-fn listing_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
+/// The kinds, to say whether each stored record can be served and to index
+/// a new one's tools; the tools are not called here, so the HTTP client
+/// has the defaults and the credentials no key.
+fn cli_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
     let http = HttpClient::new(HttpConfig::default())?;
     let credentials = Arc::new(Credentials { store, key: None });
     Ok(Kinds::new(Arc::new(http), credentials))
@@ -148,9 +154,11 @@ fn stored_status(kinds: &Kinds, record: &IntegrationRecord, document: &str) -> S
 /// Largest API description fetched from a URL.
 pub(crate) const MAX_SPEC_BYTES: usize = 128 * 1024 * 1024;
 
-/// Reads, imports and stores an OpenAPI document, showing progress.
+/// Reads, imports and stores an OpenAPI document with the search index of
+/// its tools, showing progress.
 pub(crate) async fn import_openapi(
     store: &dyn Store,
+    kinds: &Kinds,
     org_id: &str,
     source: &str,
     namespace: &str,
@@ -190,28 +198,29 @@ pub(crate) async fn import_openapi(
     for warning in imported.warnings.iter().take(20) {
         eprintln!("warning: {warning}");
     }
-    let now = now_ms();
-    store
-        .upsert_integration(IntegrationRecord {
-            org_id: org_id.to_string(),
-            namespace: namespace.to_string(),
-            kind: IntegrationKind::OpenApi.as_str().into(),
-            source: source.to_string(),
-            base_url: imported.base_url.clone(),
-            tool_count: imported.tools.len() as i64,
-            document: serde_json::to_string(&imported)?,
-            updated_at_ms: now,
-            revision: 0,
-        })
-        .await?;
+    let tools = imported.tools.len();
+    let mut record = IntegrationRecord {
+        org_id: org_id.to_string(),
+        namespace: namespace.to_string(),
+        kind: IntegrationKind::OpenApi.as_str().into(),
+        source: source.to_string(),
+        base_url: imported.base_url.clone(),
+        tool_count: tools as i64,
+        document: serde_json::to_string(&imported)?,
+        updated_at_ms: now_ms(),
+        revision: 0,
+        search_index: None,
+    };
+    // The import's trees go before the tools are loaded and indexed: the
+    // peak of a large import stays the import's own.
+    drop(imported);
+    record.search_index = Some(kinds.search_index(org_id, &record)?);
+    let base_url = record.base_url.clone();
+    store.upsert_integration(record).await?;
     println!(
-        "{namespace}: {} tools in {:.2} s (base URL: {})",
-        imported.tools.len(),
+        "{namespace}: {tools} tools in {:.2} s (base URL: {})",
         started.elapsed().as_secs_f64(),
-        imported
-            .base_url
-            .as_deref()
-            .unwrap_or("none: pass --base-url")
+        base_url.as_deref().unwrap_or("none: pass --base-url")
     );
     Ok(())
 }

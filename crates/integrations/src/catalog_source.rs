@@ -17,9 +17,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup};
-use executor_store::{IntegrationRecord, Store};
+use executor_store::{IntegrationDocument, IntegrationRecord, Store};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
@@ -196,23 +197,32 @@ impl Loader {
         {
             return Some((found.clone(), false));
         }
-        let document = handle.block_on(self.store.integration_document(
+        let started = Instant::now();
+        let stored = handle.block_on(self.store.integration_document(
             org,
             &record.namespace,
             record.revision,
         ));
-        let document = match document {
-            Ok(Some(document)) => document,
+        let stored = match stored {
+            Ok(Some(stored)) => stored,
             Ok(None) => return None,
             Err(e) => {
                 tracing::error!(error = %e, namespace = %record.namespace, "could not read an integration");
                 return None;
             }
         };
+        let read = started.elapsed();
         let loaded = Loaded {
             revision: record.revision,
-            outcome: self.load(handle, org, record, document),
+            outcome: self.load(handle, org, record, stored),
         };
+        tracing::info!(
+            namespace = %record.namespace,
+            tools = loaded.outcome.as_ref().map_or(0, |group| group.len()),
+            read_ms = read.as_millis() as u64,
+            load_ms = (started.elapsed() - read).as_millis() as u64,
+            "loaded an integration"
+        );
         if let Ok(mut cache) = self.loaded.lock() {
             cache.insert(key, loaded.clone());
         }
@@ -220,25 +230,31 @@ impl Loader {
     }
 
     /// Loads a stored document by its kind, storing back a record its kind
-    /// upgraded from an older format; Err says why the integration cannot
-    /// be served.
+    /// upgraded from an older format and a search index it had to build;
+    /// Err says why the integration cannot be served.
     fn load(
         &self,
         handle: &tokio::runtime::Handle,
         org: &str,
         record: &IntegrationRecord,
-        document: String,
+        stored: IntegrationDocument,
     ) -> Result<Arc<ToolGroup>, String> {
-        let loader = self.kinds.of(record).inspect_err(|why| {
-            tracing::warn!(error = %why, namespace = %record.namespace, "integration kind not served");
-        })?;
-        let loaded = loader
-            .load(org, &record.namespace, &document)
-            .map_err(|why| {
-                tracing::error!(error = %why, namespace = %record.namespace, "stored integration cannot be loaded");
-                why
+        let IntegrationDocument {
+            document,
+            search_index,
+        } = stored;
+        let loaded = self
+            .kinds
+            .load_group(org, record, &document, search_index.as_deref())
+            .inspect_err(|why| {
+                tracing::warn!(error = %why, namespace = %record.namespace, "integration cannot be served");
             })?;
-        drop(document);
+        drop((document, search_index));
+        let group = Arc::new(loaded.group);
+        tracing::debug!(namespace = %record.namespace, index_reused = loaded.index_reused, "search index");
+        if !loaded.index_reused {
+            self.store_search_index(handle, org, record, group.clone());
+        }
         if let Some(upgraded) = loaded.upgraded {
             let kept = handle.block_on(self.store.replace_integration_document(
                 org,
@@ -248,7 +264,31 @@ impl Loader {
             ));
             tracing::info!(namespace = %record.namespace, stored = ?kept.ok(), "upgraded a stored integration");
         }
-        Ok(Arc::new(ToolGroup::new(&record.namespace, loaded.tools)))
+        Ok(group)
+    }
+
+    /// Stores the index a load had to build (the record was written
+    /// without one, or by another release), so that the next load of the
+    /// record reads it. Off the way of the requests waiting for the build.
+    fn store_search_index(
+        &self,
+        handle: &tokio::runtime::Handle,
+        org: &str,
+        record: &IntegrationRecord,
+        group: Arc<ToolGroup>,
+    ) {
+        let store = self.store.clone();
+        let (org, namespace, revision) =
+            (org.to_string(), record.namespace.clone(), record.revision);
+        handle.spawn(async move {
+            let Ok(index) = tokio::task::spawn_blocking(move || group.encoded_index()).await else {
+                return;
+            };
+            let kept = store
+                .replace_search_index(&org, &namespace, revision, index)
+                .await;
+            tracing::info!(%namespace, stored = ?kept.ok(), "stored a search index the load built");
+        });
     }
 
     /// Drops what was loaded for integrations the org no longer has.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use executor_catalog::IntegrationLoader;
+use executor_catalog::{IntegrationLoader, ToolGroup};
 use executor_openapi::OpenApiKind;
 use executor_outbound::{CredentialSource, HttpClient};
 
@@ -38,4 +38,47 @@ impl Kinds {
             .map(|(_, loader)| loader.as_ref())
             .ok_or_else(|| format!("its kind `{}` is not known to this release", record.kind))
     }
+
+    /// The tools of `org_id`'s integration `record` from its stored
+    /// `document`, as the server serves them: searched with the stored
+    /// `search_index` when that was built from these tools by this release,
+    /// else with one built now. Err says why they cannot be served.
+    pub fn load_group(
+        &self,
+        org_id: &str,
+        record: &IntegrationRecord,
+        document: &str,
+        search_index: Option<&[u8]>,
+    ) -> Result<LoadedGroup, String> {
+        let loaded = self.of(record)?.load(org_id, &record.namespace, document)?;
+        let (group, index_reused) =
+            ToolGroup::with_stored_index(&record.namespace, loaded.tools, search_index);
+        Ok(LoadedGroup {
+            group,
+            upgraded: loaded.upgraded,
+            index_reused,
+        })
+    }
+
+    /// The search index to store beside `record` (its `document` set), so
+    /// that the server that loads it need not build one.
+    pub fn search_index(
+        &self,
+        org_id: &str,
+        record: &IntegrationRecord,
+    ) -> Result<Vec<u8>, String> {
+        let loaded = self.load_group(org_id, record, &record.document, None)?;
+        Ok(loaded.group.encoded_index())
+    }
+}
+
+/// An integration's tools, loaded by [`Kinds::load_group`].
+pub struct LoadedGroup {
+    pub group: ToolGroup,
+    /// The document in this release's format, when the record held an
+    /// older one (see [`executor_catalog::LoadedIntegration::upgraded`]).
+    pub upgraded: Option<String>,
+    /// Whether the stored search index was used; when not, the caller
+    /// stores the group's own ([`ToolGroup::encoded_index`]).
+    pub index_reused: bool,
 }

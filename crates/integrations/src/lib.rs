@@ -13,7 +13,7 @@ mod kinds;
 
 pub use catalog_source::StoreCatalogs;
 pub use connections::Credentials;
-pub use kinds::Kinds;
+pub use kinds::{Kinds, LoadedGroup};
 
 /// The kinds of integration this release serves; stored as text in an
 /// integration record and parsed at that edge

@@ -2,7 +2,8 @@
 //! version), shared by every request that waits for it; another org's
 //! requests never wait for it; a change loads the changed integration only;
 //! a record in an older format is upgraded, and one that cannot be read is
-//! reported, never silently dropped.
+//! reported, never silently dropped; the search index stored beside a
+//! record is used, and one a load had to build is stored back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -107,6 +108,7 @@ async fn store_document(store: &dyn Store, org: &str, namespace: &str, document:
             document,
             updated_at_ms: now_ms(),
             revision: 0,
+            search_index: None,
         })
         .await
         .unwrap();
@@ -265,7 +267,8 @@ async fn an_old_format_record_is_upgraded_and_stored_back() {
         .integration_document(&a, "old", record.revision)
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .document;
     assert_eq!(
         executor_openapi::format_of(&document),
         executor_openapi::FORMAT
@@ -324,6 +327,7 @@ async fn a_record_of_a_kind_not_served_is_reported_by_its_kind() {
             document: "{}".into(),
             updated_at_ms: now_ms(),
             revision: 0,
+            search_index: None,
         })
         .await
         .unwrap();
@@ -333,5 +337,78 @@ async fn a_record_of_a_kind_not_served_is_reported_by_its_kind() {
     assert!(why.contains("`graphql` is not known"), "{why}");
     // No loader was asked to read it.
     assert_eq!(counting.loads(&a, "later"), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The search index stored beside `namespace`'s current record.
+async fn stored_index(store: &dyn Store, org: &str, namespace: &str) -> Option<Vec<u8>> {
+    let records = store.list_integrations(org, false).await.unwrap();
+    let record = records.iter().find(|r| r.namespace == namespace).unwrap();
+    store
+        .integration_document(org, namespace, record.revision)
+        .await
+        .unwrap()
+        .unwrap()
+        .search_index
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_search_index_is_used_and_one_a_load_built_is_stored_back() {
+    let (store, counting, catalogs, a, _b, dir) = setup("search-index").await;
+    // "pets" was stored without an index, "damaged" with bytes that are
+    // not one: the load builds both and stores them back.
+    let mut damaged = IntegrationRecord {
+        org_id: a.clone(),
+        namespace: "damaged".into(),
+        kind: "openapi".into(),
+        source: "inline".into(),
+        base_url: None,
+        tool_count: 1,
+        document: stored("damaged"),
+        updated_at_ms: now_ms(),
+        revision: 0,
+        search_index: Some(b"not an index".to_vec()),
+    };
+    store.upsert_integration(damaged.clone()).await.unwrap();
+    assert_eq!(stored_index(store.as_ref(), &a, "pets").await, None);
+    let catalog = catalogs.catalog(&a).await;
+    let found: Vec<_> = catalog.search("list pets", Some("damaged"));
+    assert_eq!(found[0].0.path.as_ref(), "damaged.pets.listPets");
+    let kinds = Kinds::with(vec![(IntegrationKind::OpenApi, counting.clone() as _)]);
+    for namespace in ["pets", "damaged"] {
+        let mut index = None;
+        for _ in 0..200 {
+            index = stored_index(store.as_ref(), &a, namespace)
+                .await
+                .filter(|bytes| bytes.as_slice() != b"not an index");
+            if index.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let index = index.unwrap_or_else(|| panic!("{namespace}'s built index is stored back"));
+        // What was stored back is taken as it is by the next load.
+        damaged.namespace = namespace.into();
+        damaged.document = stored(namespace);
+        let loaded = kinds
+            .load_group(&a, &damaged, &damaged.document, Some(&index))
+            .unwrap();
+        assert!(loaded.index_reused, "{namespace}'s stored index is used");
+        assert_eq!(loaded.group.encoded_index(), index);
+    }
+    // What `integrations add` stores is used as it is, and an index of
+    // other tools is not.
+    let index = kinds.search_index(&a, &damaged).unwrap();
+    let loaded = kinds
+        .load_group(&a, &damaged, &damaged.document, Some(&index))
+        .unwrap();
+    assert!(loaded.index_reused);
+    let mut pets = damaged.clone();
+    pets.namespace = "pets".into();
+    pets.document = stored("pets");
+    let other = kinds
+        .load_group(&a, &pets, &pets.document, Some(&index))
+        .unwrap();
+    assert!(!other.index_reused, "damaged's index does not serve pets");
     let _ = std::fs::remove_dir_all(dir);
 }

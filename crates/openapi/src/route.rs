@@ -6,7 +6,7 @@
 //! resource. [`route_hint`] turns them into words search can match.
 
 use executor_catalog::RouteHint;
-use executor_catalog::search::{IRREGULAR_PLURALS, tokenize};
+use executor_catalog::search::{IRREGULAR_PLURALS, for_each_term};
 
 /// The verb and the resource words of `method path_template`:
 /// `GET /me/messages` gives "list me messages", `GET /me/drive` (one
@@ -55,11 +55,15 @@ pub(crate) fn route_hint(method: &str, path_template: &str, name: &str) -> Route
 /// last part (`usersListMemberOf`, `repos.listForOrg`, `meGetDrive`).
 fn named_read_verb(name: &str) -> Option<&'static str> {
     let last = name.rsplit('.').next().unwrap_or(name);
-    tokenize(last).iter().find_map(|word| match word.as_str() {
-        "list" => Some("list"),
-        "get" => Some("get"),
-        _ => None,
-    })
+    let mut named = None;
+    for_each_term(last, &mut |word| {
+        named = named.or(match word {
+            "list" => Some("list"),
+            "get" => Some("get"),
+            _ => None,
+        });
+    });
+    named
 }
 
 /// Whether a path segment names one resource rather than a collection: a

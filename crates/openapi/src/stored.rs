@@ -13,12 +13,13 @@
 //! this build does not know (written by a newer release) cannot be served,
 //! and says so.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use executor_catalog::schema::node_count;
 use executor_catalog::{Definitions, NewTool, SchemaInterner, SchemaText, ToolEntry, ToolInvoker};
+use rustc_hash::FxHashSet;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -166,7 +167,8 @@ impl StoredIntegration {
         let definitions = Arc::new(Definitions::new(self.definitions));
         let mut operations = Vec::with_capacity(self.tools.len());
         let mut parts = Vec::with_capacity(self.tools.len());
-        let mut shared: HashSet<Arc<ParamSpec>> = HashSet::new();
+        // Fx: thousands of tools repeat the same paging parameters.
+        let mut shared: FxHashSet<Arc<ParamSpec>> = FxHashSet::default();
         let mut schemas = SchemaInterner::default();
         for tool in self.tools {
             let parameters = tool

@@ -133,14 +133,15 @@ pub trait Store: Send + Sync + 'static {
         with_documents: bool,
     ) -> StoreResult<Vec<IntegrationRecord>>;
     async fn remove_integration(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
-    /// The document of one integration at `revision`; None when the record
-    /// is gone or was written again since.
+    /// The document of one integration at `revision`, with its stored
+    /// search index; None when the record is gone or was written again
+    /// since.
     async fn integration_document(
         &self,
         org_id: &str,
         namespace: &str,
         revision: i64,
-    ) -> StoreResult<Option<String>>;
+    ) -> StoreResult<Option<IntegrationDocument>>;
     /// Replaces the document of the record at `revision` with an equivalent
     /// one (an upgrade of its stored format), without changing its revision
     /// or the catalog version; false when the record changed meanwhile.
@@ -150,6 +151,16 @@ pub trait Store: Send + Sync + 'static {
         namespace: &str,
         revision: i64,
         document: String,
+    ) -> StoreResult<bool>;
+    /// Stores the search index of the record at `revision` (built by the
+    /// server because none fitted), without changing its revision or the
+    /// catalog version; false when the record changed meanwhile.
+    async fn replace_search_index(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        revision: i64,
+        search_index: Vec<u8>,
     ) -> StoreResult<bool>;
     /// Changes whenever the org's integrations change (0 before any).
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;

@@ -124,6 +124,20 @@ pub struct IntegrationRecord {
     /// Set by the store on every write of the record (the org's catalog
     /// version after it); ignored on upsert.
     pub revision: i64,
+    /// The search index of the record's tools, in the catalog's own bytes,
+    /// stored beside it on upsert so that the server need not build it
+    /// (None: it builds it). Read by [`crate::Store::integration_document`]
+    /// only.
+    #[serde(skip)]
+    pub search_index: Option<Vec<u8>>,
+}
+
+/// One integration's stored document and the search index stored beside
+/// it (see [`IntegrationRecord::search_index`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegrationDocument {
+    pub document: String,
+    pub search_index: Option<Vec<u8>>,
 }
 
 /// The credential of one integration. `secret` is never plaintext: it is

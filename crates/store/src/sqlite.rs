@@ -152,6 +152,11 @@ CREATE UNIQUE INDEX orgs_owner ON orgs(owner_account_id) WHERE owner_account_id 
     r#"
 ALTER TABLE integrations ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 "#,
+    // The search index of each integration's tools, built at import so
+    // that the server need not (see `IntegrationRecord::search_index`).
+    r#"
+ALTER TABLE integrations ADD COLUMN search_index BLOB;
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -928,10 +933,10 @@ impl Store for SqliteStore {
             .write(move |conn| {
                 bump_catalog_version(conn, &r.org_id)?;
                 conn.execute(
-                    "INSERT INTO integrations (org_id, namespace, kind, source, base_url, tool_count, document, created_at, updated_at, revision) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, (SELECT version FROM catalog_versions WHERE org_id = ?1)) \
-                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, source = ?4, base_url = ?5, tool_count = ?6, document = ?7, updated_at = ?8, revision = excluded.revision",
-                    params![r.org_id, r.namespace, r.kind, r.source, r.base_url, r.tool_count, r.document, r.updated_at_ms],
+                    "INSERT INTO integrations (org_id, namespace, kind, source, base_url, tool_count, document, created_at, updated_at, revision, search_index) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, (SELECT version FROM catalog_versions WHERE org_id = ?1), ?9) \
+                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, source = ?4, base_url = ?5, tool_count = ?6, document = ?7, updated_at = ?8, revision = excluded.revision, search_index = ?9",
+                    params![r.org_id, r.namespace, r.kind, r.source, r.base_url, r.tool_count, r.document, r.updated_at_ms, r.search_index],
                 )?;
                 Ok(())
             })
@@ -943,18 +948,40 @@ impl Store for SqliteStore {
         org_id: &str,
         namespace: &str,
         revision: i64,
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Option<IntegrationDocument>> {
         let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT document FROM integrations WHERE org_id = ?1 AND namespace = ?2 AND revision = ?3",
+                "SELECT document, search_index FROM integrations WHERE org_id = ?1 AND namespace = ?2 AND revision = ?3",
             )?;
             let mut rows = stmt.query(params![org_id, namespace, revision])?;
             Ok(match rows.next()? {
-                Some(row) => Some(row.get(0)?),
+                Some(row) => Some(IntegrationDocument {
+                    document: row.get(0)?,
+                    search_index: row.get(1)?,
+                }),
                 None => None,
             })
         })
+    }
+
+    async fn replace_search_index(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        revision: i64,
+        search_index: Vec<u8>,
+    ) -> StoreResult<bool> {
+        let (org_id, namespace) = (org_id.to_string(), namespace.to_string());
+        self.writer
+            .write(move |conn| {
+                let changed = conn.execute(
+                    "UPDATE integrations SET search_index = ?4 WHERE org_id = ?1 AND namespace = ?2 AND revision = ?3",
+                    params![org_id, namespace, revision, search_index],
+                )?;
+                Ok(changed == 1)
+            })
+            .await
     }
 
     async fn replace_integration_document(
@@ -1000,6 +1027,7 @@ impl Store for SqliteStore {
                     document: r.get(6)?,
                     updated_at_ms: r.get(7)?,
                     revision: r.get(8)?,
+                    search_index: None,
                 })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
