@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import lz4.block
 import pytest
 
 from conftest import EXECUTOR_BIN, ExecutorServer, connect, tool_text
@@ -26,6 +27,13 @@ def cli(srv: ExecutorServer, *args: str) -> str:
     )
     assert proc.returncode == 0, f"{args}: {proc.stderr}"
     return proc.stdout
+
+
+def stored_document(db: sqlite3.Connection, namespace: str) -> str:
+    """A record's document as the store keeps it: LZ4-compressed (a plain
+    text value, as written by hand below, is read as it is)."""
+    (document,) = db.execute("SELECT document FROM integrations WHERE namespace = ?", (namespace,)).fetchone()
+    return lz4.block.decompress(document).decode() if isinstance(document, bytes) else document
 
 
 def as_format_1(document: str) -> str:
@@ -48,8 +56,13 @@ async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server:
         cli(srv, "integrations", "add", "openapi", "--spec", str(PETSTORE), "--namespace", namespace,
             "--base-url", "http://127.0.0.1:9")
     db = sqlite3.connect(srv.data_dir / "executor.db")
+    # `add` stores each record with the search index of its tools.
+    (indexed,) = db.execute("SELECT count(*) FROM integrations WHERE length(search_index) > 0").fetchone()
+    assert indexed == 3
+    (pets,) = db.execute("SELECT document FROM integrations WHERE namespace = 'pets'").fetchone()
+    assert isinstance(pets, bytes) and len(pets) < len(stored_document(db, "pets")), "stored compressed"
     with db:
-        (old,) = db.execute("SELECT document FROM integrations WHERE namespace = 'old'").fetchone()
+        old = stored_document(db, "old")
         db.execute("UPDATE integrations SET document = ? WHERE namespace = 'old'", (as_format_1(old),))
         db.execute("""UPDATE integrations SET document = '{"format":99,"tools":[]}' WHERE namespace = 'future'""")
 
@@ -82,7 +95,7 @@ async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server:
     assert "old.pets.listPets" in out["found"] and "pets.pets.listPets" in out["found"]
 
     # ...and was stored back in the current format.
-    (old,) = db.execute("SELECT document FROM integrations WHERE namespace = 'old'").fetchone()
+    old = stored_document(db, "old")
     assert old.startswith('{"format":2,'), old[:40]
     db.close()
     listed = cli(srv, "integrations", "list")

@@ -17,7 +17,7 @@ use executor_store::PolicyRecord;
 use crate::CallContext;
 use crate::budget::{HostBudget, HostHold};
 use crate::schema::{Definitions, ToolSchema};
-use crate::search::{SearchDoc, SearchIndex};
+use crate::search::{SearchDoc, SearchIndex, StoredSearchIndex};
 use crate::validate::{SchemaProblems, Validators};
 
 /// One callable tool. A catalog holds tens of thousands, so an entry
@@ -205,12 +205,12 @@ impl ToolGroup {
     }
 
     /// [`ToolGroup::new`], taking its search index from `stored` (what
-    /// [`ToolGroup::encoded_index`] wrote) when that index was built by
-    /// this release from these very tools; also says whether it did.
+    /// [`ToolGroup::encoded_index`] wrote, read back) when that index was
+    /// built from these very tools; also says whether it did.
     pub fn with_stored_index(
         namespace: &str,
         tools: Vec<impl Into<NewTool>>,
-        stored: Option<&[u8]>,
+        stored: Option<StoredSearchIndex>,
     ) -> (Self, bool) {
         let mut tools: Vec<NewTool> = tools.into_iter().map(Into::into).collect();
         tools.retain(|t| namespace_of(&t.entry.path) == namespace);
@@ -227,7 +227,7 @@ impl ToolGroup {
                 depth: route.as_ref().map_or(0, |r| r.depth),
             })
             .collect();
-        let decoded = stored.and_then(|bytes| SearchIndex::decode(bytes, &docs));
+        let decoded = stored.and_then(|stored| SearchIndex::adopt(stored, &docs));
         let reused = decoded.is_some();
         let index = decoded.unwrap_or_else(|| SearchIndex::build(docs));
         let group = ToolGroup {

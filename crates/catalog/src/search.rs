@@ -1062,7 +1062,7 @@ struct StoredIndexRef<'a> {
 /// [`StoredIndexRef`], read back.
 #[derive(Deserialize)]
 struct StoredIndex {
-    /// Read first, on their own, by [`SearchIndex::decode`].
+    /// Read first, on its own, by [`StoredSearchIndex::read`].
     _format: u32,
     _inputs: u64,
     docs: Vec<Doc>,
@@ -1084,6 +1084,23 @@ impl StoredIndex {
             .docs
             .iter()
             .all(|doc| term_fits(doc.object) && term_fits(doc.target))
+    }
+}
+
+/// A stored index read back from its bytes (the slow part of taking it
+/// back, which a loader may do while it makes the tools), not yet matched
+/// with the documents it claims to be of: [`SearchIndex::adopt`] does that.
+pub struct StoredSearchIndex(StoredIndex);
+
+impl StoredSearchIndex {
+    /// None for bytes of another build's [`INDEX_FORMAT`], or damaged.
+    pub fn read(bytes: &[u8]) -> Option<StoredSearchIndex> {
+        let (format, _) = postcard::take_from_bytes::<u32>(bytes).ok()?;
+        if format != INDEX_FORMAT {
+            return None;
+        }
+        let stored: StoredIndex = postcard::from_bytes(bytes).ok()?;
+        stored.fits().then_some(StoredSearchIndex(stored))
     }
 }
 
@@ -1169,21 +1186,26 @@ impl SearchIndex {
     /// build from exactly `docs`: None for bytes of another format, of
     /// other documents, or damaged (the caller builds the index then).
     pub fn decode(bytes: &[u8], docs: &[SearchDoc<'_>]) -> Option<SearchIndex> {
-        let ((format, inputs), _) = postcard::take_from_bytes::<(u32, u64)>(bytes).ok()?;
-        if format != INDEX_FORMAT || inputs != fingerprint(docs) {
-            return None;
-        }
-        let stored: StoredIndex = postcard::from_bytes(bytes).ok()?;
-        if stored.docs.len() != docs.len() || !stored.fits() {
+        SearchIndex::adopt(StoredSearchIndex::read(bytes)?, docs)
+    }
+
+    /// `stored`, when it was built from exactly `docs`.
+    pub fn adopt(stored: StoredSearchIndex, docs: &[SearchDoc<'_>]) -> Option<SearchIndex> {
+        let StoredIndex {
+            _inputs: inputs,
+            docs: mut kept,
+            terms,
+            ..
+        } = stored.0;
+        if kept.len() != docs.len() || inputs != fingerprint(docs) {
             return None;
         }
         let mut integration = Scratch::default();
-        let mut kept = stored.docs;
         for (doc, source) in kept.iter_mut().zip(docs) {
             doc.path = source.path.clone();
             doc.integration = integration.integration(source.integration);
         }
-        Some(SearchIndex::assemble(kept, stored.terms, inputs))
+        Some(SearchIndex::assemble(kept, terms, inputs))
     }
 
     pub fn len(&self) -> usize {

@@ -214,7 +214,12 @@ pub(crate) async fn import_openapi(
     // The import's trees go before the tools are loaded and indexed: the
     // peak of a large import stays the import's own.
     drop(imported);
-    record.search_index = Some(kinds.search_index(org_id, &record)?);
+    // Without an index the record is still served: the server builds one
+    // at its first load and stores it back.
+    record.search_index = kinds
+        .search_index(org_id, &record)
+        .inspect_err(|why| eprintln!("warning: {namespace}'s tools were not indexed here: {why}"))
+        .ok();
     let base_url = record.base_url.clone();
     store.upsert_integration(record).await?;
     println!(

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use executor_catalog::search::StoredSearchIndex;
 use executor_catalog::{IntegrationLoader, ToolGroup};
 use executor_openapi::OpenApiKind;
 use executor_outbound::{CredentialSource, HttpClient};
@@ -51,8 +52,12 @@ impl Kinds {
         search_index: Option<&[u8]>,
     ) -> Result<LoadedGroup, String> {
         let loaded = self.of(record)?.load(org_id, &record.namespace, document)?;
+        // Read after the tools are made, on this thread: reading it on a
+        // second one meanwhile saved 30 ms for a 22k-tool API but left
+        // that thread's allocator arena about 8 MB larger for good.
+        let stored = search_index.and_then(StoredSearchIndex::read);
         let (group, index_reused) =
-            ToolGroup::with_stored_index(&record.namespace, loaded.tools, search_index);
+            ToolGroup::with_stored_index(&record.namespace, loaded.tools, stored);
         Ok(LoadedGroup {
             group,
             upgraded: loaded.upgraded,

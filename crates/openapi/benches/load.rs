@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use executor_catalog::search::StoredSearchIndex;
 use executor_catalog::{ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult};
 use executor_openapi::{ImportOptions, import, load};
 use futures::future::BoxFuture;
@@ -62,7 +63,8 @@ fn main() {
             stored_index = group.encoded_index();
         } else {
             let started = Instant::now();
-            let (group, reused) = ToolGroup::with_stored_index("graph", made, Some(&stored_index));
+            let taken = StoredSearchIndex::read(&stored_index);
+            let (group, reused) = ToolGroup::with_stored_index("graph", made, taken);
             assert!(reused, "the stored index is taken back");
             from_store.push(started.elapsed());
             std::hint::black_box(group.len());

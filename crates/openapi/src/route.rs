@@ -17,29 +17,36 @@ use executor_catalog::search::{IRREGULAR_PLURALS, for_each_term};
 /// "list" or "get" takes that word: the API's authors know whether
 /// `/users/{id}/memberOf` is a collection, where the path's grammar guesses.
 pub(crate) fn route_hint(method: &str, path_template: &str, name: &str) -> RouteHint {
-    let all: Vec<&str> = path_template.split('/').filter(|s| !s.is_empty()).collect();
+    // Every tool of a large API comes through here: no Vec, no lowercase
+    // copy of the method.
+    let all = || path_template.split('/').filter(|s| !s.is_empty());
     // OData's `$ref` is the link to a resource, not one more resource:
     // `POST /groups/{id}/members/$ref` adds a member.
-    let segments: Vec<&str> = all.iter().copied().filter(|s| *s != "$ref").collect();
-    let last = segments.last().copied().unwrap_or("");
+    let segments = || all().filter(|s| *s != "$ref");
+    let last = segments().next_back().unwrap_or("");
     let is_action = last.contains('.');
     let on_member = is_parameter(last);
-    let verb = match method.to_ascii_lowercase().as_str() {
-        "get" | "head" if let Some(named) = named_read_verb(name) => named,
-        "get" | "head" if on_member || (!is_action && names_one(last)) => "get",
-        "get" | "head" => "list",
-        "post" if is_action => "",
-        "post" => "create",
-        "put" => "set",
-        "patch" => "update",
-        "delete" => "delete",
-        _ => "",
-    };
-    let mut words = String::from(verb);
-    for segment in &segments {
-        if is_parameter(segment) {
-            continue;
+    let is = |word: &str| method.eq_ignore_ascii_case(word);
+    let verb = if is("get") || is("head") {
+        match named_read_verb(name) {
+            Some(named) => named,
+            None if on_member || (!is_action && names_one(last)) => "get",
+            None => "list",
         }
+    } else if is("post") {
+        if is_action { "" } else { "create" }
+    } else if is("put") {
+        "set"
+    } else if is("patch") {
+        "update"
+    } else if is("delete") {
+        "delete"
+    } else {
+        ""
+    };
+    let mut words = String::with_capacity(verb.len() + path_template.len());
+    words.push_str(verb);
+    for segment in segments().filter(|s| !is_parameter(s)) {
         if !words.is_empty() {
             words.push(' ');
         }
@@ -47,7 +54,7 @@ pub(crate) fn route_hint(method: &str, path_template: &str, name: &str) -> Route
     }
     RouteHint {
         words,
-        depth: u8::try_from(all.len()).unwrap_or(u8::MAX),
+        depth: u8::try_from(all().count()).unwrap_or(u8::MAX),
     }
 }
 

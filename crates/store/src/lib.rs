@@ -7,6 +7,7 @@
 //! same trait.
 
 mod kinds;
+mod packed;
 mod preflight;
 mod records;
 pub mod secrets;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::packed::{Document, pack};
 use crate::secrets::{KEY_ENV_VAR, SecretRef};
 use crate::writer::{MAX_QUEUED_WRITES, Writer};
 use crate::*;
@@ -936,7 +937,7 @@ impl Store for SqliteStore {
                     "INSERT INTO integrations (org_id, namespace, kind, source, base_url, tool_count, document, created_at, updated_at, revision, search_index) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, (SELECT version FROM catalog_versions WHERE org_id = ?1), ?9) \
                      ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, source = ?4, base_url = ?5, tool_count = ?6, document = ?7, updated_at = ?8, revision = excluded.revision, search_index = ?9",
-                    params![r.org_id, r.namespace, r.kind, r.source, r.base_url, r.tool_count, r.document, r.updated_at_ms, r.search_index],
+                    params![r.org_id, r.namespace, r.kind, r.source, r.base_url, r.tool_count, pack(&r.document), r.updated_at_ms, r.search_index],
                 )?;
                 Ok(())
             })
@@ -957,7 +958,7 @@ impl Store for SqliteStore {
             let mut rows = stmt.query(params![org_id, namespace, revision])?;
             Ok(match rows.next()? {
                 Some(row) => Some(IntegrationDocument {
-                    document: row.get(0)?,
+                    document: row.get::<_, Document>(0)?.0,
                     search_index: row.get(1)?,
                 }),
                 None => None,
@@ -996,7 +997,7 @@ impl Store for SqliteStore {
             .write(move |conn| {
                 let changed = conn.execute(
                     "UPDATE integrations SET document = ?4 WHERE org_id = ?1 AND namespace = ?2 AND revision = ?3",
-                    params![org_id, namespace, revision, document],
+                    params![org_id, namespace, revision, pack(&document)],
                 )?;
                 Ok(changed == 1)
             })
@@ -1024,7 +1025,7 @@ impl Store for SqliteStore {
                     source: r.get(3)?,
                     base_url: r.get(4)?,
                     tool_count: r.get(5)?,
-                    document: r.get(6)?,
+                    document: r.get::<_, Document>(6)?.0,
                     updated_at_ms: r.get(7)?,
                     revision: r.get(8)?,
                     search_index: None,
