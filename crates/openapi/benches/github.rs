@@ -1,4 +1,4 @@
-//! Figures over GitHub's real spec (`cargo bench -p executor-openapi`,
+//! Figures over GitHub's real spec (`cargo bench -p executor-openapi --bench github`,
 //! with `EXECUTOR_SPECS_DIR` set as for the tests): import time, and
 //! `tools.search` p50/p99 over the imported catalog for the plain-language
 //! query set of tests/e2e/fixtures/github-search-queries.json. Without the
