@@ -124,11 +124,11 @@ async def test_a_record_of_a_kind_this_release_does_not_serve_is_reported(own_se
         "--base-url", "http://127.0.0.1:9")
     db = sqlite3.connect(srv.data_dir / "executor.db")
     with db:
-        db.execute("""UPDATE integrations SET kind = 'graphql', document = '{"format":1}' WHERE namespace = 'later'""")
+        db.execute("""UPDATE integrations SET kind = 'soap', document = '{"format":1}' WHERE namespace = 'later'""")
 
     listed = cli(srv, "integrations", "list")
     line = next(line for line in listed.splitlines() if line.startswith("later\t"))
-    assert "`graphql` is not known to this release" in line, listed
+    assert "`soap` is not known to this release" in line, listed
     refresh = subprocess.run(
         [EXECUTOR_BIN, "integrations", "refresh", "later", "--data-dir", str(srv.data_dir)],
         capture_output=True, text=True, timeout=60,
@@ -141,4 +141,4 @@ async def test_a_record_of_a_kind_this_release_does_not_serve_is_reported(own_se
         assert not r.is_error, tool_text(r)
         out = json.loads(tool_text(r))
     assert out["ok"] is False and out["error"]["code"] == "integration_unavailable", out
-    assert "graphql" in out["error"]["message"], out
+    assert "soap" in out["error"]["message"], out

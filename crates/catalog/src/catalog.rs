@@ -264,6 +264,18 @@ impl ToolGroup {
 }
 
 /// The first segment of a tool path: its namespace.
+/// The longest namespace.
+pub const MAX_NAMESPACE_LEN: usize = 64;
+
+/// Whether `namespace` can be the first segment of tool paths: a letter,
+/// then letters, digits or `_`, at most [`MAX_NAMESPACE_LEN`].
+pub fn is_valid_namespace(namespace: &str) -> bool {
+    let mut chars = namespace.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && namespace.len() <= MAX_NAMESPACE_LEN
+}
+
 fn namespace_of(path: &str) -> &str {
     path.split('.').next().unwrap_or(path)
 }

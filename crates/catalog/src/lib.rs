@@ -26,8 +26,9 @@ mod validate;
 
 pub use budget::{BudgetError, HostBudget, HostHold, release_freed_memory};
 pub use catalog::{
-    Catalog, CatalogSource, IntegrationSummary, NewTool, RouteHint, StaticCatalog, ToolEntry,
-    ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, result_value,
+    Catalog, CatalogSource, IntegrationSummary, MAX_NAMESPACE_LEN, NewTool, RouteHint,
+    StaticCatalog, ToolEntry, ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult,
+    ToolSuccess, is_valid_namespace, result_value,
 };
 pub use loader::{IntegrationLoader, LoadedIntegration};
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};

@@ -208,6 +208,24 @@ pub enum AddIntegration {
         #[arg(long)]
         org: Option<String>,
     },
+    /// A GraphQL API: one tool per query and mutation field.
+    Graphql {
+        /// Where the API answers (an http(s) URL).
+        #[arg(long)]
+        endpoint: String,
+        /// The schema as a file (introspection JSON or SDL); without it,
+        /// the endpoint is asked (introspection).
+        #[arg(long)]
+        schema: Option<String>,
+        /// Allow a loopback/private endpoint.
+        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+        allow_local_network: bool,
+        /// The first segment of every tool address (letters, digits, `_`).
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        org: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -37,6 +37,22 @@ pub(crate) async fn integrations(
             )
             .await
         }
+        IntegrationsCommand::Add(AddIntegration::Graphql {
+            endpoint,
+            schema,
+            allow_local_network,
+            namespace,
+            org,
+        }) => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            let kinds = cli_kinds(shared.clone())?;
+            let source = GraphqlSource {
+                endpoint: &endpoint,
+                schema: schema.as_deref(),
+                allow_local_network,
+            };
+            import_graphql(store, &kinds, &org_id, &namespace, source).await
+        }
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
             let kinds = cli_kinds(shared.clone())?;
@@ -73,6 +89,18 @@ pub(crate) async fn integrations(
                 Ok(IntegrationKind::OpenApi) => {
                     let kinds = cli_kinds(shared.clone())?;
                     refresh_openapi(store, &kinds, &org_id, &record, allow_local_network).await
+                }
+                Ok(IntegrationKind::Graphql) => {
+                    let kinds = cli_kinds(shared.clone())?;
+                    let endpoint = record.base_url.clone().unwrap_or_default();
+                    let source = GraphqlSource {
+                        endpoint: &endpoint,
+                        // The source is the schema file, or the endpoint
+                        // itself when it was introspected.
+                        schema: (record.source != endpoint).then_some(record.source.as_str()),
+                        allow_local_network,
+                    };
+                    import_graphql(store, &kinds, &org_id, &namespace, source).await
                 }
                 Err(e) => Err(format!(
                     "{namespace} cannot be refreshed by this release: {e}; \
@@ -151,6 +179,104 @@ fn stored_status(kinds: &Kinds, record: &IntegrationRecord, document: &str) -> S
     }
 }
 
+/// Where a GraphQL integration's schema comes from.
+struct GraphqlSource<'a> {
+    endpoint: &'a str,
+    /// A file of introspection JSON or SDL; else the endpoint is asked.
+    schema: Option<&'a str>,
+    allow_local_network: bool,
+}
+
+/// Reads a GraphQL schema (from its file, or by introspecting the
+/// endpoint), makes its tools and stores them with their search index.
+async fn import_graphql(
+    store: &dyn Store,
+    kinds: &Kinds,
+    org_id: &str,
+    namespace: &str,
+    source: GraphqlSource<'_>,
+) -> AnyResult<()> {
+    if !executor_catalog::is_valid_namespace(namespace) {
+        return Err(format!(
+            "invalid namespace {namespace:?}: use a letter followed by letters, digits or _ (at most 64)"
+        )
+        .into());
+    }
+    let endpoint = url::Url::parse(source.endpoint)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+        .ok_or_else(|| format!("--endpoint {:?} is not an http(s) URL", source.endpoint))?;
+    let started = std::time::Instant::now();
+    let text = match source.schema {
+        Some(file) => {
+            std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?
+        }
+        None => introspect(endpoint.as_str(), source.allow_local_network).await?,
+    };
+    let imported = executor_graphql::import(&text)?;
+    drop(text);
+    for warning in imported.warnings.iter().take(20) {
+        eprintln!("warning: {warning}");
+    }
+    let tools = imported.tools.len();
+    let record = IntegrationRecord {
+        org_id: org_id.to_string(),
+        namespace: namespace.to_string(),
+        kind: IntegrationKind::Graphql.as_str().into(),
+        source: source.schema.unwrap_or(endpoint.as_str()).to_string(),
+        base_url: Some(endpoint.to_string()),
+        tool_count: tools as i64,
+        document: executor_graphql::store(&imported, namespace, endpoint.as_str()),
+        updated_at_ms: now_ms(),
+        revision: 0,
+        search_index: None,
+    };
+    drop(imported);
+    store_indexed(store, kinds, record).await?;
+    println!(
+        "{namespace}: {tools} tools in {:.2} s (endpoint: {endpoint})",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The endpoint's schema, by the standard introspection query (sent
+/// without a credential: `add` comes before `connections set`).
+async fn introspect(endpoint: &str, allow_local_network: bool) -> AnyResult<String> {
+    let http = HttpClient::new(HttpConfig {
+        allow_local_network,
+        max_response_bytes: MAX_SPEC_BYTES,
+        ..HttpConfig::default()
+    })?;
+    let body = serde_json::json!({ "query": executor_graphql::introspection::INTROSPECTION_QUERY });
+    let answer = http
+        .post_json(endpoint, &body, MAX_SPEC_BYTES)
+        .await
+        .map_err(|e| format!("cannot introspect {endpoint}: {}", e.message))?;
+    Ok(answer)
+}
+
+/// Stores a new import with the search index of its tools, loaded as the
+/// server will load them. Without an index the record is still served:
+/// the server builds one at its first load and stores it back.
+async fn store_indexed(
+    store: &dyn Store,
+    kinds: &Kinds,
+    mut record: IntegrationRecord,
+) -> AnyResult<()> {
+    record.search_index = kinds
+        .search_index(&record.org_id, &record)
+        .inspect_err(|why| {
+            eprintln!(
+                "warning: {}'s tools were not indexed here: {why}",
+                record.namespace
+            )
+        })
+        .ok();
+    store.upsert_integration(record).await?;
+    Ok(())
+}
+
 /// Largest API description fetched from a URL.
 pub(crate) const MAX_SPEC_BYTES: usize = 128 * 1024 * 1024;
 
@@ -199,7 +325,7 @@ pub(crate) async fn import_openapi(
         eprintln!("warning: {warning}");
     }
     let tools = imported.tools.len();
-    let mut record = IntegrationRecord {
+    let record = IntegrationRecord {
         org_id: org_id.to_string(),
         namespace: namespace.to_string(),
         kind: IntegrationKind::OpenApi.as_str().into(),
@@ -214,14 +340,8 @@ pub(crate) async fn import_openapi(
     // The import's trees go before the tools are loaded and indexed: the
     // peak of a large import stays the import's own.
     drop(imported);
-    // Without an index the record is still served: the server builds one
-    // at its first load and stores it back.
-    record.search_index = kinds
-        .search_index(org_id, &record)
-        .inspect_err(|why| eprintln!("warning: {namespace}'s tools were not indexed here: {why}"))
-        .ok();
     let base_url = record.base_url.clone();
-    store.upsert_integration(record).await?;
+    store_indexed(store, kinds, record).await?;
     println!(
         "{namespace}: {tools} tools in {:.2} s (base URL: {})",
         started.elapsed().as_secs_f64(),

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use executor_catalog::search::StoredSearchIndex;
 use executor_catalog::{IntegrationLoader, ToolGroup};
+use executor_graphql::GraphqlKind;
 use executor_openapi::OpenApiKind;
 use executor_outbound::{CredentialSource, HttpClient};
 
@@ -20,10 +21,16 @@ impl Kinds {
     /// The kinds this release serves; their tools call through `http` with
     /// the org's connections from `credentials`.
     pub fn new(http: Arc<HttpClient>, credentials: Arc<dyn CredentialSource>) -> Self {
-        Kinds::with(vec![(
-            IntegrationKind::OpenApi,
-            Arc::new(OpenApiKind::new(http, credentials)),
-        )])
+        Kinds::with(vec![
+            (
+                IntegrationKind::OpenApi,
+                Arc::new(OpenApiKind::new(http.clone(), credentials.clone())),
+            ),
+            (
+                IntegrationKind::Graphql,
+                Arc::new(GraphqlKind::new(http, credentials)),
+            ),
+        ])
     }
 
     /// Kinds with the given loaders (a test stands in its own).

@@ -320,7 +320,7 @@ async fn a_record_of_a_kind_not_served_is_reported_by_its_kind() {
         .upsert_integration(IntegrationRecord {
             org_id: a.clone(),
             namespace: "later".into(),
-            kind: "graphql".into(),
+            kind: "soap".into(),
             source: "inline".into(),
             base_url: None,
             tool_count: 1,
@@ -334,7 +334,7 @@ async fn a_record_of_a_kind_not_served_is_reported_by_its_kind() {
     let catalog = catalogs.catalog(&a).await;
     assert!(catalog.get("pets.pets.listPets").is_some());
     let why = catalog.unavailable("later.x").expect("later is reported");
-    assert!(why.contains("`graphql` is not known"), "{why}");
+    assert!(why.contains("`soap` is not known"), "{why}");
     // No loader was asked to read it.
     assert_eq!(counting.loads(&a, "later"), 0);
     let _ = std::fs::remove_dir_all(dir);

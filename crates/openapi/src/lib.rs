@@ -337,16 +337,10 @@ pub fn import_with_progress(
     })
 }
 
-/// Longest namespace accepted.
-const MAX_NAMESPACE_LEN: usize = 64;
-
 /// The namespace becomes the first segment of `tools.<ns>.<group>.<leaf>`,
 /// so it must be a plain identifier.
 fn check_namespace(namespace: &str) -> Result<(), ImportError> {
-    let mut chars = namespace.chars();
-    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if starts_with_letter && rest_ok && namespace.len() <= MAX_NAMESPACE_LEN {
+    if executor_catalog::is_valid_namespace(namespace) {
         Ok(())
     } else {
         Err(ImportError::InvalidNamespace(namespace.to_string()))

@@ -153,6 +153,7 @@ stored_words! {
     /// (and reported), not fail the read of every record beside it.
     IntegrationKind ("integration kind") {
         OpenApi = "openapi",
+        Graphql = "graphql",
     }
 }
 
@@ -185,10 +186,10 @@ mod tests {
     #[test]
     fn unknown_words_are_refused_with_their_set() {
         assert_eq!(
-            "graphql".parse::<IntegrationKind>(),
+            "soap".parse::<IntegrationKind>(),
             Err(UnknownValue {
                 set: "integration kind",
-                value: "graphql".into()
+                value: "soap".into()
             })
         );
         assert!(serde_json::from_str::<ExecutionStatus>("\"running\"").is_err());

@@ -1,0 +1,308 @@
+//! Runs a GraphQL integration's tools: the call's operation (see
+//! [`crate::operation`]) POSTed to the endpoint through the guarded client
+//! with the connection's credential; the root field's value back, or
+//! `graphql_errors` with the errors and whatever data came with them.
+
+use std::sync::Arc;
+
+use executor_catalog::{
+    HostHold, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
+};
+use executor_outbound::{
+    Credential, CredentialSource, HttpClient, HttpFailure, INVALID_TOOL_ARGUMENTS, OutboundRequest,
+    Placement, UPSTREAM_HTTP_ERROR,
+};
+use futures::future::BoxFuture;
+use reqwest::Method;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use crate::operation::{operation_name, operation_text};
+use crate::tools::{ArgSpec, GraphqlTool, OperationKind, SELECT};
+
+/// The error code of an answer that carries `errors` (SPEC §7).
+pub const GRAPHQL_ERRORS: &str = "graphql_errors";
+
+/// What a call needs of one tool.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub operation: OperationKind,
+    pub field: String,
+    pub args: Vec<ArgSpec>,
+    pub default_selection: Option<String>,
+    pub takes_select: bool,
+}
+
+impl Operation {
+    fn as_tool(&self) -> GraphqlTool {
+        GraphqlTool {
+            name: format!("{}.{}", self.operation.as_str(), self.field),
+            description: None,
+            operation: self.operation,
+            field: self.field.clone(),
+            args: self.args.clone(),
+            default_selection: self.default_selection.clone(),
+            takes_select: self.takes_select,
+            input_schema: Value::Null,
+            output_schema: Value::Null,
+            requires_approval: false,
+        }
+    }
+
+    /// The operation text and the variables of a call with `args`.
+    pub fn request(&self, args: &Value) -> Result<(String, Map<String, Value>), ToolError> {
+        let mut variables = args.as_object().cloned().unwrap_or_default();
+        let select = if self.takes_select {
+            match variables.remove(SELECT) {
+                Some(Value::String(text)) => Some(text),
+                Some(Value::Null) | None => None,
+                Some(_) => {
+                    return Err(ToolError::new(
+                        INVALID_TOOL_ARGUMENTS,
+                        "`select` must be a string",
+                    ));
+                }
+            }
+        } else {
+            None
+        };
+        // Variables only for the arguments given: one not given keeps the
+        // API's default.
+        variables.retain(|name, _| self.args.iter().any(|a| &a.name == name));
+        let given: Vec<&str> = variables.keys().map(String::as_str).collect();
+        let text = operation_text(&self.as_tool(), &given, select.as_deref())
+            .map_err(|e| ToolError::new(INVALID_TOOL_ARGUMENTS, e.0))?;
+        Ok((text, variables))
+    }
+}
+
+/// A GraphQL integration as its invoker sees it.
+pub struct GraphqlService {
+    pub namespace: String,
+    pub endpoint: String,
+    /// By the tools' slots.
+    pub operations: Vec<Operation>,
+}
+
+pub struct GraphqlInvoker {
+    org_id: String,
+    namespace: String,
+    endpoint: String,
+    operations: Arc<[Operation]>,
+    http: Arc<HttpClient>,
+    credentials: Arc<dyn CredentialSource>,
+}
+
+impl GraphqlInvoker {
+    pub fn new(
+        org_id: &str,
+        service: GraphqlService,
+        http: Arc<HttpClient>,
+        credentials: Arc<dyn CredentialSource>,
+    ) -> Self {
+        GraphqlInvoker {
+            org_id: org_id.to_string(),
+            namespace: service.namespace,
+            endpoint: service.endpoint,
+            operations: service.operations.into(),
+            http,
+            credentials,
+        }
+    }
+}
+
+impl ToolInvoker for GraphqlInvoker {
+    /// A bad `select` is refused before approval is asked for.
+    fn check(&self, entry: &ToolEntry, args: &Value) -> Result<(), ToolError> {
+        match self.operations.get(entry.slot) {
+            Some(operation) => operation.request(args).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
+        let operations = self.operations.clone();
+        let slot = call.tool.slot;
+        let (org_id, namespace, endpoint) = (
+            self.org_id.clone(),
+            self.namespace.clone(),
+            self.endpoint.clone(),
+        );
+        let (http, credentials) = (self.http.clone(), self.credentials.clone());
+        Box::pin(async move {
+            let operation = operations.get(slot).ok_or_else(|| {
+                ToolError::new(
+                    "tool_not_found",
+                    format!("Tool not found: {}", call.tool.path),
+                )
+            })?;
+            let (query, variables) = operation.request(&call.args)?;
+            let body = json!({
+                "query": query,
+                "operationName": operation_name(&operation.field),
+                "variables": variables,
+            });
+            let credential = credentials
+                .credential(&org_id, &namespace)
+                .await?
+                .unwrap_or(Credential::None);
+            let mut request = OutboundRequest::new(Method::POST, String::new());
+            request
+                .headers
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            // Plain JSON: a GraphQL-over-HTTP server then answers a request
+            // it could not run with 200 and `errors`, which are kept.
+            request
+                .headers
+                .insert(ACCEPT, HeaderValue::from_static("application/json"));
+            request.body = Some(body.to_string().into_bytes());
+            let sent = http
+                .send(
+                    &endpoint,
+                    request,
+                    &credential,
+                    placement(&credential),
+                    &call.budget,
+                )
+                .await;
+            match sent {
+                Ok(answer) => answered(&operation.field, answer.data, answer.status, answer.held),
+                Err(failure) => Err(tool_error(failure)),
+            }
+        })
+    }
+}
+
+/// GraphQL declares no auth schemes: a bearer token or API key goes as
+/// `Authorization: Bearer`, a user and password as Basic.
+fn placement(credential: &Credential) -> Option<Placement<'_>> {
+    match credential {
+        Credential::None => None,
+        Credential::Basic { username, password } => {
+            Some(Placement::Basic(username, password.expose()))
+        }
+        Credential::ApiKey(secret) | Credential::Bearer(secret) => {
+            Some(Placement::Bearer(secret.expose()))
+        }
+    }
+}
+
+/// The root field's value, or the errors with the data that came along.
+fn answered(field: &str, mut answer: Value, status: u16, held: Option<HostHold>) -> ToolResult {
+    let Some(response) = answer.as_object_mut() else {
+        return Err(not_graphql(status));
+    };
+    let (data, errors) = (response.remove("data"), response.remove("errors"));
+    if data.is_none() && errors.is_none() {
+        return Err(not_graphql(status));
+    }
+    let value = match data {
+        Some(Value::Object(mut fields)) => fields.remove(field).unwrap_or(Value::Null),
+        Some(Value::Null) | None => Value::Null,
+        Some(_) => return Err(not_graphql(status)),
+    };
+    match errors {
+        Some(Value::Array(errors)) if !errors.is_empty() => {
+            let message = errors
+                .first()
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("the GraphQL endpoint answered with errors")
+                .to_string();
+            Err(ToolError::new(GRAPHQL_ERRORS, message)
+                .with_details(json!({"errors": errors, "data": value})))
+        }
+        _ => Ok(success(value, status, held)),
+    }
+}
+
+fn success(data: Value, status: u16, held: Option<HostHold>) -> ToolSuccess {
+    ToolSuccess {
+        data,
+        http: Some(json!({ "status": status })),
+        held: held.map(Arc::new),
+    }
+}
+
+fn not_graphql(status: u16) -> ToolError {
+    ToolError {
+        status: Some(status),
+        ..ToolError::new(
+            UPSTREAM_HTTP_ERROR,
+            "the endpoint's answer is not a GraphQL response",
+        )
+    }
+}
+
+fn tool_error(f: HttpFailure) -> ToolError {
+    ToolError {
+        code: f.code,
+        message: f.message,
+        status: f.status,
+        details: f.details,
+        retryable: f.retryable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_fields_value_is_the_result() {
+        let ok = answered("user", json!({"data": {"user": {"id": "1"}}}), 200, None).unwrap();
+        assert_eq!(ok.data, json!({"id": "1"}));
+        let null = answered("user", json!({"data": {"user": null}}), 200, None).unwrap();
+        assert_eq!(null.data, Value::Null);
+    }
+
+    #[test]
+    fn errors_keep_the_partial_data() {
+        let answer = json!({
+            "errors": [{"message": "no avatar", "path": ["user", "avatar"]}, {"message": "second"}],
+            "data": {"user": {"id": "1", "avatar": null}}
+        });
+        let error = answered("user", answer, 200, None).unwrap_err();
+        assert_eq!(error.code, GRAPHQL_ERRORS);
+        assert_eq!(error.message, "no avatar");
+        let details = error.details.unwrap();
+        assert_eq!(details["data"], json!({"id": "1", "avatar": null}));
+        assert_eq!(details["errors"].as_array().unwrap().len(), 2);
+        let only_errors = answered("user", json!({"errors": [{"message": "bad"}]}), 200, None);
+        assert_eq!(
+            only_errors.unwrap_err().details.unwrap()["data"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn an_answer_that_is_not_graphql_says_so() {
+        for answer in [json!("text"), json!({"hello": 1}), json!({"data": [1]})] {
+            let error = answered("user", answer, 200, None).unwrap_err();
+            assert_eq!(error.code, UPSTREAM_HTTP_ERROR);
+        }
+    }
+
+    #[test]
+    fn select_leaves_the_variables_and_only_arguments_become_variables() {
+        let operation = Operation {
+            operation: OperationKind::Query,
+            field: "user".into(),
+            args: vec![ArgSpec {
+                name: "id".into(),
+                ty: "ID!".into(),
+            }],
+            default_selection: Some("id".into()),
+            takes_select: true,
+        };
+        let (text, variables) = operation
+            .request(&json!({"id": "7", "select": "id name"}))
+            .unwrap();
+        assert_eq!(text, "query User($id: ID!) { user(id: $id) { id name } }");
+        assert_eq!(Value::Object(variables), json!({"id": "7"}));
+        let bad = operation.request(&json!({"id": "7", "select": "id } mutation X { y"}));
+        assert_eq!(bad.unwrap_err().code, INVALID_TOOL_ARGUMENTS);
+        let not_text = operation.request(&json!({"id": "7", "select": 3}));
+        assert_eq!(not_text.unwrap_err().code, INVALID_TOOL_ARGUMENTS);
+    }
+}
