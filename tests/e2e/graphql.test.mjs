@@ -189,6 +189,15 @@ test("graphql: a mutation waits for approval, then runs", async () => {
   assert.deepEqual(seen[0].body.variables, { input: { name: "Cy" } });
 });
 
+test("graphql: refresh introspects again, with the connection's token", async () => {
+  seen.length = 0;
+  await cliAsync("integrations", "refresh", "gql", "--allow-local-network");
+  const asked = seen.filter((r) => r.body.query.includes("__schema"));
+  assert.equal(asked.length, 1, JSON.stringify(seen.map((r) => r.body.operationName)));
+  assert.equal(asked[0].headers.authorization, `Bearer ${TOKEN}`);
+  assert.match(cli("integrations", "list"), /^gql\tgraphql\t5 tools\t/m);
+});
+
 test("graphql: a schema file (SDL) gives the same tools; refresh re-reads it", async () => {
   const file = join(dir, "schema.graphql");
   writeFileSync(file, SDL);

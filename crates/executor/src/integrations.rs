@@ -5,14 +5,16 @@ use std::sync::Arc;
 
 use executor_integrations::{Credentials, IntegrationKind, Kinds};
 use executor_openapi::{ImportOptions, import_with_progress};
-use executor_outbound::{HttpClient, HttpConfig};
+use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
+use executor_store::secrets::SecretKey;
 use executor_store::{IntegrationRecord, Store, now_ms};
 
-use crate::cli::{AddIntegration, IntegrationsCommand};
+use crate::cli::{AddIntegration, GlobalOpts, IntegrationsCommand};
 use crate::{AnyResult, resolve_org};
 
 pub(crate) async fn integrations(
     shared: Arc<dyn Store>,
+    global: &GlobalOpts,
     command: IntegrationsCommand,
 ) -> AnyResult<()> {
     let store = shared.as_ref();
@@ -51,7 +53,8 @@ pub(crate) async fn integrations(
                 schema: schema.as_deref(),
                 allow_local_network,
             };
-            import_graphql(store, &kinds, &org_id, &namespace, source).await
+            let credentials = sealed_credentials(shared.clone(), global)?;
+            import_graphql(store, &kinds, &credentials, &org_id, &namespace, source).await
         }
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
@@ -100,7 +103,8 @@ pub(crate) async fn integrations(
                         schema: (record.source != endpoint).then_some(record.source.as_str()),
                         allow_local_network,
                     };
-                    import_graphql(store, &kinds, &org_id, &namespace, source).await
+                    let credentials = sealed_credentials(shared.clone(), global)?;
+                    import_graphql(store, &kinds, &credentials, &org_id, &namespace, source).await
                 }
                 Err(e) => Err(format!(
                     "{namespace} cannot be refreshed by this release: {e}; \
@@ -192,6 +196,7 @@ struct GraphqlSource<'a> {
 async fn import_graphql(
     store: &dyn Store,
     kinds: &Kinds,
+    credentials: &Credentials,
     org_id: &str,
     namespace: &str,
     source: GraphqlSource<'_>,
@@ -211,7 +216,22 @@ async fn import_graphql(
         Some(file) => {
             std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?
         }
-        None => introspect(endpoint.as_str(), source.allow_local_network).await?,
+        None => {
+            // The connection's credential, when one is set (a refresh).
+            let credential = credentials
+                .credential(org_id, namespace)
+                .await
+                .map_err(|e| e.message)?
+                .unwrap_or(Credential::None);
+            let http = HttpClient::new(HttpConfig {
+                allow_local_network: source.allow_local_network,
+                max_response_bytes: MAX_SPEC_BYTES,
+                ..HttpConfig::default()
+            })?;
+            executor_graphql::introspect(&http, endpoint.as_str(), &credential)
+                .await
+                .map_err(|e| format!("cannot introspect {endpoint}: {}", e.message))?
+        }
     };
     let imported = executor_graphql::import(&text)?;
     drop(text);
@@ -240,20 +260,14 @@ async fn import_graphql(
     Ok(())
 }
 
-/// The endpoint's schema, by the standard introspection query (sent
-/// without a credential: `add` comes before `connections set`).
-async fn introspect(endpoint: &str, allow_local_network: bool) -> AnyResult<String> {
-    let http = HttpClient::new(HttpConfig {
-        allow_local_network,
-        max_response_bytes: MAX_SPEC_BYTES,
-        ..HttpConfig::default()
-    })?;
-    let body = serde_json::json!({ "query": executor_graphql::introspection::INTROSPECTION_QUERY });
-    let answer = http
-        .post_json(endpoint, &body, MAX_SPEC_BYTES)
-        .await
-        .map_err(|e| format!("cannot introspect {endpoint}: {}", e.message))?;
-    Ok(answer)
+/// The org's connections, their sealed secrets opened with the data dir's
+/// key (introspection sends the connection's credential).
+fn sealed_credentials(store: Arc<dyn Store>, global: &GlobalOpts) -> AnyResult<Credentials> {
+    let key = SecretKey::load_or_create(&global.data_dir())?;
+    Ok(Credentials {
+        store,
+        key: Some(Arc::new(key)),
+    })
 }
 
 /// Stores a new import with the search index of its tools, loaded as the

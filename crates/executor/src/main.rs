@@ -18,8 +18,8 @@ use executor_outbound::HttpConfig;
 use executor_store::{SqliteStore, Store, StoreOptions, now_ms, tokens};
 
 use cli::{
-    Cli, Command, ConnectionsCommand, ExecutionsCommand, GlobalOpts, LogFormat, TokenCommand,
-    ToolsCommand,
+    AddIntegration, Cli, Command, ConnectionsCommand, ExecutionsCommand, GlobalOpts,
+    IntegrationsCommand, LogFormat, TokenCommand, ToolsCommand,
 };
 
 fn main() -> std::process::ExitCode {
@@ -142,7 +142,9 @@ async fn run(cli: Cli) -> AnyResult<()> {
             Ok(())
         }
         Command::Policies(command) => policies::policies(store.as_ref(), command).await,
-        Command::Integrations(command) => integrations::integrations(store.clone(), command).await,
+        Command::Integrations(command) => {
+            integrations::integrations(store.clone(), &cli.global, command).await
+        }
         Command::Connections(command) => {
             connections::connections(store.as_ref(), &cli.global, command).await
         }
@@ -258,7 +260,11 @@ fn uses_secret_key(command: &Command) -> bool {
         Command::Token(_)
             | Command::Executions(_)
             | Command::Policies(_)
-            | Command::Integrations(_)
+            | Command::Integrations(
+                IntegrationsCommand::List { .. }
+                    | IntegrationsCommand::Remove { .. }
+                    | IntegrationsCommand::Add(AddIntegration::Openapi { .. })
+            )
             | Command::Connections(
                 ConnectionsCommand::List { .. } | ConnectionsCommand::Remove { .. }
             )

@@ -146,16 +146,7 @@ impl ToolInvoker for GraphqlInvoker {
                 .credential(&org_id, &namespace)
                 .await?
                 .unwrap_or(Credential::None);
-            let mut request = OutboundRequest::new(Method::POST, String::new());
-            request
-                .headers
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            // Plain JSON: a GraphQL-over-HTTP server then answers a request
-            // it could not run with 200 and `errors`, which are kept.
-            request
-                .headers
-                .insert(ACCEPT, HeaderValue::from_static("application/json"));
-            request.body = Some(body.to_string().into_bytes());
+            let request = post(&body);
             let sent = http
                 .send(
                     &endpoint,
@@ -171,6 +162,47 @@ impl ToolInvoker for GraphqlInvoker {
             }
         })
     }
+}
+
+/// How much host memory an introspection answer may take once parsed (it
+/// is read by the CLI, not inside an execution).
+const INTROSPECTION_BUDGET: usize = 1 << 30;
+
+/// The endpoint's schema, asked with the standard introspection query
+/// through the guarded client, with `credential` placed as a call's is;
+/// the answer as JSON text for [`crate::import`].
+pub async fn introspect(
+    http: &HttpClient,
+    endpoint: &str,
+    credential: &Credential,
+) -> Result<String, HttpFailure> {
+    let body = json!({ "query": crate::introspection::INTROSPECTION_QUERY });
+    let budget = executor_catalog::HostBudget::new(INTROSPECTION_BUDGET);
+    let answer = http
+        .send(
+            endpoint,
+            post(&body),
+            credential,
+            placement(credential),
+            &budget,
+        )
+        .await?;
+    Ok(answer.data.to_string())
+}
+
+/// A JSON POST to the endpoint itself.
+fn post(body: &Value) -> OutboundRequest {
+    let mut request = OutboundRequest::new(Method::POST, String::new());
+    request
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Plain JSON: a GraphQL-over-HTTP server then answers a request it
+    // could not run with 200 and `errors`, which are kept.
+    request
+        .headers
+        .insert(ACCEPT, HeaderValue::from_static("application/json"));
+    request.body = Some(body.to_string().into_bytes());
+    request
 }
 
 /// GraphQL declares no auth schemes: a bearer token or API key goes as

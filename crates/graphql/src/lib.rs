@@ -15,6 +15,7 @@ pub mod tools;
 
 use serde_json::{Map, Value};
 
+pub use invoker::introspect;
 pub use kind::GraphqlKind;
 pub use operation::{SelectError, operation_text};
 pub use stored::{FORMAT, store};

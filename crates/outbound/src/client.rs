@@ -184,40 +184,12 @@ impl HttpClient {
     /// GETs a document (an API description) through the same client, SSRF
     /// guard and timeouts as tool calls; at most `max_bytes`.
     pub async fn fetch_document(&self, url: &str, max_bytes: usize) -> Result<String, HttpFailure> {
-        self.document(url, None, max_bytes).await
-    }
-
-    /// POSTs `body` as JSON and reads the answer as a document (a GraphQL
-    /// introspection result), as [`HttpClient::fetch_document`] does.
-    pub async fn post_json(
-        &self,
-        url: &str,
-        body: &Value,
-        max_bytes: usize,
-    ) -> Result<String, HttpFailure> {
-        self.document(url, Some(body), max_bytes).await
-    }
-
-    async fn document(
-        &self,
-        url: &str,
-        body: Option<&Value>,
-        max_bytes: usize,
-    ) -> Result<String, HttpFailure> {
         let parsed =
             Url::parse(url).map_err(|e| HttpFailure::invalid(format!("not a URL: {e}")))?;
         self.check_target(&parsed)?;
         let host = parsed.host_str().unwrap_or_default().to_string();
-        let request = match body {
-            None => self.client.get(parsed),
-            Some(body) => self
-                .client
-                .post(parsed)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header(reqwest::header::ACCEPT, "application/json")
-                .body(body.to_string()),
-        };
-        let sent = tokio::time::timeout(self.config.header_timeout, request.send()).await;
+        let sent =
+            tokio::time::timeout(self.config.header_timeout, self.client.get(parsed).send()).await;
         let response = match sent {
             Err(_) => {
                 return Err(HttpFailure::timeout(
