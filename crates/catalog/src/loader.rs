@@ -32,3 +32,29 @@ pub struct LoadedIntegration {
     /// so that the upgrade runs once.
     pub upgraded: Option<String>,
 }
+
+/// The format a kind's stored document names first (`{"format":N,…`, so
+/// that it is read without parsing the rest); None when it names none.
+/// Each kind keeps its own format counter.
+pub fn stored_format(document: &str) -> Option<u32> {
+    let rest = document.trim_start().strip_prefix("{\"format\":")?;
+    let digits = rest.trim_start();
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    Some(digits.get(..end).and_then(|d| d.parse().ok()).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stored_format;
+
+    #[test]
+    fn the_format_is_read_from_the_documents_first_field() {
+        assert_eq!(stored_format("{\"format\":17,\"x\":1}"), Some(17));
+        assert_eq!(stored_format("  {\"format\": 2}"), Some(2));
+        assert_eq!(stored_format("{\"namespace\":\"x\"}"), None);
+        assert_eq!(stored_format("{\"format\":\"x\"}"), Some(0));
+        assert_eq!(stored_format(""), None);
+    }
+}

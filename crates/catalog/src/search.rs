@@ -784,7 +784,7 @@ impl Field {
 
 #[derive(Serialize, Deserialize)]
 struct Doc {
-    /// Not stored: [`SearchIndex::decode`] takes them from its documents.
+    /// Not stored: [`SearchIndex::adopt`] takes them from its documents.
     #[serde(skip)]
     path: Arc<str>,
     /// Shared by the documents of one integration.
@@ -1050,7 +1050,7 @@ struct Found {
 pub const INDEX_FORMAT: u32 = 1;
 
 /// An index as stored: its format and inputs first, so that
-/// [`SearchIndex::decode`] reads them before the rest.
+/// [`StoredSearchIndex::read`] reads the format before the rest.
 #[derive(Serialize)]
 struct StoredIndexRef<'a> {
     format: u32,

@@ -17,8 +17,8 @@ use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use crate::operation::{operation_name, operation_text};
-use crate::tools::{ArgSpec, GraphqlTool, OperationKind, SELECT};
+use crate::operation::{CallShape, operation_name, operation_text};
+use crate::tools::{ArgSpec, OperationKind, SELECT};
 
 /// The error code of an answer that carries `errors` (SPEC §7).
 pub const GRAPHQL_ERRORS: &str = "graphql_errors";
@@ -33,22 +33,18 @@ pub struct Operation {
     pub takes_select: bool,
 }
 
-impl Operation {
-    fn as_tool(&self) -> GraphqlTool {
-        GraphqlTool {
-            name: format!("{}.{}", self.operation.as_str(), self.field),
-            description: None,
-            operation: self.operation,
-            field: self.field.clone(),
-            args: self.args.clone(),
-            default_selection: self.default_selection.clone(),
-            takes_select: self.takes_select,
-            input_schema: Value::Null,
-            output_schema: Value::Null,
-            requires_approval: false,
+impl<'a> From<&'a Operation> for CallShape<'a> {
+    fn from(operation: &'a Operation) -> Self {
+        CallShape {
+            operation: operation.operation,
+            field: &operation.field,
+            args: &operation.args,
+            default_selection: operation.default_selection.as_deref(),
         }
     }
+}
 
+impl Operation {
     /// The operation text and the variables of a call with `args`.
     pub fn request(&self, args: &Value) -> Result<(String, Map<String, Value>), ToolError> {
         let mut variables = args.as_object().cloned().unwrap_or_default();
@@ -70,7 +66,7 @@ impl Operation {
         // API's default.
         variables.retain(|name, _| self.args.iter().any(|a| &a.name == name));
         let given: Vec<&str> = variables.keys().map(String::as_str).collect();
-        let text = operation_text(&self.as_tool(), &given, select.as_deref())
+        let text = operation_text(self, &given, select.as_deref())
             .map_err(|e| ToolError::new(INVALID_TOOL_ARGUMENTS, e.0))?;
         Ok((text, variables))
     }

@@ -13,7 +13,7 @@
 
 use apollo_parser::cst::{CstNode, Definition, Selection};
 
-use crate::tools::GraphqlTool;
+use crate::tools::{ArgSpec, GraphqlTool, OperationKind};
 
 /// Nesting a `select` may reach.
 const RECURSION_LIMIT: usize = 64;
@@ -24,18 +24,48 @@ const TOKEN_LIMIT: usize = 20_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelectError(pub String);
 
+/// What a call's operation is made of, borrowed from a tool or from an
+/// invoker's table: building one copies nothing.
+#[derive(Clone, Copy)]
+pub struct CallShape<'a> {
+    pub operation: OperationKind,
+    pub field: &'a str,
+    pub args: &'a [ArgSpec],
+    /// None when the field returns a scalar or an enum.
+    pub default_selection: Option<&'a str>,
+}
+
+impl CallShape<'_> {
+    /// `query.<field>`: the tool's name under its namespace.
+    fn name(&self) -> String {
+        format!("{}.{}", self.operation.as_str(), self.field)
+    }
+}
+
+impl<'a> From<&'a GraphqlTool> for CallShape<'a> {
+    fn from(tool: &'a GraphqlTool) -> Self {
+        CallShape {
+            operation: tool.operation,
+            field: &tool.field,
+            args: &tool.args,
+            default_selection: tool.default_selection.as_deref(),
+        }
+    }
+}
+
 /// The operation of a call of `tool` that gives the arguments named in
 /// `given` (in the tool's order), selecting `select` or the default.
-pub fn operation_text(
-    tool: &GraphqlTool,
+pub fn operation_text<'a>(
+    tool: impl Into<CallShape<'a>>,
     given: &[&str],
     select: Option<&str>,
 ) -> Result<String, SelectError> {
-    let selection = match (&tool.default_selection, select) {
+    let tool = tool.into();
+    let selection = match (tool.default_selection, select) {
         (None, Some(_)) => {
             return Err(SelectError(format!(
                 "`select` applies to a field that returns an object; {} returns a scalar or an enum",
-                tool.name
+                tool.name()
             )));
         }
         (None, None) => String::new(),
@@ -68,10 +98,10 @@ pub fn operation_text(
     let text = format!(
         "{} {}{declared} {{ {}{passed}{selection} }}",
         tool.operation.as_str(),
-        operation_name(&tool.field),
+        operation_name(tool.field),
         tool.field
     );
-    check(&text, tool)?;
+    check(&text, &tool)?;
     Ok(text)
 }
 
@@ -85,7 +115,7 @@ pub fn operation_name(field: &str) -> String {
 }
 
 /// The text is exactly one operation of the tool's kind, without errors.
-fn check(text: &str, tool: &GraphqlTool) -> Result<(), SelectError> {
+fn check(text: &str, tool: &CallShape<'_>) -> Result<(), SelectError> {
     let tree = apollo_parser::Parser::new(text)
         .recursion_limit(RECURSION_LIMIT)
         .token_limit(TOKEN_LIMIT)
@@ -122,7 +152,7 @@ fn check(text: &str, tool: &GraphqlTool) -> Result<(), SelectError> {
     if !only_the_field {
         return Err(SelectError(format!(
             "`select` must stay inside {}'s own selection: it reached other fields of the {} root",
-            tool.name,
+            tool.name(),
             tool.operation.as_str()
         )));
     }

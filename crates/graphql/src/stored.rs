@@ -70,11 +70,7 @@ pub struct StoredTool {
 
 /// The format a stored document was written in (0 when it names none).
 pub fn format_of(document: &str) -> u32 {
-    let Some(rest) = document.trim_start().strip_prefix("{\"format\":") else {
-        return 0;
-    };
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().unwrap_or(0)
+    executor_catalog::stored_format(document).unwrap_or(0)
 }
 
 /// Loads a stored document of this release's format; Err says why not,
@@ -163,4 +159,31 @@ fn route_hint(tool: &StoredTool) -> RouteHint {
         }
     };
     RouteHint { words, depth: 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_import_stores_and_loads_and_other_records_say_why_not() {
+        let imported = crate::import("type Query { version: String! }").unwrap();
+        let text = store(&imported, "api", "https://example.com/graphql");
+        assert_eq!(format_of(&text), FORMAT);
+        let loaded = load(&text).unwrap();
+        assert_eq!((loaded.namespace.as_str(), loaded.tools.len()), ("api", 1));
+        assert!(
+            load(r#"{"format":9,"tools":[]}"#)
+                .err()
+                .unwrap()
+                .contains("newer release")
+        );
+        assert!(
+            load(r#"{"format":1,"tools":"#)
+                .err()
+                .unwrap()
+                .contains("cannot be read")
+        );
+        assert!(load("{}").err().unwrap().contains("cannot be read"));
+    }
 }

@@ -97,15 +97,7 @@ impl std::error::Error for LoadError {}
 /// The format a stored document was written in. [`ImportedIntegration`]
 /// serialises `format` first; a document without it is format 1.
 pub fn format_of(document: &str) -> u32 {
-    let Some(rest) = document.trim_start().strip_prefix("{\"format\":") else {
-        return 1;
-    };
-    let digits: String = rest
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().unwrap_or(0)
+    executor_catalog::stored_format(document).unwrap_or(1)
 }
 
 /// Loads a stored document of the current format.
