@@ -16,6 +16,7 @@ use executor_store::PolicyRecord;
 
 use crate::CallContext;
 use crate::budget::{HostBudget, HostHold};
+use crate::loader::Unavailable;
 use crate::schema::{Definitions, ToolSchema};
 use crate::search::{SearchDoc, SearchIndex, StoredSearchIndex};
 use crate::validate::{SchemaProblems, Validators};
@@ -287,7 +288,7 @@ pub struct Catalog {
     /// Sorted by namespace.
     groups: Vec<Arc<ToolGroup>>,
     by_namespace: HashMap<String, usize>,
-    unavailable: HashMap<String, String>,
+    unavailable: HashMap<String, Unavailable>,
     /// Namespaces with tool counts, sorted; counted once rather than per
     /// listing.
     integrations: Vec<IntegrationSummary>,
@@ -315,7 +316,7 @@ impl Catalog {
     /// with the reason.
     pub fn from_groups(
         mut groups: Vec<Arc<ToolGroup>>,
-        unavailable: Vec<(String, String)>,
+        unavailable: Vec<(String, Unavailable)>,
     ) -> Self {
         groups.sort_by(|a, b| a.namespace.cmp(&b.namespace));
         groups.dedup_by(|a, b| a.namespace == b.namespace);
@@ -339,7 +340,7 @@ impl Catalog {
                 .map(|(namespace, why)| IntegrationSummary {
                     namespace: namespace.clone(),
                     tool_count: 0,
-                    unavailable: Some(why.clone()),
+                    unavailable: Some(why.message.clone()),
                 }),
         );
         integrations.sort_by(|a, b| a.namespace.cmp(&b.namespace));
@@ -377,8 +378,8 @@ impl Catalog {
     }
 
     /// Why the integration a path names cannot be served, when it cannot.
-    pub fn unavailable(&self, path: &str) -> Option<&str> {
-        self.unavailable.get(namespace_of(path)).map(String::as_str)
+    pub fn unavailable(&self, path: &str) -> Option<&Unavailable> {
+        self.unavailable.get(namespace_of(path))
     }
 
     /// Checks arguments against the tool's input schema (tools without one

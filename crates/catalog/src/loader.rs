@@ -17,11 +17,49 @@ pub trait IntegrationLoader: Send + Sync + 'static {
         org_id: &str,
         namespace: &str,
         document: &str,
-    ) -> Result<LoadedIntegration, String>;
+    ) -> Result<LoadedIntegration, Unavailable>;
 
     /// Whether a stored document can be served, for `integrations list`:
     /// "ok", or why not.
     fn status(&self, document: &str) -> String;
+}
+
+/// Why an integration's tools cannot be served: the error code its calls
+/// answer (SPEC §7) and the reason, for `integrations list` and the agent.
+/// From a plain reason, the code is `integration_unavailable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Unavailable {
+    pub const CODE: &'static str = "integration_unavailable";
+
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Unavailable {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for Unavailable {
+    fn from(message: String) -> Self {
+        Unavailable::new(Unavailable::CODE, message)
+    }
+}
+
+impl From<&str> for Unavailable {
+    fn from(message: &str) -> Self {
+        Unavailable::new(Unavailable::CODE, message)
+    }
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// An integration's tools, loaded.

@@ -184,7 +184,12 @@ impl Engine {
         &self.store
     }
 
-    /// The org's integration namespaces (not the built-in one), sorted.
+    /// The org's integrations (not the built-in one), sorted, each as the
+    /// `execute` description lists it: its namespace and tool count (or
+    /// that it cannot be served). The count is in it so that a change of
+    /// an integration's tools — an upstream MCP server's re-synced list —
+    /// changes the description, and open sessions get
+    /// `notifications/tools/list_changed` (SPEC §2).
     pub async fn integration_inventory(&self, org_id: &str) -> Vec<String> {
         self.catalogs
             .catalog(org_id)
@@ -192,7 +197,11 @@ impl Engine {
             .integrations()
             .iter()
             .filter(|i| i.namespace != core_tools::NAMESPACE)
-            .map(|i| i.namespace.clone())
+            .map(|i| match (&i.unavailable, i.tool_count) {
+                (Some(_), _) => format!("{} (unavailable)", i.namespace),
+                (None, 1) => format!("{} (1 tool)", i.namespace),
+                (None, n) => format!("{} ({n} tools)", i.namespace),
+            })
             .collect()
     }
 

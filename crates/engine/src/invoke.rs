@@ -182,8 +182,8 @@ impl BridgeInner {
         let Some(tool) = self.catalog.get(path).cloned() else {
             if let Some(why) = self.catalog.unavailable(path) {
                 return Ok(Err(ToolError::new(
-                    "integration_unavailable",
-                    format!("{path} cannot be called: {why}"),
+                    why.code,
+                    format!("{path} cannot be called: {}", why.message),
                 )));
             }
             return Ok(Err(ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(

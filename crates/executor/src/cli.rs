@@ -226,6 +226,37 @@ pub enum AddIntegration {
         #[arg(long)]
         org: Option<String>,
     },
+    /// An MCP server: over HTTP (`--url`) or started as a command that
+    /// speaks MCP on stdio (`--command`; run only by servers started with
+    /// --allow-stdio-integrations). Its tools are listed now.
+    Mcp {
+        /// Where the server answers (streamable HTTP or legacy SSE).
+        #[arg(long, conflicts_with = "command", required_unless_present = "command")]
+        url: Option<String>,
+        /// Which HTTP transport: auto (streamable HTTP, then SSE),
+        /// streamable-http or sse.
+        #[arg(long, default_value = "auto", requires = "url")]
+        transport: String,
+        /// The program to start (stdio).
+        #[arg(long)]
+        command: Option<String>,
+        /// An argument of the command (repeat for more).
+        #[arg(long = "arg", requires = "command", allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// An environment variable of the command, `NAME=value` (repeat
+        /// for more). The command inherits only PATH, HOME, USER, LANG,
+        /// LC_ALL, TMPDIR and TZ besides these.
+        #[arg(long = "env", requires = "command")]
+        env: Vec<String>,
+        /// Allow a loopback/private URL.
+        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+        allow_local_network: bool,
+        /// The first segment of every tool address (letters, digits, `_`).
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        org: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -435,6 +466,14 @@ pub struct EngineOpts {
     /// (refused by default: SSRF guard).
     #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
     pub allow_local_network: bool,
+    /// Let stdio MCP integrations start their command on this machine
+    /// (refused by default: such a call answers `integration_unavailable`).
+    #[arg(long, env = "EXECUTOR_ALLOW_STDIO_INTEGRATIONS")]
+    pub allow_stdio_integrations: bool,
+    /// Most sessions open at once with one upstream MCP server over HTTP,
+    /// per org; parallel calls beyond it wait for a free one.
+    #[arg(long, env = "EXECUTOR_MAX_UPSTREAM_SESSIONS", default_value_t = 8)]
+    pub max_upstream_sessions: usize,
     /// Sandbox compute time per execution, in ms (the clock stops while a
     /// tool call is in flight).
     #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]

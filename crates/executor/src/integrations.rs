@@ -8,6 +8,7 @@ use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
 use executor_store::secrets::SecretKey;
 use executor_store::{IntegrationRecord, Store, now_ms};
+use executor_upstream::{Discovery, Endpoint, HttpTransport, State, UpstreamSettings, Upstreams};
 
 use crate::cli::{AddIntegration, GlobalOpts, IntegrationsCommand};
 use crate::{AnyResult, resolve_org};
@@ -55,6 +56,37 @@ pub(crate) async fn integrations(
             };
             let credentials = sealed_credentials(shared.clone(), global)?;
             import_graphql(store, &kinds, &credentials, &org_id, &namespace, source).await
+        }
+        IntegrationsCommand::Add(AddIntegration::Mcp {
+            url,
+            transport,
+            command,
+            args,
+            env,
+            allow_local_network,
+            namespace,
+            org,
+        }) => {
+            let org_id = resolve_org(store, org.as_deref()).await?;
+            let endpoint = match (url, command) {
+                (Some(url), _) => Endpoint::Http {
+                    url,
+                    transport: transport.parse::<HttpTransport>()?,
+                },
+                (None, Some(command)) => Endpoint::Stdio {
+                    command,
+                    args,
+                    env: parse_env(&env)?,
+                },
+                (None, None) => return Err("give --url or --command".into()),
+            };
+            let kinds = cli_kinds(shared.clone())?;
+            let credentials = sealed_credentials(shared.clone(), global)?;
+            let source = McpSource {
+                endpoint,
+                allow_local_network,
+            };
+            import_mcp(store, &kinds, &credentials, &org_id, &namespace, source).await
         }
         IntegrationsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
@@ -105,6 +137,20 @@ pub(crate) async fn integrations(
                     };
                     let credentials = sealed_credentials(shared.clone(), global)?;
                     import_graphql(store, &kinds, &credentials, &org_id, &namespace, source).await
+                }
+                Ok(IntegrationKind::Mcp) => {
+                    let kinds = cli_kinds(shared.clone())?;
+                    let endpoint = executor_upstream::load(&record.document)
+                        .map(|stored| stored.endpoint)
+                        .map_err(|why| {
+                            format!("{namespace} cannot be refreshed: {why}; add it again")
+                        })?;
+                    let credentials = sealed_credentials(shared.clone(), global)?;
+                    let source = McpSource {
+                        endpoint,
+                        allow_local_network,
+                    };
+                    import_mcp(store, &kinds, &credentials, &org_id, &namespace, source).await
                 }
                 Err(e) => Err(format!(
                     "{namespace} cannot be refreshed by this release: {e}; \
@@ -169,9 +215,118 @@ async fn refresh_openapi(
 /// a new one's tools; the tools are not called here, so the HTTP client
 /// has the defaults and the credentials no key.
 fn cli_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
-    let http = HttpClient::new(HttpConfig::default())?;
-    let credentials = Arc::new(Credentials { store, key: None });
-    Ok(Kinds::new(Arc::new(http), credentials))
+    let http = Arc::new(HttpClient::new(HttpConfig::default())?);
+    let credentials = Arc::new(Credentials {
+        store: store.clone(),
+        key: None,
+    });
+    let upstreams = Upstreams::new(
+        http.clone(),
+        credentials.clone(),
+        store,
+        UpstreamSettings::default(),
+    );
+    Ok(Kinds::new(http, credentials, upstreams))
+}
+
+/// `NAME=value` pairs of `--env`.
+fn parse_env(pairs: &[String]) -> AnyResult<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+            _ => Err(format!("--env {pair:?} is not NAME=value").into()),
+        })
+        .collect()
+}
+
+/// Where an upstream MCP server is, and whether a local URL may be used.
+struct McpSource {
+    endpoint: Endpoint,
+    allow_local_network: bool,
+}
+
+/// Lists an upstream MCP server's tools (starting its command, for a stdio
+/// one: the operator runs `add` on purpose) and stores them with their
+/// search index; a server that asks for an OAuth login is stored as
+/// needing one.
+async fn import_mcp(
+    store: &dyn Store,
+    kinds: &Kinds,
+    credentials: &Credentials,
+    org_id: &str,
+    namespace: &str,
+    source: McpSource,
+) -> AnyResult<()> {
+    check_namespace(namespace)?;
+    let endpoint = source.endpoint;
+    if let Endpoint::Http { url, .. } = &endpoint {
+        url::Url::parse(url)
+            .ok()
+            .filter(|parsed| matches!(parsed.scheme(), "http" | "https"))
+            .ok_or_else(|| format!("--url {url:?} is not an http(s) URL"))?;
+    }
+    let started = std::time::Instant::now();
+    let credential = credentials
+        .credential(org_id, namespace)
+        .await
+        .map_err(|e| e.message)?
+        .unwrap_or(Credential::None);
+    let http = HttpClient::new(HttpConfig {
+        allow_local_network: source.allow_local_network,
+        ..HttpConfig::default()
+    })?;
+    let discovered = executor_upstream::discover(namespace, &endpoint, &credential, &http)
+        .await
+        .map_err(|why| format!("cannot list the tools of {}: {why}", endpoint.source()))?;
+    let (state, tools) = match discovered {
+        Discovery::Ready(tools) => (State::Ready, tools),
+        Discovery::NeedsLogin => (State::NeedsLogin, Vec::new()),
+    };
+    let record = IntegrationRecord {
+        org_id: org_id.to_string(),
+        namespace: namespace.to_string(),
+        kind: IntegrationKind::Mcp.as_str().into(),
+        source: endpoint.source(),
+        base_url: match &endpoint {
+            Endpoint::Http { url, .. } => Some(url.clone()),
+            Endpoint::Stdio { .. } => None,
+        },
+        tool_count: tools.len() as i64,
+        document: executor_upstream::store(namespace, &endpoint, state, &tools),
+        updated_at_ms: now_ms(),
+        revision: 0,
+        search_index: None,
+    };
+    match state {
+        State::Ready => store_indexed(store, kinds, record).await?,
+        // No tools to index until the login.
+        State::NeedsLogin => store.upsert_integration(record).await?,
+    }
+    match state {
+        State::Ready => println!(
+            "{namespace}: {} tools in {:.2} s (server: {})",
+            tools.len(),
+            started.elapsed().as_secs_f64(),
+            endpoint.source()
+        ),
+        State::NeedsLogin => println!(
+            "{namespace}: stored; the server asks for an OAuth login, so its tools appear \
+             once it is done: run `executor connections login {namespace}`"
+        ),
+    }
+    Ok(())
+}
+
+fn check_namespace(namespace: &str) -> AnyResult<()> {
+    if executor_catalog::is_valid_namespace(namespace) {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid namespace {namespace:?}: use a letter followed by letters, digits or _ (at most 64)"
+        )
+        .into())
+    }
 }
 
 /// Whether the server can serve a stored integration, for `integrations
@@ -201,12 +356,7 @@ async fn import_graphql(
     namespace: &str,
     source: GraphqlSource<'_>,
 ) -> AnyResult<()> {
-    if !executor_catalog::is_valid_namespace(namespace) {
-        return Err(format!(
-            "invalid namespace {namespace:?}: use a letter followed by letters, digits or _ (at most 64)"
-        )
-        .into());
-    }
+    check_namespace(namespace)?;
     let endpoint = url::Url::parse(source.endpoint)
         .ok()
         .filter(|url| matches!(url.scheme(), "http" | "https"))

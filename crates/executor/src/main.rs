@@ -16,6 +16,7 @@ use executor_engine::CatalogSource;
 use executor_mcp::McpServer;
 use executor_outbound::HttpConfig;
 use executor_store::{SqliteStore, Store, StoreOptions, now_ms, tokens};
+use executor_upstream::UpstreamSettings;
 
 use cli::{
     AddIntegration, Cli, Command, ConnectionsCommand, ExecutionsCommand, GlobalOpts,
@@ -66,7 +67,7 @@ fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
 /// `NO_COLOR`): in a file or a pipe they are noise for whoever reads it.
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -174,8 +175,12 @@ async fn run(cli: Cli) -> AnyResult<()> {
         }
         Command::Tools(ToolsCommand::Search { query, limit, org }) => {
             let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
-            let catalogs =
-                serve::store_catalogs(store.clone(), &cli.global, HttpConfig::default())?;
+            let catalogs = serve::store_catalogs(
+                store.clone(),
+                &cli.global,
+                HttpConfig::default(),
+                UpstreamSettings::default(),
+            )?;
             let catalog = catalogs.catalog(&org_id).await;
             for (tool, score) in catalog.search(&query, None).into_iter().take(limit) {
                 let description = tool

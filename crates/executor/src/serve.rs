@@ -12,6 +12,7 @@ use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
 use executor_store::secrets::SecretKey;
 use executor_store::{LogBounds, Store};
+use executor_upstream::{UpstreamSettings, Upstreams};
 use executor_wire::{App, HostPolicy, WireConfig};
 
 use crate::AnyResult;
@@ -38,7 +39,12 @@ pub(crate) fn engine(
         max_response_bytes: opts.max_upstream_response_bytes.max(1),
         ..HttpConfig::default()
     };
-    let catalogs = Arc::new(store_catalogs(store.clone(), global, http)?);
+    let upstream = UpstreamSettings {
+        allow_stdio: opts.allow_stdio_integrations,
+        max_sessions: opts.max_upstream_sessions.max(1),
+        ..UpstreamSettings::default()
+    };
+    let catalogs = Arc::new(store_catalogs(store.clone(), global, http, upstream)?);
     Ok(Arc::new(Engine::with_catalogs(
         store,
         EngineConfig {
@@ -62,14 +68,16 @@ pub(crate) fn store_catalogs(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
     http: HttpConfig,
+    upstream: UpstreamSettings,
 ) -> AnyResult<StoreCatalogs> {
-    let http = HttpClient::new(http)?;
+    let http = Arc::new(HttpClient::new(http)?);
     let key = SecretKey::load_or_create(&global.data_dir())?;
     let credentials = Arc::new(Credentials {
         store: store.clone(),
         key: Some(Arc::new(key)),
     });
-    let kinds = Kinds::new(Arc::new(http), credentials);
+    let upstreams = Upstreams::new(http.clone(), credentials.clone(), store.clone(), upstream);
+    let kinds = Kinds::new(http, credentials, upstreams);
     let core = executor_engine::core_tool_entries(store.clone());
     Ok(StoreCatalogs::new(store, kinds, core))
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker};
+use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker, Unavailable};
 use executor_outbound::{CredentialSource, HttpClient};
 
 use crate::invoker::GraphqlInvoker;
@@ -28,7 +28,7 @@ impl IntegrationLoader for GraphqlKind {
         org_id: &str,
         namespace: &str,
         document: &str,
-    ) -> Result<LoadedIntegration, String> {
+    ) -> Result<LoadedIntegration, Unavailable> {
         let stored = load(document)?;
         if stored.namespace != namespace {
             return Err(

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup};
+use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup, Unavailable};
 use executor_store::{IntegrationDocument, IntegrationRecord, Store};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -34,7 +34,7 @@ type Build = Shared<BoxFuture<'static, (Arc<Catalog>, bool)>>;
 #[derive(Clone)]
 struct Loaded {
     revision: i64,
-    outcome: Result<Arc<ToolGroup>, String>,
+    outcome: Result<Arc<ToolGroup>, Unavailable>,
 }
 
 /// What builds share: the store, the kinds, the core tools' group and the
@@ -238,7 +238,7 @@ impl Loader {
         org: &str,
         record: &IntegrationRecord,
         stored: IntegrationDocument,
-    ) -> Result<Arc<ToolGroup>, String> {
+    ) -> Result<Arc<ToolGroup>, Unavailable> {
         let IntegrationDocument {
             document,
             search_index,

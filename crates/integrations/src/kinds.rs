@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use executor_catalog::search::StoredSearchIndex;
-use executor_catalog::{IntegrationLoader, ToolGroup};
+use executor_catalog::{IntegrationLoader, ToolGroup, Unavailable};
 use executor_graphql::GraphqlKind;
 use executor_openapi::OpenApiKind;
 use executor_outbound::{CredentialSource, HttpClient};
+use executor_upstream::{UpstreamKind, Upstreams};
 
 use executor_store::IntegrationRecord;
 
@@ -19,8 +20,13 @@ pub struct Kinds {
 
 impl Kinds {
     /// The kinds this release serves; their tools call through `http` with
-    /// the org's connections from `credentials`.
-    pub fn new(http: Arc<HttpClient>, credentials: Arc<dyn CredentialSource>) -> Self {
+    /// the org's connections from `credentials`, an upstream MCP server's
+    /// through the process's `upstreams` pools.
+    pub fn new(
+        http: Arc<HttpClient>,
+        credentials: Arc<dyn CredentialSource>,
+        upstreams: Arc<Upstreams>,
+    ) -> Self {
         Kinds::with(vec![
             (
                 IntegrationKind::OpenApi,
@@ -30,6 +36,7 @@ impl Kinds {
                 IntegrationKind::Graphql,
                 Arc::new(GraphqlKind::new(http, credentials)),
             ),
+            (IntegrationKind::Mcp, Arc::new(UpstreamKind::new(upstreams))),
         ])
     }
 
@@ -57,7 +64,7 @@ impl Kinds {
         record: &IntegrationRecord,
         document: &str,
         search_index: Option<&[u8]>,
-    ) -> Result<LoadedGroup, String> {
+    ) -> Result<LoadedGroup, Unavailable> {
         let loaded = self.of(record)?.load(org_id, &record.namespace, document)?;
         // Read after the tools are made, on this thread: reading it on a
         // second one meanwhile saved 30 ms for a 22k-tool API but left
@@ -78,7 +85,7 @@ impl Kinds {
         &self,
         org_id: &str,
         record: &IntegrationRecord,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, Unavailable> {
         let loaded = self.load_group(org_id, record, &record.document, None)?;
         Ok(loaded.group.encoded_index())
     }

@@ -60,7 +60,7 @@ impl IntegrationLoader for Counting {
         org_id: &str,
         namespace: &str,
         document: &str,
-    ) -> Result<LoadedIntegration, String> {
+    ) -> Result<LoadedIntegration, executor_catalog::Unavailable> {
         *self
             .builds
             .lock()
@@ -301,7 +301,8 @@ async fn a_record_that_cannot_be_read_is_reported_not_dropped() {
     let future = catalog
         .unavailable("future.x.y")
         .expect("future is reported");
-    assert!(future.contains("newer release"), "{future}");
+    assert!(future.message.contains("newer release"), "{future}");
+    assert_eq!(future.code, "integration_unavailable");
     assert!(catalog.unavailable("broken.x").is_some());
     let listed: Vec<_> = catalog
         .integrations()
@@ -334,7 +335,7 @@ async fn a_record_of_a_kind_not_served_is_reported_by_its_kind() {
     let catalog = catalogs.catalog(&a).await;
     assert!(catalog.get("pets.pets.listPets").is_some());
     let why = catalog.unavailable("later.x").expect("later is reported");
-    assert!(why.contains("`soap` is not known"), "{why}");
+    assert!(why.message.contains("`soap` is not known"), "{why}");
     // No loader was asked to read it.
     assert_eq!(counting.loads(&a, "later"), 0);
     let _ = std::fs::remove_dir_all(dir);

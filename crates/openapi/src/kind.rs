@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker};
+use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker, Unavailable};
 use executor_outbound::{CredentialSource, HttpClient};
 
 use crate::stored::{LoadError, format_of, load, upgrade};
@@ -28,13 +28,13 @@ impl IntegrationLoader for OpenApiKind {
         org_id: &str,
         namespace: &str,
         document: &str,
-    ) -> Result<LoadedIntegration, String> {
+    ) -> Result<LoadedIntegration, Unavailable> {
         let (stored, upgraded) = match load(document) {
             Err(LoadError::Older(_)) => {
                 let upgraded = upgrade(document).map_err(|e| e.to_string())?;
                 (load(&upgraded).map_err(|e| e.to_string())?, Some(upgraded))
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string().into()),
             Ok(stored) => (stored, None),
         };
         if stored.namespace != namespace {

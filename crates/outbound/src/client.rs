@@ -219,6 +219,22 @@ impl HttpClient {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// The guarded client itself, for a protocol that reads its answers on
+    /// its own (an upstream MCP server's streams): the SSRF guard still
+    /// applies to every connection it makes, and `url`'s scheme and literal
+    /// IP host are checked here, as [`HttpClient::send`] checks them.
+    pub fn client_for(&self, url: &str) -> Result<reqwest::Client, HttpFailure> {
+        let parsed =
+            Url::parse(url).map_err(|e| HttpFailure::invalid(format!("not a URL: {e}")))?;
+        self.check_target(&parsed)?;
+        Ok(self.client.clone())
+    }
+
+    /// The settings the client was built with.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
     /// Literal IP hosts never reach the resolver, so they are checked here.
     fn check_target(&self, url: &Url) -> Result<(), HttpFailure> {
         if !matches!(url.scheme(), "http" | "https") {

@@ -31,4 +31,5 @@ pub use failure::{
     CONNECTION_REJECTED, HttpFailure, INVALID_TOOL_ARGUMENTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,
 };
 pub use guard::is_local;
+pub use redact::scrub_value;
 pub use request::{COMPONENT, OutboundRequest, Placement, sensitive_header};

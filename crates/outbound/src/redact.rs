@@ -434,6 +434,13 @@ fn hex4(s: &[u8], i: usize) -> Option<u16> {
         .try_fold(0u16, |acc, &b| Some(acc << 4 | hex(b)? as u16))
 }
 
+/// Scrubs every form of `credential` from every string and key of `value`
+/// (a kind whose answers do not come through [`crate::HttpClient::send`],
+/// such as an upstream MCP server's).
+pub fn scrub_value(credential: &Credential, value: &mut Value) {
+    Redactor::new(credential).value(value);
+}
+
 #[cfg(test)]
 mod tests {
     use base64::Engine as _;

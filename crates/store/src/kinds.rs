@@ -154,6 +154,8 @@ stored_words! {
     IntegrationKind ("integration kind") {
         OpenApi = "openapi",
         Graphql = "graphql",
+        /// An upstream MCP server.
+        Mcp = "mcp",
     }
 }
 

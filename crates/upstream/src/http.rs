@@ -1,0 +1,150 @@
+//! The HTTP side of a streamable-HTTP upstream: rmcp's reqwest client on
+//! our guarded `reqwest::Client`, with one addition. The MCP spec says a
+//! server answers a session it forgot with 404, and rmcp then opens a new
+//! session and sends the request again. Servers built on the official
+//! TypeScript SDK's examples (server-everything among them) answer 400
+//! with a JSON-RPC error that has no id instead; rmcp delivers that error
+//! to no request, so the call would wait for ever. Such an answer to a
+//! message sent within a session is taken here as the 404 it means.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcError, JsonRpcMessage};
+use rmcp::transport::common::client_side_sse::BoxedSseResponse;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+
+#[derive(Clone)]
+pub(crate) struct UpstreamHttp(pub reqwest::Client);
+
+type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
+
+/// An id-less JSON-RPC error in answer to a message that carried a session
+/// id: the server does not know the session.
+fn forgotten(in_session: bool, answer: PostResult) -> PostResult {
+    match answer {
+        Ok(StreamableHttpPostResponse::Json(
+            JsonRpcMessage::Error(JsonRpcError { id: None, .. }),
+            _,
+        )) if in_session => Err(StreamableHttpError::SessionExpired),
+        other => other,
+    }
+}
+
+impl StreamableHttpClient for UpstreamHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> PostResult {
+        let in_session = session_id.is_some();
+        let answer = self
+            .0
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        forgotten(in_session, answer)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> PostResult {
+        let in_session = session_id.is_some();
+        let answer = self
+            .0
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        forgotten(in_session, answer)
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> PostResult {
+        let in_session = session_id.is_some();
+        let answer = self
+            .0
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        forgotten(in_session, answer)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<reqwest::Error>> {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>> {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>> {
+        self.0
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}

@@ -1,0 +1,259 @@
+//! Runs an upstream MCP integration's tools: a `tools/call` on a pooled
+//! session, its result as `{content, structuredContent?}`, `isError` as
+//! `mcp_tool_error`, every form of the credential scrubbed from what comes
+//! back.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use executor_catalog::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_outbound::{Credential, UPSTREAM_TIMEOUT, scrub_value};
+use futures::future::BoxFuture;
+use rmcp::ServiceError;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Map, Value};
+
+use crate::connect::OpenError;
+use crate::pool::{Lease, Upstreams};
+use crate::stored::Endpoint;
+
+/// The error code of a tool result the upstream marked `isError` (SPEC §7).
+pub const MCP_TOOL_ERROR: &str = "mcp_tool_error";
+/// SPEC §7: a stdio server that is not allowed or cannot start, an
+/// upstream that cannot be reached.
+pub const INTEGRATION_UNAVAILABLE: &str = "integration_unavailable";
+/// SPEC §7: the integration needs a login first.
+pub const CONNECTION_MISSING: &str = "connection_missing";
+
+/// The message of a stdio call on a server that does not allow them.
+pub fn stdio_refused() -> String {
+    "stdio MCP integrations are not allowed on this server: start it with \
+     --allow-stdio-integrations (or EXECUTOR_ALLOW_STDIO_INTEGRATIONS=true) to run them"
+        .into()
+}
+
+/// An upstream MCP integration as its invoker sees it.
+pub struct UpstreamInvoker {
+    pub(crate) org_id: String,
+    pub(crate) namespace: String,
+    pub(crate) endpoint: Endpoint,
+    /// The upstream's tool names, by the tools' slots.
+    pub(crate) upstream_names: Arc<[String]>,
+    pub(crate) upstreams: Arc<Upstreams>,
+}
+
+impl ToolInvoker for UpstreamInvoker {
+    fn invoke(&self, call: ToolInvocation) -> BoxFuture<'static, ToolResult> {
+        let upstream_name = self.upstream_names.get(call.tool.slot).cloned();
+        let (org_id, namespace, endpoint) = (
+            self.org_id.clone(),
+            self.namespace.clone(),
+            self.endpoint.clone(),
+        );
+        let upstreams = self.upstreams.clone();
+        Box::pin(async move {
+            let name = upstream_name.ok_or_else(|| {
+                ToolError::new(
+                    "tool_not_found",
+                    format!("Tool not found: {}", call.tool.path),
+                )
+            })?;
+            if matches!(endpoint, Endpoint::Stdio { .. }) && !upstreams.settings().allow_stdio {
+                return Err(ToolError::new(INTEGRATION_UNAVAILABLE, stdio_refused()));
+            }
+            let credential = upstreams
+                .credentials
+                .credential(&org_id, &namespace)
+                .await?
+                .unwrap_or(Credential::None);
+            let arguments = match call.args {
+                Value::Object(map) => map,
+                Value::Null => Map::new(),
+                _ => {
+                    return Err(ToolError::new(
+                        executor_outbound::INVALID_TOOL_ARGUMENTS,
+                        "arguments must be an object",
+                    ));
+                }
+            };
+            let result = call_upstream(
+                &upstreams,
+                &org_id,
+                &namespace,
+                &endpoint,
+                &credential,
+                name,
+                arguments,
+            )
+            .await;
+            let mut result = match result {
+                Ok(value) => value,
+                Err(mut error) => {
+                    let mut message = Value::String(std::mem::take(&mut error.message));
+                    scrub_value(&credential, &mut message);
+                    error.message = message.as_str().unwrap_or_default().to_string();
+                    if let Some(details) = error.details.as_mut() {
+                        scrub_value(&credential, details);
+                    }
+                    return Err(error);
+                }
+            };
+            scrub_value(&credential, &mut result);
+            let size = result.to_string().len();
+            let held = call.budget.hold(size).await.map_err(|e| {
+                ToolError::new(executor_outbound::UPSTREAM_HTTP_ERROR, e.to_string())
+            })?;
+            answered(result, held)
+        })
+    }
+}
+
+/// One `tools/call` on a leased session.
+async fn call_upstream(
+    upstreams: &Arc<Upstreams>,
+    org_id: &str,
+    namespace: &str,
+    endpoint: &Endpoint,
+    credential: &Credential,
+    name: String,
+    arguments: Map<String, Value>,
+) -> Result<Value, ToolError> {
+    let pool = upstreams.pool(org_id, namespace, endpoint, credential);
+    let lease = upstreams
+        .lease(&pool, credential)
+        .await
+        .map_err(|e| open_error(namespace, e))?;
+    let params = CallToolRequestParams::new(name).with_arguments(arguments);
+    let timeout = upstreams.settings().call_timeout;
+    let called = call_with_progress(&lease, params, timeout).await;
+    match called {
+        Err(ServiceError::Timeout { .. }) => Err(ToolError {
+            retryable: Some(true),
+            ..ToolError::new(
+                UPSTREAM_TIMEOUT,
+                format!("{namespace} did not answer within {} s", timeout.as_secs()),
+            )
+        }),
+        Ok(ServerResult::CallToolResult(result)) => serde_json::to_value(result).map_err(|e| {
+            ToolError::new(
+                MCP_TOOL_ERROR,
+                format!("{namespace} answered a result that cannot be read: {e}"),
+            )
+        }),
+        Ok(_) => Err(ToolError::new(
+            MCP_TOOL_ERROR,
+            format!("{namespace} answered tools/call with something else than a tool result"),
+        )),
+        Err(ServiceError::McpError(error)) => {
+            if is_unknown_tool(error.code) {
+                // Its tools changed under us: list them again.
+                pool.resync_wanted.store(true, Ordering::Relaxed);
+            }
+            Err(
+                ToolError::new(MCP_TOOL_ERROR, format!("{namespace}: {}", error.message))
+                    .with_details(serde_json::json!({
+                        "code": error.code.0,
+                        "data": error.data,
+                    })),
+            )
+        }
+        Err(e) => {
+            // The session is no good for another call.
+            lease.discard();
+            Err(ToolError {
+                retryable: Some(true),
+                ..ToolError::new(
+                    INTEGRATION_UNAVAILABLE,
+                    format!(
+                        "{namespace}: the MCP server's session ended during the call ({e}); the next call opens a new one"
+                    ),
+                )
+            })
+        }
+    }
+}
+
+/// Sends the call with a progress token: the upstream's progress
+/// notifications restart its clock, so a long tool that reports progress
+/// runs as long as it needs (the execution's wall clock still bounds it).
+async fn call_with_progress(
+    lease: &Lease,
+    params: CallToolRequestParams,
+    timeout: Duration,
+) -> Result<ServerResult, ServiceError> {
+    let mut options = PeerRequestOptions::with_timeout(timeout);
+    options.reset_timeout_on_progress = true;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    lease
+        .session
+        .service
+        .send_request_with_option(request, options)
+        .await?
+        .await_response()
+        .await
+}
+
+/// JSON-RPC answers that mean "no such tool" from common servers.
+fn is_unknown_tool(code: ErrorCode) -> bool {
+    code == ErrorCode::METHOD_NOT_FOUND || code == ErrorCode::INVALID_PARAMS
+}
+
+fn open_error(namespace: &str, error: OpenError) -> ToolError {
+    match error {
+        OpenError::NeedsLogin => ToolError::new(
+            CONNECTION_MISSING,
+            format!("{namespace} needs a login: run `executor connections login {namespace}`"),
+        ),
+        OpenError::Refused(why) => ToolError::new(
+            executor_outbound::CONNECTION_REJECTED,
+            format!("{namespace}: {why}"),
+        ),
+        OpenError::Unavailable(why) => ToolError {
+            retryable: Some(true),
+            ..ToolError::new(INTEGRATION_UNAVAILABLE, format!("{namespace}: {why}"))
+        },
+    }
+}
+
+/// `{content, structuredContent?}`, or `mcp_tool_error` with the first
+/// text of an `isError` result as its message and the result as details.
+fn answered(mut result: Value, held: executor_catalog::HostHold) -> ToolResult {
+    let object = result.as_object_mut();
+    let is_error = object
+        .as_ref()
+        .and_then(|o| o.get("isError"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut data = Map::new();
+    if let Some(object) = object {
+        for key in ["content", "structuredContent"] {
+            if let Some(value) = object.remove(key) {
+                data.insert(key.to_string(), value);
+            }
+        }
+    }
+    data.entry("content")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if is_error {
+        let message = first_text(&data)
+            .unwrap_or("the tool reported an error")
+            .to_string();
+        return Err(ToolError::new(MCP_TOOL_ERROR, message).with_details(Value::Object(data)));
+    }
+    Ok(ToolSuccess {
+        data: Value::Object(data),
+        http: None,
+        held: Some(Arc::new(held)),
+    })
+}
+
+fn first_text(data: &Map<String, Value>) -> Option<&str> {
+    data.get("content")?
+        .as_array()?
+        .iter()
+        .find(|block| block.get("type").and_then(Value::as_str) == Some("text"))?
+        .get("text")?
+        .as_str()
+}

@@ -1,0 +1,67 @@
+//! Upstream MCP servers as a kind of integration the server serves: stored
+//! records loaded into tools that call through the process's pools.
+
+use std::sync::Arc;
+
+use executor_catalog::{IntegrationLoader, LoadedIntegration, Unavailable};
+
+use crate::invoker::{CONNECTION_MISSING, UpstreamInvoker};
+use crate::pool::Upstreams;
+use crate::stored::{State, load};
+
+/// Loads stored upstream MCP records; their tools call through `upstreams`.
+pub struct UpstreamKind {
+    upstreams: Arc<Upstreams>,
+}
+
+impl UpstreamKind {
+    pub fn new(upstreams: Arc<Upstreams>) -> Self {
+        UpstreamKind { upstreams }
+    }
+}
+
+impl IntegrationLoader for UpstreamKind {
+    fn load(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        document: &str,
+    ) -> Result<LoadedIntegration, Unavailable> {
+        let stored = load(document)?;
+        if stored.namespace != namespace {
+            return Err(
+                "its stored record names another namespace; run `executor integrations refresh`"
+                    .into(),
+            );
+        }
+        if stored.state == State::NeedsLogin {
+            return Err(Unavailable::new(
+                CONNECTION_MISSING,
+                format!("it needs a login: run `executor connections login {namespace}`"),
+            ));
+        }
+        let invoker = Arc::new(UpstreamInvoker {
+            org_id: org_id.to_string(),
+            namespace: namespace.to_string(),
+            endpoint: stored.endpoint.clone(),
+            upstream_names: stored
+                .tools
+                .iter()
+                .map(|t| t.upstream_name.clone())
+                .collect(),
+            upstreams: self.upstreams.clone(),
+        });
+        Ok(LoadedIntegration {
+            tools: stored.into_entries(invoker),
+            upgraded: None,
+        })
+    }
+
+    fn status(&self, document: &str) -> String {
+        match load(document) {
+            Ok(stored) if stored.state == State::NeedsLogin => "needs login".into(),
+            Ok(_) => "ok".into(),
+            Err(why) => format!("unavailable: {why}"),
+        }
+    }
+}

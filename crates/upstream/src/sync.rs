@@ -1,0 +1,140 @@
+//! Tool lists: read from an upstream at `add` ([`discover`]) and again
+//! while the integration is in use ([`resync`]: when the upstream says its
+//! tools changed, when a call names a tool it no longer has, and every
+//! `resync_every`). A changed list is written to the store, which bumps
+//! the org's catalog version: running sessions get `tools/list_changed`.
+
+use std::sync::Arc;
+
+use executor_outbound::{Credential, HttpClient};
+use executor_store::now_ms;
+use rmcp::model::Tool;
+use serde_json::Value;
+
+use crate::connect::{self, OpenError, Session};
+use crate::naming::catalog_names;
+use crate::pool::{Pool, Upstreams};
+use crate::stored::{self, Endpoint, State, UpstreamTool};
+
+/// What an upstream answered at `add`.
+pub enum Discovery {
+    Ready(Vec<UpstreamTool>),
+    /// It asked for an OAuth login: stored with no tools until then.
+    NeedsLogin,
+}
+
+/// Opens a session with the upstream at `endpoint` and lists its tools.
+/// Err says why not (for the operator).
+pub async fn discover(
+    namespace: &str,
+    endpoint: &Endpoint,
+    credential: &Credential,
+    http: &HttpClient,
+) -> Result<Discovery, String> {
+    let session = match connect::open(namespace, endpoint, credential, http, None).await {
+        Ok(session) => session,
+        Err(OpenError::NeedsLogin) => return Ok(Discovery::NeedsLogin),
+        Err(e) => return Err(e.to_string()),
+    };
+    let tools = list_tools(&session).await;
+    let _ = session.service.cancel().await;
+    tools.map(Discovery::Ready)
+}
+
+/// Every tool the session's upstream lists (all pages), named for the
+/// catalog.
+pub(crate) async fn list_tools(session: &Session) -> Result<Vec<UpstreamTool>, String> {
+    let listed = session
+        .service
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("the MCP server did not list its tools: {e}"))?;
+    Ok(upstream_tools(listed))
+}
+
+fn upstream_tools(listed: Vec<Tool>) -> Vec<UpstreamTool> {
+    let names = catalog_names(listed.iter().map(|t| t.name.as_ref()));
+    listed
+        .into_iter()
+        .zip(names)
+        .map(|(tool, name)| UpstreamTool {
+            name,
+            destructive: tool
+                .annotations
+                .as_ref()
+                .and_then(|a| a.destructive_hint)
+                .unwrap_or(false),
+            description: tool.description.map(|d| d.into_owned()).or(tool.title),
+            input_schema: Value::Object((*tool.input_schema).clone()),
+            output_schema: tool.output_schema.map(|s| Value::Object((*s).clone())),
+            upstream_name: tool.name.into_owned(),
+        })
+        .collect()
+}
+
+/// Lists `pool`'s tools again and stores them when they changed.
+pub(crate) async fn resync(upstreams: Arc<Upstreams>, pool: Arc<Pool>) {
+    let (org_id, namespace) = (&pool.key.org_id, &pool.key.namespace);
+    let result = async {
+        let credential = upstreams
+            .credentials
+            .credential(org_id, namespace)
+            .await
+            .map_err(|e| e.message)?
+            .unwrap_or(Credential::None);
+        let lease = upstreams
+            .lease(&pool, &credential)
+            .await
+            .map_err(|e| e.to_string())?;
+        let tools = list_tools(&lease.session).await?;
+        drop(lease);
+        store_if_changed(&upstreams, &pool, &tools).await
+    }
+    .await;
+    match result {
+        Ok(true) => tracing::info!(namespace, "an upstream MCP server's tools changed; stored"),
+        Ok(false) => tracing::debug!(namespace, "an upstream MCP server's tools are unchanged"),
+        Err(why) => tracing::warn!(
+            namespace,
+            why,
+            "cannot re-sync an upstream MCP server's tools"
+        ),
+    }
+}
+
+/// Writes `tools` as the integration's when they differ from the stored
+/// ones; true when written.
+async fn store_if_changed(
+    upstreams: &Upstreams,
+    pool: &Pool,
+    tools: &[UpstreamTool],
+) -> Result<bool, String> {
+    let (org_id, namespace) = (&pool.key.org_id, &pool.key.namespace);
+    let records = upstreams
+        .store
+        .list_integrations(org_id, true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(mut record) = records.into_iter().find(|r| &r.namespace == namespace) else {
+        return Ok(false);
+    };
+    // Only the integration this pool serves: one added again with another
+    // server since is that server's.
+    if record.source != pool.endpoint.source() {
+        return Ok(false);
+    }
+    let document = stored::store(namespace, &pool.endpoint, State::Ready, tools);
+    if document == record.document {
+        return Ok(false);
+    }
+    record.document = document;
+    record.tool_count = tools.len() as i64;
+    record.updated_at_ms = now_ms();
+    record.search_index = None;
+    upstreams
+        .store
+        .upsert_integration(record)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(true)
+}
