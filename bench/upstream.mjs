@@ -2,24 +2,23 @@
 // call add when made through `execute`, the upstream sessions 1,000 calls
 // open, and the import of GitHub's GraphQL schema. Usage (from the project
 // root, after `cargo build --release`):  bench/upstream   (N=500)
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createRequire } from "node:module";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { buildSchema } from "graphql";
 import { createHandler } from "graphql-http/lib/use/http";
 
-const require = createRequire(import.meta.url);
 const ROOT = new URL("..", import.meta.url).pathname;
 const BIN = process.env.EXECUTOR_BIN ?? join(ROOT, "target/release/executor");
 const N = Number(process.env.N ?? 500);
-const EVERYTHING = require.resolve("@modelcontextprotocol/server-everything/dist/index.js");
-const GITHUB_SDL = join(require.resolve("@octokit/graphql-schema/package.json"), "..", "schema.graphql");
+const HERE = new URL(".", import.meta.url).pathname;
+const EVERYTHING = join(HERE, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+const GITHUB_SDL = join(HERE, "node_modules/@octokit/graphql-schema/schema.graphql");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const freePort = () => new Promise((resolve) => {
   const s = net.createServer().listen(0, "127.0.0.1", () => { const { port } = s.address(); s.close(() => resolve(port)); });
@@ -43,10 +42,13 @@ const graphqlUrl = `http://127.0.0.1:${graphql.address().port}/graphql`;
 
 // ---- the server, with both added
 const dataDir = mkdtempSync(join(tmpdir(), "executor-bench-upstream-"));
-const cli = (...args) => execFileSync(BIN, [...args, "--data-dir", dataDir], { encoding: "utf8", env: { ...process.env, RUST_LOG: "warn" } });
-const bearer = cli("token", "create", "--email", "bench@example.com").trim();
-cli("integrations", "add", "mcp", "--url", everythingUrl, "--namespace", "ev", "--allow-local-network");
-cli("integrations", "add", "graphql", "--endpoint", graphqlUrl, "--namespace", "gql", "--allow-local-network");
+// Asynchronous: the GraphQL engine introspected here lives in this process.
+const cli = (...args) => new Promise((resolve, reject) =>
+  execFile(BIN, [...args, "--data-dir", dataDir], { encoding: "utf8", env: { ...process.env, RUST_LOG: "warn" } },
+    (error, stdout, stderr) => (error ? reject(new Error(stderr)) : resolve(stdout))));
+const bearer = (await cli("token", "create", "--email", "bench@example.com")).trim();
+await cli("integrations", "add", "mcp", "--url", everythingUrl, "--namespace", "ev", "--allow-local-network");
+await cli("integrations", "add", "graphql", "--endpoint", graphqlUrl, "--namespace", "gql", "--allow-local-network");
 const port = await freePort();
 const server = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--allow-local-network"], {
   stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, RUST_LOG: "warn" },
@@ -88,7 +90,7 @@ await execute(`
     await Promise.all(wave);
   }
   return 1;`);
-line("upstream sessions opened for 1,000 calls (peak 8 in parallel)", sessionsOpened() - before + (before > 0 ? 0 : 0));
+line("upstream sessions opened for 1,000 calls (peak 8 in parallel)", sessionsOpened() - before);
 
 // ---- GraphQL: a direct POST, then through execute
 const body = JSON.stringify({ query: "query Version { version }", operationName: "Version" });
@@ -105,12 +107,13 @@ line("  added by the gateway", (viaGql - directGql).toFixed(3), "ms");
 // ---- GitHub's GraphQL schema: import time, then the server's memory
 const rssBefore = rssMb(server.pid);
 t = performance.now();
-cli("integrations", "add", "graphql", "--endpoint", "https://api.github.com/graphql", "--schema", GITHUB_SDL, "--namespace", "github");
+const imported = await cli("integrations", "add", "graphql", "--endpoint", "https://api.github.com/graphql", "--schema", GITHUB_SDL, "--namespace", "github");
 const importS = (performance.now() - t) / 1000;
+const githubTools = imported.match(/(\d+) tools/)?.[1];
 t = performance.now();
 const found = await execute(`return (await tools.search({ query: 'create issue' })).items[0].path`);
 const firstMs = performance.now() - t;
-line("import GitHub's GraphQL schema (CLI, whole command)", importS.toFixed(2), "s");
+line(`import GitHub's GraphQL schema, ${githubTools} tools (CLI, whole command)`, importS.toFixed(2), "s");
 line("first execute after it (loads and searches its catalog)", firstMs.toFixed(0), `ms (found ${found})`);
 line("server RSS before → after", `${rssBefore.toFixed(0)} → ${rssMb(server.pid).toFixed(0)}`, "MB");
 

@@ -100,7 +100,7 @@ test("mcp: each server's tools are listed under its namespace, names normalised"
   for (const name of ["everything.get_sum", "everything.echo", "everything.trigger_long_running_operation", "everything.get_structured_content"])
     assert.ok(names.includes(name), `${name} in ${names}`);
   const own = await run("return (await tools.search({ namespace: 'own', limit: 50 })).items.map((i) => i.path).sort()");
-  assert.deepEqual(own, ["own.add_tool", "own.drop_table", "own.echo", "own.echo_2", "own.env", "own.fail"]);
+  assert.deepEqual(own, ["own.add_tool", "own.drop_table", "own.echo", "own.echo_2", "own.env", "own.fail", "own.whoami"]);
   const described = await run("return await tools.describe.tool({ path: 'everything.get_sum' })");
   assert.match(described.inputTypeScript, /a: number/);
 });
@@ -208,7 +208,7 @@ test("mcp: the upstream's tools/list_changed re-syncs the tools, and open sessio
   await getStreamOpen();
   const added = await run("return await tools.own.add_tool({})");
   assert.equal(added.data.content[0].text, "added late");
-  await waitUntil("the re-synced tool", async () => /own\tmcp\t7 tools/.test(cli("integrations", "list")), { ms: 15_000, every: 250 });
+  await waitUntil("the re-synced tool", async () => /own\tmcp\t8 tools/.test(cli("integrations", "list")), { ms: 15_000, every: 250 });
   await waitUntil("our tools/list_changed", () => notified > 0, { ms: 10_000 });
   const late = await run("return await tools.own.late({})");
   assert.equal(late.data.content[0].text, "late and here", JSON.stringify(late));
@@ -269,5 +269,25 @@ test("mcp: a server that answers with an OAuth challenge is stored as needing a 
     assert.match(answer.error.message, /executor connections login locked/);
   } finally {
     guarded.close();
+  }
+});
+
+test("mcp: the connection's token goes to an HTTP upstream and never comes back to the agent", async () => {
+  const port = await freePort();
+  const own = spawn(NODE, [OWN, "http", String(port)], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  own.stdout.on("data", (d) => (out += d));
+  try {
+    await waitUntil("the test upstream listening", () => /listening on port/.test(out), { ms: 15_000 });
+    const token = "mcp-" + Math.random().toString(36).slice(2) + "-SECRET";
+    cli("integrations", "add", "mcp", "--url", `http://127.0.0.1:${port}/mcp`, "--allow-local-network", "--namespace", "ownhttp");
+    cli("connections", "set", "ownhttp", "--bearer", token);
+    const me = await run("return await tools.ownhttp.whoami({})");
+    assert.equal(me.ok, true, JSON.stringify(me));
+    assert.equal(me.data.content[0].text, "you are Bearer [redacted]");
+    assert.equal(me.data.structuredContent.auth, "Bearer [redacted]");
+    assert.ok(!transcript.some((t) => t.includes(token)), "the token reached the agent");
+  } finally {
+    own.kill("SIGKILL");
   }
 });

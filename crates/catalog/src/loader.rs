@@ -62,6 +62,21 @@ impl std::fmt::Display for Unavailable {
     }
 }
 
+impl Unavailable {
+    /// Err when a stored record names another namespace than the one it is
+    /// stored under (a damaged or hand-edited record).
+    pub fn unless_same_namespace(stored: &str, namespace: &str) -> Result<(), Unavailable> {
+        if stored == namespace {
+            Ok(())
+        } else {
+            Err(
+                "its stored record names another namespace; run `executor integrations refresh`"
+                    .into(),
+            )
+        }
+    }
+}
+
 /// An integration's tools, loaded.
 pub struct LoadedIntegration {
     pub tools: Vec<NewTool>,

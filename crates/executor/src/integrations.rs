@@ -267,11 +267,7 @@ async fn import_mcp(
             .ok_or_else(|| format!("--url {url:?} is not an http(s) URL"))?;
     }
     let started = std::time::Instant::now();
-    let credential = credentials
-        .credential(org_id, namespace)
-        .await
-        .map_err(|e| e.message)?
-        .unwrap_or(Credential::None);
+    let credential = connection_credential(credentials, org_id, namespace).await?;
     let http = HttpClient::new(HttpConfig {
         allow_local_network: source.allow_local_network,
         ..HttpConfig::default()
@@ -368,11 +364,7 @@ async fn import_graphql(
         }
         None => {
             // The connection's credential, when one is set (a refresh).
-            let credential = credentials
-                .credential(org_id, namespace)
-                .await
-                .map_err(|e| e.message)?
-                .unwrap_or(Credential::None);
+            let credential = connection_credential(credentials, org_id, namespace).await?;
             let http = HttpClient::new(HttpConfig {
                 allow_local_network: source.allow_local_network,
                 max_response_bytes: MAX_SPEC_BYTES,
@@ -408,6 +400,20 @@ async fn import_graphql(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The credential of `namespace`'s connection, when one is set (an
+/// endpoint asked at `add` or `refresh` gets it as a call would).
+async fn connection_credential(
+    credentials: &Credentials,
+    org_id: &str,
+    namespace: &str,
+) -> AnyResult<Credential> {
+    Ok(credentials
+        .credential(org_id, namespace)
+        .await
+        .map_err(|e| e.message)?
+        .unwrap_or(Credential::None))
 }
 
 /// The org's connections, their sealed secrets opened with the data dir's

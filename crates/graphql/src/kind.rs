@@ -30,12 +30,7 @@ impl IntegrationLoader for GraphqlKind {
         document: &str,
     ) -> Result<LoadedIntegration, Unavailable> {
         let stored = load(document)?;
-        if stored.namespace != namespace {
-            return Err(
-                "its stored record names another namespace; run `executor integrations refresh`"
-                    .into(),
-            );
-        }
+        Unavailable::unless_same_namespace(&stored.namespace, namespace)?;
         let (http, credentials) = (self.http.clone(), self.credentials.clone());
         let tools = stored.into_entries(|service| -> Arc<dyn ToolInvoker> {
             Arc::new(GraphqlInvoker::new(org_id, service, http, credentials))

@@ -37,12 +37,7 @@ impl IntegrationLoader for OpenApiKind {
             Err(e) => return Err(e.to_string().into()),
             Ok(stored) => (stored, None),
         };
-        if stored.namespace != namespace {
-            return Err(
-                "its stored record names another namespace; run `executor integrations refresh`"
-                    .into(),
-            );
-        }
+        Unavailable::unless_same_namespace(&stored.namespace, namespace)?;
         let (http, credentials) = (self.http.clone(), self.credentials.clone());
         let tools = stored.into_entries(|service| -> Arc<dyn ToolInvoker> {
             Arc::new(OpenApiInvoker::new(org_id, service, http, credentials))

@@ -10,6 +10,7 @@ use executor_outbound::{Credential, HttpClient};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::{
     StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
 };
@@ -110,7 +111,10 @@ pub async fn open(
         Endpoint::Stdio { command, args, env } => {
             let child =
                 stdio::spawn(namespace, command, args, env).map_err(OpenError::Unavailable)?;
-            let handshake = client.serve((child.stdout, child.stdin));
+            // One message per line, no longer than an HTTP answer may be.
+            let transport = AsyncRwTransport::new_client(child.stdout, child.stdin)
+                .with_max_line_length(http.config().max_response_bytes);
+            let handshake = client.serve(transport);
             let service = within_open_timeout(handshake).await?.map_err(|e| {
                 OpenError::Unavailable(format!("`{command}` did not start an MCP session: {e}"))
             })?;

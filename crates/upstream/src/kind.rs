@@ -28,12 +28,7 @@ impl IntegrationLoader for UpstreamKind {
         document: &str,
     ) -> Result<LoadedIntegration, Unavailable> {
         let stored = load(document)?;
-        if stored.namespace != namespace {
-            return Err(
-                "its stored record names another namespace; run `executor integrations refresh`"
-                    .into(),
-            );
-        }
+        Unavailable::unless_same_namespace(&stored.namespace, namespace)?;
         if stored.state == State::NeedsLogin {
             return Err(Unavailable::new(
                 CONNECTION_MISSING,
