@@ -30,7 +30,7 @@ pub use catalog::{
     StaticCatalog, ToolEntry, ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult,
     ToolSuccess, is_valid_namespace, result_value,
 };
-pub use loader::{IntegrationLoader, LoadedIntegration, Unavailable, stored_format};
+pub use loader::{IntegrationLoader, LoadedIntegration, Unavailable, load_stored, stored_format};
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
 pub use validate::SchemaProblems;
 

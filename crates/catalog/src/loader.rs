@@ -98,6 +98,24 @@ pub fn stored_format(document: &str) -> Option<u32> {
     Some(digits.get(..end).and_then(|d| d.parse().ok()).unwrap_or(0))
 }
 
+/// Reads a kind's stored document written in `format`, this release's;
+/// Err says why not (damaged, formatless, or written by a newer release),
+/// for `integrations list` and the agent.
+pub fn load_stored<T: serde::de::DeserializeOwned>(
+    document: &str,
+    format: u32,
+) -> Result<T, String> {
+    match stored_format(document).unwrap_or(0) {
+        n if n == format => serde_json::from_str(document).map_err(|e| {
+            format!("its stored record cannot be read ({e}); run `executor integrations refresh`")
+        }),
+        0 => Err("its stored record cannot be read; run `executor integrations refresh`".into()),
+        n => Err(format!(
+            "stored in format {n} by a newer release (this one reads format {format}); run `executor integrations refresh` with this release"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::stored_format;

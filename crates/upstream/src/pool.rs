@@ -146,7 +146,7 @@ impl Pool {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// When the tools were last listed; None: not by this process.
+    /// When the tools were last listed (or the pool made).
     pub fn last_sync(&self) -> Option<Instant> {
         self.lock().last_sync
     }
@@ -248,7 +248,12 @@ impl Upstreams {
                 endpoint: endpoint.clone(),
                 credential_digest: digest,
                 permits,
-                state: Mutex::new(PoolState::default()),
+                // The tools were listed when the integration was stored
+                // (or at the last re-sync): the next is `resync_every` on.
+                state: Mutex::new(PoolState {
+                    last_sync: Some(Instant::now()),
+                    ..PoolState::default()
+                }),
                 resync_wanted: AtomicBool::new(false),
             });
             pools.insert(key, pool.clone());

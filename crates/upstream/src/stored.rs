@@ -147,15 +147,7 @@ pub struct StoredTool {
 /// Loads a stored document of this release's format; Err says why not,
 /// for `integrations list` and the agent.
 pub fn load(document: &str) -> Result<StoredUpstream, String> {
-    match executor_catalog::stored_format(document).unwrap_or(0) {
-        FORMAT => serde_json::from_str(document).map_err(|e| {
-            format!("its stored record cannot be read ({e}); run `executor integrations refresh`")
-        }),
-        0 => Err("its stored record cannot be read; run `executor integrations refresh`".into()),
-        n => Err(format!(
-            "stored in format {n} by a newer release (this one reads format {FORMAT}); run `executor integrations refresh` with this release"
-        )),
-    }
+    executor_catalog::load_stored(document, FORMAT)
 }
 
 impl StoredUpstream {
