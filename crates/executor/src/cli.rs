@@ -69,7 +69,7 @@ impl GlobalOpts {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server: MCP at /mcp, health at /healthz.
-    Serve(ServeOpts),
+    Serve(Box<ServeOpts>),
     /// Serve MCP over stdio, for clients that spawn a process.
     Mcp(StdioOpts),
     /// Manage API tokens.
@@ -151,6 +151,12 @@ pub enum ConnectionsCommand {
         #[arg(long)]
         org: Option<String>,
     },
+    /// Log in to an OAuth-protected integration: prints the authorization
+    /// URL (opens it when a browser is there); the running server's
+    /// `/oauth/callback` completes it (or this command's own listener on
+    /// `--listen` when no server runs); waits until the connection is
+    /// ready and prints its status.
+    Login(LoginArgs),
     /// The org's connections (never their secrets).
     List {
         #[arg(long)]
@@ -161,6 +167,63 @@ pub enum ConnectionsCommand {
         #[arg(long)]
         org: Option<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    pub namespace: String,
+    /// A client registered with the authorization server beforehand
+    /// (else: our client metadata document, or dynamic registration).
+    #[arg(long)]
+    pub client_id: Option<String>,
+    /// Read the client secret of --client-id from standard input.
+    #[arg(long, requires = "client_id")]
+    pub client_secret_stdin: bool,
+    /// Scopes to ask for (repeatable); default: what the server asks for.
+    #[arg(long = "scope")]
+    pub scopes: Vec<String>,
+    /// Default: client credentials when it is the only grant the server
+    /// offers, else authorization code.
+    #[arg(long, value_enum)]
+    pub flow: Option<LoginFlow>,
+    #[command(flatten)]
+    pub public: PublicOpts,
+    /// Where the server listens (or, with none running, where this command
+    /// serves the callback itself; `127.0.0.1:0` picks a free port).
+    #[arg(long, env = "EXECUTOR_LISTEN", default_value = "127.0.0.1:4788")]
+    pub listen: String,
+    /// Seconds to wait for the browser step.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Print the URL only; never open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// Let the OAuth requests reach loopback and private addresses.
+    #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+    pub allow_local_network: bool,
+    #[arg(long)]
+    pub org: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoginFlow {
+    AuthorizationCode,
+    ClientCredentials,
+}
+
+/// How browsers and OAuth servers reach this server (SPEC §1).
+#[derive(Debug, Clone, Args)]
+pub struct PublicOpts {
+    /// The origin browsers and OAuth servers reach (the OAuth redirect URI
+    /// is `<public-url>/oauth/callback`); default `http://<listen address>`.
+    #[arg(long, env = "EXECUTOR_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// The https URL where our OAuth client ID metadata document is
+    /// published (default: `<public-url>/oauth/client-metadata.json` when
+    /// the public URL is https). Servers that accept such documents need no
+    /// registration.
+    #[arg(long, env = "EXECUTOR_OAUTH_CLIENT_METADATA_URL")]
+    pub oauth_client_metadata_url: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -302,6 +365,8 @@ pub enum PoliciesCommand {
 pub struct ServeOpts {
     #[arg(long, env = "EXECUTOR_LISTEN", default_value = "127.0.0.1:4788")]
     pub listen: String,
+    #[command(flatten)]
+    pub public: PublicOpts,
     /// Dispose a session's runtime after this many ms without requests.
     #[arg(long, env = "MCP_SESSION_TIMEOUT_MS", default_value_t = 300_000)]
     pub session_idle_timeout: u64,

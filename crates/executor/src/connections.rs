@@ -82,6 +82,12 @@ pub(crate) async fn connections(
                     if !matches!(parsed, SecretRef::Env(_)) {
                         return Err("--secret-ref takes env://NAME".into());
                     }
+                    if kind == CredentialKind::OAuth {
+                        return Err(format!(
+                            "an OAuth connection is made by logging in: run `executor connections login {namespace}`"
+                        )
+                        .into());
+                    }
                     (kind, username, parsed.to_string())
                 }
                 (Some(key), None, None, None) => (
@@ -116,6 +122,8 @@ pub(crate) async fn connections(
                     username,
                     secret,
                     updated_at_ms: now_ms(),
+                    oauth: None,
+                    generation: 0,
                 })
                 .await?;
             println!("{namespace}\t{kind}");
@@ -124,6 +132,13 @@ pub(crate) async fn connections(
         ConnectionsCommand::List { org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
             for c in store.list_connections(&org_id).await? {
+                if c.kind == CredentialKind::OAuth {
+                    let state = executor_oauth::Grant::from_record(&c)
+                        .map(|g| g.describe(now_ms()))
+                        .unwrap_or_else(|e| format!("unreadable: {e}"));
+                    println!("{}\t{}\t{state}", c.namespace, c.kind);
+                    continue;
+                }
                 let stored = if c.secret.starts_with("env://") {
                     c.secret.as_str()
                 } else {
@@ -133,6 +148,7 @@ pub(crate) async fn connections(
             }
             Ok(())
         }
+        ConnectionsCommand::Login(_) => Err("handled by login::login".into()),
         ConnectionsCommand::Remove { namespace, org } => {
             let org_id = resolve_org(store, org.as_deref()).await?;
             if store.remove_connection(&org_id, &namespace).await? {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use executor_integrations::{Credentials, IntegrationKind, Kinds};
+use executor_oauth::OAuth;
 use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
 use executor_store::secrets::SecretKey;
@@ -54,7 +55,7 @@ pub(crate) async fn integrations(
                 schema: schema.as_deref(),
                 allow_local_network,
             };
-            let credentials = sealed_credentials(shared.clone(), global)?;
+            let credentials = sealed_credentials(shared.clone(), global, allow_local_network)?;
             import_graphql(store, &kinds, &credentials, &org_id, &namespace, source).await
         }
         IntegrationsCommand::Add(AddIntegration::Mcp {
@@ -81,7 +82,7 @@ pub(crate) async fn integrations(
                 (None, None) => return Err("give --url or --command".into()),
             };
             let kinds = cli_kinds(shared.clone())?;
-            let credentials = sealed_credentials(shared.clone(), global)?;
+            let credentials = sealed_credentials(shared.clone(), global, allow_local_network)?;
             let source = McpSource {
                 endpoint,
                 allow_local_network,
@@ -135,7 +136,8 @@ pub(crate) async fn integrations(
                         schema: (record.source != endpoint).then_some(record.source.as_str()),
                         allow_local_network,
                     };
-                    let credentials = sealed_credentials(shared.clone(), global)?;
+                    let credentials =
+                        sealed_credentials(shared.clone(), global, allow_local_network)?;
                     import_graphql(store, &kinds, &credentials, &org_id, &namespace, source).await
                 }
                 Ok(IntegrationKind::Mcp) => {
@@ -145,7 +147,8 @@ pub(crate) async fn integrations(
                         .map_err(|why| {
                             format!("{namespace} cannot be refreshed: {why}; add it again")
                         })?;
-                    let credentials = sealed_credentials(shared.clone(), global)?;
+                    let credentials =
+                        sealed_credentials(shared.clone(), global, allow_local_network)?;
                     let source = McpSource {
                         endpoint,
                         allow_local_network,
@@ -214,11 +217,12 @@ async fn refresh_openapi(
 /// The kinds, to say whether each stored record can be served and to index
 /// a new one's tools; the tools are not called here, so the HTTP client
 /// has the defaults and the credentials no key.
-fn cli_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
+pub(crate) fn cli_kinds(store: Arc<dyn Store>) -> AnyResult<Kinds> {
     let http = Arc::new(HttpClient::new(HttpConfig::default())?);
     let credentials = Arc::new(Credentials {
         store: store.clone(),
         key: None,
+        oauth: None,
     });
     let upstreams = Upstreams::new(
         http.clone(),
@@ -267,42 +271,23 @@ async fn import_mcp(
             .ok_or_else(|| format!("--url {url:?} is not an http(s) URL"))?;
     }
     let started = std::time::Instant::now();
-    let credential = connection_credential(credentials, org_id, namespace).await?;
     let http = HttpClient::new(HttpConfig {
         allow_local_network: source.allow_local_network,
         ..HttpConfig::default()
     })?;
-    let discovered = executor_upstream::discover(namespace, &endpoint, &credential, &http)
-        .await
-        .map_err(|why| format!("cannot list the tools of {}: {why}", endpoint.source()))?;
-    let (state, tools) = match discovered {
-        Discovery::Ready(tools) => (State::Ready, tools),
-        Discovery::NeedsLogin => (State::NeedsLogin, Vec::new()),
-    };
-    let record = IntegrationRecord {
-        org_id: org_id.to_string(),
-        namespace: namespace.to_string(),
-        kind: IntegrationKind::Mcp.as_str().into(),
-        source: endpoint.source(),
-        base_url: match &endpoint {
-            Endpoint::Http { url, .. } => Some(url.clone()),
-            Endpoint::Stdio { .. } => None,
-        },
-        tool_count: tools.len() as i64,
-        document: executor_upstream::store(namespace, &endpoint, state, &tools),
-        updated_at_ms: now_ms(),
-        revision: 0,
-        search_index: None,
-    };
-    match state {
-        State::Ready => store_indexed(store, kinds, record).await?,
-        // No tools to index until the login.
-        State::NeedsLogin => store.upsert_integration(record).await?,
-    }
+    let (state, tools) = sync_mcp(
+        store,
+        kinds,
+        credentials,
+        &http,
+        org_id,
+        namespace,
+        &endpoint,
+    )
+    .await?;
     match state {
         State::Ready => println!(
-            "{namespace}: {} tools in {:.2} s (server: {})",
-            tools.len(),
+            "{namespace}: {tools} tools in {:.2} s (server: {})",
             started.elapsed().as_secs_f64(),
             endpoint.source()
         ),
@@ -312,6 +297,56 @@ async fn import_mcp(
         ),
     }
     Ok(())
+}
+
+/// Lists the tools of the upstream MCP server at `endpoint` with the
+/// connection's credential and stores them (or that it needs a login);
+/// the state stored and the number of tools.
+pub(crate) async fn sync_mcp(
+    store: &dyn Store,
+    kinds: &Kinds,
+    credentials: &Credentials,
+    http: &HttpClient,
+    org_id: &str,
+    namespace: &str,
+    endpoint: &Endpoint,
+) -> AnyResult<(State, usize)> {
+    let credential = connection_credential(credentials, org_id, namespace).await?;
+    let discovered = executor_upstream::discover(namespace, endpoint, &credential, http)
+        .await
+        .map_err(|why| format!("cannot list the tools of {}: {why}", endpoint.source()))?;
+    let (state, tools, document) = match discovered {
+        Discovery::Ready(tools) => {
+            let document = executor_upstream::store(namespace, endpoint, State::Ready, &tools);
+            (State::Ready, tools, document)
+        }
+        Discovery::NeedsLogin { challenge } => {
+            let document =
+                executor_upstream::store_needing_login(namespace, endpoint, challenge.as_deref());
+            (State::NeedsLogin, Vec::new(), document)
+        }
+    };
+    let record = IntegrationRecord {
+        org_id: org_id.to_string(),
+        namespace: namespace.to_string(),
+        kind: IntegrationKind::Mcp.as_str().into(),
+        source: endpoint.source(),
+        base_url: match endpoint {
+            Endpoint::Http { url, .. } => Some(url.clone()),
+            Endpoint::Stdio { .. } => None,
+        },
+        tool_count: tools.len() as i64,
+        document,
+        updated_at_ms: now_ms(),
+        revision: 0,
+        search_index: None,
+    };
+    match state {
+        State::Ready => store_indexed(store, kinds, record).await?,
+        // No tools to index until the login.
+        State::NeedsLogin => store.upsert_integration(record).await?,
+    }
+    Ok((state, tools.len()))
 }
 
 fn check_namespace(namespace: &str) -> AnyResult<()> {
@@ -418,11 +453,22 @@ async fn connection_credential(
 
 /// The org's connections, their sealed secrets opened with the data dir's
 /// key (introspection sends the connection's credential).
-fn sealed_credentials(store: Arc<dyn Store>, global: &GlobalOpts) -> AnyResult<Credentials> {
-    let key = SecretKey::load_or_create(&global.data_dir())?;
+pub(crate) fn sealed_credentials(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    allow_local_network: bool,
+) -> AnyResult<Credentials> {
+    let key = Arc::new(SecretKey::load_or_create(&global.data_dir())?);
+    // Tokens of OAuth connections are refreshed here as a call would.
+    let http = HttpClient::new(HttpConfig {
+        allow_local_network,
+        ..HttpConfig::default()
+    })?;
+    let oauth = OAuth::new(store.clone(), key.clone(), http);
     Ok(Credentials {
         store,
-        key: Some(Arc::new(key)),
+        key: Some(key),
+        oauth: Some(Arc::new(oauth)),
     })
 }
 

@@ -4,6 +4,7 @@
 mod cli;
 mod connections;
 mod integrations;
+mod login;
 mod policies;
 mod serve;
 mod tools;
@@ -90,7 +91,7 @@ async fn run(cli: Cli) -> AnyResult<()> {
         uses_secret_key(&cli.command),
     )?;
     match cli.command {
-        Command::Serve(opts) => serve::serve(store, &cli.global, opts).await,
+        Command::Serve(opts) => serve::serve(store, &cli.global, *opts).await,
         Command::Mcp(opts) => {
             let principal = store
                 .ensure_account(&opts.email, opts.org.as_deref())
@@ -146,6 +147,9 @@ async fn run(cli: Cli) -> AnyResult<()> {
         Command::Integrations(command) => {
             integrations::integrations(store.clone(), &cli.global, command).await
         }
+        Command::Connections(ConnectionsCommand::Login(args)) => {
+            login::login(store, &cli.global, args).await
+        }
         Command::Connections(command) => {
             connections::connections(store.as_ref(), &cli.global, command).await
         }
@@ -175,12 +179,9 @@ async fn run(cli: Cli) -> AnyResult<()> {
         }
         Command::Tools(ToolsCommand::Search { query, limit, org }) => {
             let org_id = resolve_org(store.as_ref(), org.as_deref()).await?;
-            let catalogs = serve::store_catalogs(
-                store.clone(),
-                &cli.global,
-                HttpConfig::default(),
-                UpstreamSettings::default(),
-            )?;
+            let outbound = serve::outbound(store.clone(), &cli.global, HttpConfig::default())?;
+            let catalogs =
+                serve::store_catalogs(store.clone(), &outbound, UpstreamSettings::default());
             let catalog = catalogs.catalog(&org_id).await;
             for (tool, score) in catalog.search(&query, None).into_iter().take(limit) {
                 let description = tool

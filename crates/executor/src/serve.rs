@@ -7,6 +7,7 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig, ShareLimits};
 use executor_integrations::{Credentials, Kinds, StoreCatalogs};
 use executor_mcp::McpServer;
+use executor_oauth::OAuth;
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
@@ -23,6 +24,16 @@ pub(crate) fn engine(
     global: &GlobalOpts,
     opts: &EngineOpts,
 ) -> AnyResult<Arc<Engine>> {
+    Ok(engine_and_outbound(store, global, opts)?.0)
+}
+
+/// The engine, and the outbound side its tools call through (for the
+/// OAuth callback of `serve`).
+pub(crate) fn engine_and_outbound(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    opts: &EngineOpts,
+) -> AnyResult<(Arc<Engine>, Outbound)> {
     let limits = Limits {
         timeout: Duration::from_millis(opts.execution_timeout),
         memory_bytes: opts.sandbox_memory_mb.max(1) * 1024 * 1024,
@@ -44,8 +55,9 @@ pub(crate) fn engine(
         max_sessions: opts.max_upstream_sessions.max(1),
         ..UpstreamSettings::default()
     };
-    let catalogs = Arc::new(store_catalogs(store.clone(), global, http, upstream)?);
-    Ok(Arc::new(Engine::with_catalogs(
+    let outbound = outbound(store.clone(), global, http)?;
+    let catalogs = Arc::new(store_catalogs(store.clone(), &outbound, upstream));
+    let engine = Arc::new(Engine::with_catalogs(
         store,
         EngineConfig {
             limits,
@@ -59,27 +71,58 @@ pub(crate) fn engine(
             max_approval_preview_chars: opts.max_approval_preview_chars,
         },
         catalogs,
-    )))
+    ));
+    Ok((engine, outbound))
+}
+
+/// What tool calls go out through: the guarded HTTP client, the org's
+/// connections, and the OAuth client that refreshes their tokens.
+pub(crate) struct Outbound {
+    pub http: Arc<HttpClient>,
+    pub credentials: Arc<Credentials>,
+    pub oauth: Arc<OAuth>,
+}
+
+pub(crate) fn outbound(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    http: HttpConfig,
+) -> AnyResult<Outbound> {
+    let http = Arc::new(HttpClient::new(http)?);
+    let key = Arc::new(SecretKey::load_or_create(&global.data_dir())?);
+    let oauth = Arc::new(OAuth::new(store.clone(), key.clone(), (*http).clone()));
+    let credentials = Arc::new(Credentials {
+        store,
+        key: Some(key),
+        oauth: Some(oauth.clone()),
+    });
+    Ok(Outbound {
+        http,
+        credentials,
+        oauth,
+    })
 }
 
 /// Org catalogs from the store, with the HTTP client and credentials their
 /// tools are invoked with.
 pub(crate) fn store_catalogs(
     store: Arc<dyn Store>,
-    global: &GlobalOpts,
-    http: HttpConfig,
+    outbound: &Outbound,
     upstream: UpstreamSettings,
-) -> AnyResult<StoreCatalogs> {
-    let http = Arc::new(HttpClient::new(http)?);
-    let key = SecretKey::load_or_create(&global.data_dir())?;
-    let credentials = Arc::new(Credentials {
-        store: store.clone(),
-        key: Some(Arc::new(key)),
-    });
-    let upstreams = Upstreams::new(http.clone(), credentials.clone(), store.clone(), upstream);
-    let kinds = Kinds::new(http, credentials, upstreams);
+) -> StoreCatalogs {
+    let upstreams = Upstreams::new(
+        outbound.http.clone(),
+        outbound.credentials.clone(),
+        store.clone(),
+        upstream,
+    );
+    let kinds = Kinds::new(
+        outbound.http.clone(),
+        outbound.credentials.clone(),
+        upstreams,
+    );
     let core = executor_engine::core_tool_entries(store.clone());
-    Ok(StoreCatalogs::new(store, kinds, core))
+    StoreCatalogs::new(store, kinds, core)
 }
 
 pub(crate) async fn serve(
@@ -87,7 +130,8 @@ pub(crate) async fn serve(
     global: &GlobalOpts,
     opts: ServeOpts,
 ) -> AnyResult<()> {
-    let server = Arc::new(McpServer::new(engine(store.clone(), global, &opts.engine)?));
+    let (engine, outbound) = engine_and_outbound(store.clone(), global, &opts.engine)?;
+    let server = Arc::new(McpServer::new(engine));
     let sessions = Sessions::new(
         store.clone(),
         server,
@@ -134,8 +178,18 @@ pub(crate) async fn serve(
             ..HostPolicy::open()
         },
     };
+    let public_url = crate::login::public_url(&opts.public, local);
+    let callbacks = crate::login::Callbacks::new(
+        outbound.oauth.clone(),
+        store.clone(),
+        outbound.credentials.clone(),
+        outbound.http.clone(),
+        &opts.public,
+        &public_url,
+    );
     let app = App {
         sessions,
+        oauth: Some(Arc::new(callbacks)),
         in_flight: executor_wire::InFlight::default(),
         config: Arc::new(WireConfig {
             hosts,

@@ -5,17 +5,19 @@
 use std::sync::Arc;
 
 use executor_catalog::ToolError;
-use executor_outbound::Credential;
-use executor_outbound::CredentialSource;
+use executor_oauth::OAuth;
+use executor_outbound::{Credential, CredentialSource, Refusal, Retry};
 use executor_store::secrets::{self, SecretKey, SecretRef};
 use executor_store::{CredentialKind, Store};
 use futures::future::BoxFuture;
 
 /// Where credentials come from: the org's connections in the store,
-/// unsealed with the data dir's key.
+/// unsealed with the data dir's key; OAuth connections through `oauth`,
+/// which refreshes their tokens.
 pub struct Credentials {
     pub store: Arc<dyn Store>,
     pub key: Option<Arc<SecretKey>>,
+    pub oauth: Option<Arc<OAuth>>,
 }
 
 impl CredentialSource for Credentials {
@@ -25,6 +27,39 @@ impl CredentialSource for Credentials {
         namespace: &'a str,
     ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>> {
         Box::pin(self.resolve(org_id, namespace))
+    }
+
+    fn refused<'a>(
+        &'a self,
+        org_id: &'a str,
+        namespace: &'a str,
+        refusal: Refusal<'a>,
+    ) -> BoxFuture<'a, Result<Retry, ToolError>> {
+        Box::pin(async move {
+            let Some(oauth) = &self.oauth else {
+                return Ok(Retry::No);
+            };
+            let Credential::Bearer(token) = refusal.credential else {
+                return Ok(Retry::No);
+            };
+            let is_oauth = matches!(
+                self.store.get_connection(org_id, namespace).await,
+                Ok(Some(c)) if c.kind == CredentialKind::OAuth
+            );
+            if !is_oauth {
+                return Ok(Retry::No);
+            }
+            let renewed = oauth
+                .refused(
+                    org_id,
+                    namespace,
+                    token,
+                    refusal.status,
+                    refusal.www_authenticate,
+                )
+                .await?;
+            Ok(renewed.map_or(Retry::No, |t| Retry::With(Credential::Bearer(t))))
+        })
     }
 }
 
@@ -49,6 +84,13 @@ impl Credentials {
         let Some(connection) = connection else {
             return Ok(None);
         };
+        if connection.kind == CredentialKind::OAuth {
+            let oauth = self.oauth.as_ref().ok_or_else(unavailable)?;
+            return oauth
+                .access_token(&connection)
+                .await
+                .map(|t| Some(Credential::Bearer(t)));
+        }
         let reference = SecretRef::parse(&connection.secret).map_err(|_| unavailable())?;
         let key = self.key.as_deref().ok_or_else(unavailable)?;
         let secret = secrets::resolve(key, &reference, &secrets::connection_aad(org_id, namespace))
@@ -67,6 +109,8 @@ impl Credentials {
             },
             CredentialKind::Bearer => Credential::Bearer(secret),
             CredentialKind::ApiKey => Credential::ApiKey(secret),
+            // Answered above.
+            CredentialKind::OAuth => Credential::Bearer(secret),
         }))
     }
 }

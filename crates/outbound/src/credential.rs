@@ -25,6 +25,34 @@ pub trait CredentialSource: Send + Sync + 'static {
         org_id: &'a str,
         namespace: &'a str,
     ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>>;
+
+    /// The upstream refused `refusal.credential` (401, or 403 with a
+    /// challenge): a credential to retry the call with once (an OAuth
+    /// connection refreshed its token), `Retry::No` when retrying cannot
+    /// help, or the error the call answers (a login is needed).
+    fn refused<'a>(
+        &'a self,
+        _org_id: &'a str,
+        _namespace: &'a str,
+        _refusal: Refusal<'a>,
+    ) -> BoxFuture<'a, Result<Retry, ToolError>> {
+        Box::pin(async { Ok(Retry::No) })
+    }
+}
+
+/// An upstream's refusal of a credential, for [`CredentialSource::refused`].
+pub struct Refusal<'a> {
+    pub status: u16,
+    /// The `WWW-Authenticate` header, when there was one. Never shown to
+    /// the agent.
+    pub www_authenticate: Option<&'a str>,
+    pub credential: &'a Credential,
+}
+
+/// What to do after a refusal.
+pub enum Retry {
+    No,
+    With(Credential),
 }
 
 /// The secret of a connection. Every plaintext copy this crate makes of it

@@ -143,6 +143,9 @@ stored_words! {
         ApiKey = "api_key",
         Bearer = "bearer",
         Basic = "basic",
+        /// Tokens obtained by OAuth (executor-oauth): the sealed secret is
+        /// their JSON and `ConnectionRecord::oauth` the rest of the grant.
+        OAuth = "oauth",
     }
 }
 
@@ -212,7 +215,7 @@ mod tests {
         assert_eq!(word, "bearer");
         let kind: CredentialKind = db.query_row("SELECT 'basic'", [], |r| r.get(0))?;
         assert_eq!(kind, CredentialKind::Basic);
-        let bad = db.query_row("SELECT 'oauth'", [], |r| r.get::<_, CredentialKind>(0));
+        let bad = db.query_row("SELECT 'digest'", [], |r| r.get::<_, CredentialKind>(0));
         assert!(bad.is_err());
         Ok(())
     }

@@ -177,6 +177,51 @@ pub trait Store: Send + Sync + 'static {
         namespace: &str,
     ) -> StoreResult<Option<ConnectionRecord>>;
     async fn remove_connection(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
+    /// Saves new tokens for an `oauth` connection (`secret`, `oauth`,
+    /// `updated_at_ms`) only while its generation is still `generation`,
+    /// moving it on and releasing any lease; false when another writer
+    /// moved it first (or the row is gone).
+    async fn save_connection_if(
+        &self,
+        connection: ConnectionRecord,
+        generation: i64,
+    ) -> StoreResult<bool>;
+    /// Takes the refresh lease of a connection at `generation` for
+    /// `holder` until `until_ms`: true when taken, false when the
+    /// generation moved or another holder's lease runs past `now_ms`. One
+    /// conditional write, so it is atomic across processes on one store.
+    async fn lease_connection(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        generation: i64,
+        holder: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool>;
+    /// Gives a lease back without saving (the refresh failed).
+    async fn release_connection_lease(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        holder: &str,
+    ) -> StoreResult<()>;
+
+    // --- OAuth logins in flight ----------------------------------------------
+    /// Stores a started login; expired rows are dropped on the way.
+    async fn insert_pending_login(&self, login: PendingLoginRecord) -> StoreResult<()>;
+    /// Takes a started login for its callback: exactly one caller gets an
+    /// unexpired row; later callers (a replayed callback) get None.
+    async fn take_pending_login(
+        &self,
+        state_hash: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<PendingLoginRecord>>;
+    /// Records how a login ended (JSON for the process that started it).
+    async fn settle_pending_login(&self, state_hash: &str, outcome: String) -> StoreResult<()>;
+    /// How a login ended: None while the row is unknown, Some(None) while
+    /// it waits, Some(Some(outcome)) once settled.
+    async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>>;
 
     // --- executions --------------------------------------------------------
     /// Saves the resumable state of a paused execution (opaque JSON).

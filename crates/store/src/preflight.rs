@@ -641,6 +641,8 @@ mod tests {
             username: None,
             secret,
             updated_at_ms: 1,
+            oauth: None,
+            generation: 0,
         };
         store
             .set_connection(connection("weather", "env://WEATHER_TOKEN".into()))

@@ -151,6 +151,39 @@ pub struct ConnectionRecord {
     pub username: Option<String>,
     pub secret: String,
     pub updated_at_ms: i64,
+    /// The non-secret part of an `oauth` connection (its endpoints, client,
+    /// scopes, expiry and state: JSON that executor-oauth owns); None for
+    /// the other kinds.
+    pub oauth: Option<String>,
+    /// Grows with every write of the connection. A token refresh saves its
+    /// tokens only where the generation is still the one it read, so two
+    /// refreshers (two processes on one data dir) never overwrite each
+    /// other's grant. Ignored by `set_connection`, which moves it.
+    pub generation: i64,
+}
+
+/// An OAuth login between its authorization URL and its callback. `state`
+/// itself is never stored: the row is found by its SHA-256 (hex).
+#[derive(Clone, PartialEq)]
+pub struct PendingLoginRecord {
+    pub state_hash: String,
+    pub org_id: String,
+    pub namespace: String,
+    /// Sealed: the PKCE verifier and the client secret, if any.
+    pub sealed: String,
+    /// Non-secret JSON: redirect URI, endpoints, client, scopes, resource.
+    pub request: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+impl std::fmt::Debug for PendingLoginRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingLoginRecord")
+            .field("org_id", &self.org_id)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
 }
 
 impl IntegrationRecord {

@@ -158,6 +158,27 @@ ALTER TABLE integrations ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
     r#"
 ALTER TABLE integrations ADD COLUMN search_index BLOB;
 "#,
+    // OAuth connections (executor-oauth): the grant's non-secret state, a
+    // generation that every write moves (a refresh saves only where it is
+    // unchanged) and the refresh lease that makes one process refresh at a
+    // time; logins between their authorization URL and their callback.
+    r#"
+ALTER TABLE connections ADD COLUMN oauth TEXT;
+ALTER TABLE connections ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE connections ADD COLUMN lease_holder TEXT;
+ALTER TABLE connections ADD COLUMN lease_until INTEGER;
+CREATE TABLE oauth_pending (
+    state_hash TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    request TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    taken INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT
+);
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -1066,9 +1087,11 @@ impl Store for SqliteStore {
         self.writer
             .write(move |conn| {
                 conn.execute(
-                    "INSERT INTO connections (org_id, namespace, kind, username, secret, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, username = ?4, secret = ?5, updated_at = ?6",
-                    params![c.org_id, c.namespace, c.kind, c.username, c.secret, c.updated_at_ms],
+                    "INSERT INTO connections (org_id, namespace, kind, username, secret, updated_at, oauth, generation) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1) \
+                     ON CONFLICT (org_id, namespace) DO UPDATE SET kind = ?3, username = ?4, secret = ?5, updated_at = ?6, \
+                     oauth = ?7, generation = generation + 1, lease_holder = NULL, lease_until = NULL",
+                    params![c.org_id, c.namespace, c.kind, c.username, c.secret, c.updated_at_ms, c.oauth],
                 )?;
                 Ok(())
             })
@@ -1079,7 +1102,7 @@ impl Store for SqliteStore {
         let org_id = org_id.to_string();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT org_id, namespace, kind, username, secret, updated_at FROM connections WHERE org_id = ?1 ORDER BY namespace",
+                "SELECT org_id, namespace, kind, username, secret, updated_at, oauth, generation FROM connections WHERE org_id = ?1 ORDER BY namespace",
             )?;
             let rows = stmt.query_map([org_id], connection_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
@@ -1095,7 +1118,7 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             Ok(conn
                 .prepare_cached(
-                    "SELECT org_id, namespace, kind, username, secret, updated_at FROM connections WHERE org_id = ?1 AND namespace = ?2",
+                    "SELECT org_id, namespace, kind, username, secret, updated_at, oauth, generation FROM connections WHERE org_id = ?1 AND namespace = ?2",
                 )?
                 .query_row([org_id, namespace], connection_row)
                 .optional()?)
@@ -1112,6 +1135,135 @@ impl Store for SqliteStore {
                 )? > 0)
             })
             .await
+    }
+
+    async fn save_connection_if(&self, c: ConnectionRecord, generation: i64) -> StoreResult<bool> {
+        self.writer
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "UPDATE connections SET secret = ?3, oauth = ?4, updated_at = ?5, generation = generation + 1, \
+                     lease_holder = NULL, lease_until = NULL \
+                     WHERE org_id = ?1 AND namespace = ?2 AND generation = ?6",
+                    params![c.org_id, c.namespace, c.secret, c.oauth, c.updated_at_ms, generation],
+                )? > 0)
+            })
+            .await
+    }
+
+    async fn lease_connection(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        generation: i64,
+        holder: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let (org_id, namespace, holder) = (
+            org_id.to_string(),
+            namespace.to_string(),
+            holder.to_string(),
+        );
+        self.writer
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "UPDATE connections SET lease_holder = ?4, lease_until = ?5 \
+                     WHERE org_id = ?1 AND namespace = ?2 AND generation = ?3 \
+                     AND (lease_until IS NULL OR lease_until < ?6 OR lease_holder = ?4)",
+                    params![org_id, namespace, generation, holder, until_ms, now_ms],
+                )? > 0)
+            })
+            .await
+    }
+
+    async fn release_connection_lease(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        holder: &str,
+    ) -> StoreResult<()> {
+        let (org_id, namespace, holder) = (
+            org_id.to_string(),
+            namespace.to_string(),
+            holder.to_string(),
+        );
+        self.writer
+            .write(move |conn| {
+                conn.execute(
+                    "UPDATE connections SET lease_holder = NULL, lease_until = NULL \
+                     WHERE org_id = ?1 AND namespace = ?2 AND lease_holder = ?3",
+                    params![org_id, namespace, holder],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn insert_pending_login(&self, p: PendingLoginRecord) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| {
+                // Logins are rare and short-lived: an hour past expiry, a
+                // row (settled or not) has nobody left to read it.
+                conn.execute(
+                    "DELETE FROM oauth_pending WHERE expires_at < ?1",
+                    [p.created_at_ms - 3_600_000],
+                )?;
+                conn.execute(
+                    &format!("INSERT INTO oauth_pending ({PENDING_LOGIN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+                    params![p.state_hash, p.org_id, p.namespace, p.sealed, p.request, p.created_at_ms, p.expires_at_ms],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn take_pending_login(
+        &self,
+        state_hash: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<PendingLoginRecord>> {
+        let state_hash = state_hash.to_string();
+        self.writer
+            .write(move |conn| {
+                let taken = conn.execute(
+                    "UPDATE oauth_pending SET taken = 1 WHERE state_hash = ?1 AND taken = 0 AND expires_at >= ?2",
+                    params![state_hash, now_ms],
+                )?;
+                if taken == 0 {
+                    return Ok(None);
+                }
+                Ok(conn
+                    .query_row(
+                        &format!("SELECT {PENDING_LOGIN_COLUMNS} FROM oauth_pending WHERE state_hash = ?1"),
+                        [&state_hash],
+                        pending_login_row,
+                    )
+                    .optional()?)
+            })
+            .await
+    }
+
+    async fn settle_pending_login(&self, state_hash: &str, outcome: String) -> StoreResult<()> {
+        let state_hash = state_hash.to_string();
+        self.writer
+            .write(move |conn| {
+                conn.execute(
+                    "UPDATE oauth_pending SET taken = 1, outcome = ?2 WHERE state_hash = ?1",
+                    params![state_hash, outcome],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>> {
+        let state_hash = state_hash.to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT outcome FROM oauth_pending WHERE state_hash = ?1")?
+                .query_row([state_hash], |r| r.get::<_, Option<String>>(0))
+                .optional()?)
+        })
     }
 }
 
@@ -1191,6 +1343,23 @@ fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRecord> {
         username: r.get(3)?,
         secret: r.get(4)?,
         updated_at_ms: r.get(5)?,
+        oauth: r.get(6)?,
+        generation: r.get(7)?,
+    })
+}
+
+const PENDING_LOGIN_COLUMNS: &str =
+    "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
+
+fn pending_login_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingLoginRecord> {
+    Ok(PendingLoginRecord {
+        state_hash: r.get(0)?,
+        org_id: r.get(1)?,
+        namespace: r.get(2)?,
+        sealed: r.get(3)?,
+        request: r.get(4)?,
+        created_at_ms: r.get(5)?,
+        expires_at_ms: r.get(6)?,
     })
 }
 
@@ -1203,6 +1372,158 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SqliteStore::open(&dir.path().join("executor.db")).expect("open");
         (store, dir)
+    }
+
+    fn oauth_connection(secret: &str) -> ConnectionRecord {
+        ConnectionRecord {
+            org_id: "org".into(),
+            namespace: "api".into(),
+            kind: CredentialKind::OAuth,
+            username: None,
+            secret: secret.into(),
+            updated_at_ms: 1,
+            oauth: Some("{}".into()),
+            generation: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_refresh_lease_across_two_handles_of_one_file() {
+        let (first, dir) = temp_store();
+        let second = Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("open"));
+        let first = Arc::new(first);
+        first
+            .set_connection(oauth_connection("v1:a"))
+            .await
+            .unwrap();
+        let generation = first
+            .get_connection("org", "api")
+            .await
+            .unwrap()
+            .unwrap()
+            .generation;
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let store = if i % 2 == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            };
+            tasks.push(tokio::spawn(async move {
+                store
+                    .lease_connection(
+                        "org",
+                        "api",
+                        generation,
+                        &format!("holder-{i}"),
+                        30_000,
+                        1_000,
+                    )
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut taken = 0;
+        for task in tasks {
+            taken += usize::from(task.await.unwrap());
+        }
+        assert_eq!(taken, 1, "exactly one refresher holds the lease");
+        // A lapsed lease can be taken again; a moved generation cannot.
+        assert!(
+            second
+                .lease_connection("org", "api", generation, "late", 90_000, 31_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !first
+                .lease_connection("org", "api", generation + 1, "x", 99_000, 95_000)
+                .await
+                .unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn tokens_are_saved_only_at_the_generation_read() {
+        let (store, _dir) = temp_store();
+        store
+            .set_connection(oauth_connection("v1:a"))
+            .await
+            .unwrap();
+        let read = store.get_connection("org", "api").await.unwrap().unwrap();
+        assert!(
+            store
+                .save_connection_if(oauth_connection("v1:b"), read.generation)
+                .await
+                .unwrap()
+        );
+        // A second refresher that read the same generation loses.
+        assert!(
+            !store
+                .save_connection_if(oauth_connection("v1:c"), read.generation)
+                .await
+                .unwrap()
+        );
+        let now = store.get_connection("org", "api").await.unwrap().unwrap();
+        assert_eq!(now.secret, "v1:b");
+        assert_eq!(now.generation, read.generation + 1);
+        // A login (set_connection) moves the generation too.
+        store
+            .set_connection(oauth_connection("v1:d"))
+            .await
+            .unwrap();
+        assert!(
+            !store
+                .save_connection_if(oauth_connection("v1:e"), now.generation)
+                .await
+                .unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pending_login_is_taken_once_and_never_after_expiry() {
+        let (store, _dir) = temp_store();
+        let pending = |hash: &str, expires_at_ms| PendingLoginRecord {
+            state_hash: hash.into(),
+            org_id: "org".into(),
+            namespace: "api".into(),
+            sealed: "v1:x".into(),
+            request: "{}".into(),
+            created_at_ms: 0,
+            expires_at_ms,
+        };
+        store
+            .insert_pending_login(pending("a", 1_000))
+            .await
+            .unwrap();
+        store
+            .insert_pending_login(pending("b", 1_000))
+            .await
+            .unwrap();
+        assert_eq!(store.pending_login_outcome("a").await.unwrap(), Some(None));
+        assert!(store.take_pending_login("a", 500).await.unwrap().is_some());
+        assert!(
+            store.take_pending_login("a", 500).await.unwrap().is_none(),
+            "single use"
+        );
+        assert!(
+            store
+                .take_pending_login("b", 1_001)
+                .await
+                .unwrap()
+                .is_none(),
+            "expired"
+        );
+        assert!(store.take_pending_login("zzz", 0).await.unwrap().is_none());
+        store
+            .settle_pending_login("a", "{\"ok\":true}".into())
+            .await
+            .unwrap();
+        assert_eq!(
+            store.pending_login_outcome("a").await.unwrap(),
+            Some(Some("{\"ok\":true}".into()))
+        );
+        assert_eq!(store.pending_login_outcome("zzz").await.unwrap(), None);
     }
 
     fn event(stream: &str, seq: i64, data: &str) -> EventRecord {

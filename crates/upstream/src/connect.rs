@@ -52,8 +52,9 @@ impl Session {
 /// Why a session could not be opened.
 #[derive(Debug)]
 pub enum OpenError {
-    /// 401/403 with an OAuth challenge: a login is needed (SPEC §8).
-    NeedsLogin,
+    /// 401/403 with an OAuth challenge (the `WWW-Authenticate` text): a
+    /// login is needed (SPEC §8), or the token of one must be renewed.
+    NeedsLogin(Option<String>),
     /// The server refused the credential without a challenge.
     Refused(String),
     /// It could not be started or reached, or did not speak MCP.
@@ -63,7 +64,7 @@ pub enum OpenError {
 impl std::fmt::Display for OpenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            OpenError::NeedsLogin => f.write_str("the server asks for an OAuth login"),
+            OpenError::NeedsLogin(_) => f.write_str("the server asks for an OAuth login"),
             OpenError::Refused(why) | OpenError::Unavailable(why) => f.write_str(why),
         }
     }
@@ -178,7 +179,7 @@ async fn open_streamable_http(
         .await?
         .map_err(|e| {
             if e.is_authorization_required() || e.auth_challenge().is_some() {
-                OpenError::NeedsLogin
+                OpenError::NeedsLogin(e.auth_challenge().map(str::to_string))
             } else {
                 OpenError::Unavailable(format!("cannot open an MCP session with {url}: {e}"))
             }

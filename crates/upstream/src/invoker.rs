@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use executor_catalog::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_outbound::{Credential, UPSTREAM_TIMEOUT, scrub_value};
+use executor_outbound::{Credential, Refusal, Retry, UPSTREAM_TIMEOUT, scrub_value};
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
@@ -63,7 +63,7 @@ impl ToolInvoker for UpstreamInvoker {
             if matches!(endpoint, Endpoint::Stdio { .. }) && !upstreams.settings().allow_stdio {
                 return Err(ToolError::new(INTEGRATION_UNAVAILABLE, stdio_refused()));
             }
-            let credential = upstreams
+            let mut credential = upstreams
                 .credentials
                 .credential(&org_id, &namespace)
                 .await?
@@ -78,16 +78,51 @@ impl ToolInvoker for UpstreamInvoker {
                     ));
                 }
             };
-            let result = call_upstream(
-                &upstreams,
-                &org_id,
-                &namespace,
-                &endpoint,
-                &credential,
-                name,
-                arguments,
-            )
-            .await;
+            // A refused credential is offered back to its source once (an
+            // OAuth connection refreshes its token), then the call retried.
+            let mut refused_once = false;
+            let result = loop {
+                let called = call_upstream(
+                    &upstreams,
+                    &org_id,
+                    &namespace,
+                    &endpoint,
+                    &credential,
+                    name.clone(),
+                    arguments.clone(),
+                )
+                .await;
+                let challenge = match called {
+                    Err(CallError::Refused { challenge }) => challenge,
+                    Err(CallError::Tool(error)) => break Err(error),
+                    Ok(value) => break Ok(value),
+                };
+                if refused_once || matches!(credential, Credential::None) {
+                    break Err(refused_error(&namespace, &credential));
+                }
+                refused_once = true;
+                let refusal = Refusal {
+                    status: if challenge
+                        .as_deref()
+                        .is_some_and(|c| c.contains("insufficient_scope"))
+                    {
+                        403
+                    } else {
+                        401
+                    },
+                    www_authenticate: challenge.as_deref(),
+                    credential: &credential,
+                };
+                match upstreams
+                    .credentials
+                    .refused(&org_id, &namespace, refusal)
+                    .await
+                {
+                    Ok(Retry::With(renewed)) => credential = renewed,
+                    Ok(Retry::No) => break Err(refused_error(&namespace, &credential)),
+                    Err(error) => break Err(error),
+                }
+            };
             let mut result = match result {
                 Ok(value) => value,
                 Err(mut error) => {
@@ -110,6 +145,33 @@ impl ToolInvoker for UpstreamInvoker {
     }
 }
 
+/// Why a call failed: an answer for the agent, or a refusal of the
+/// credential (401/403 with its challenge) that its source may mend.
+enum CallError {
+    Tool(ToolError),
+    Refused { challenge: Option<String> },
+}
+
+impl From<ToolError> for CallError {
+    fn from(error: ToolError) -> Self {
+        CallError::Tool(error)
+    }
+}
+
+/// The answer when the upstream keeps refusing the credential.
+fn refused_error(namespace: &str, credential: &Credential) -> ToolError {
+    match credential {
+        Credential::None => ToolError::new(
+            CONNECTION_MISSING,
+            format!("{namespace} needs a login: run `executor connections login {namespace}`"),
+        ),
+        _ => ToolError::new(
+            executor_outbound::CONNECTION_REJECTED,
+            format!("{namespace} refused the connection's credential"),
+        ),
+    }
+}
+
 /// One `tools/call` on a leased session.
 async fn call_upstream(
     upstreams: &Arc<Upstreams>,
@@ -119,16 +181,25 @@ async fn call_upstream(
     credential: &Credential,
     name: String,
     arguments: Map<String, Value>,
-) -> Result<Value, ToolError> {
+) -> Result<Value, CallError> {
     let pool = upstreams.pool(org_id, namespace, endpoint, credential);
-    let lease = upstreams
-        .lease(&pool, credential)
-        .await
-        .map_err(|e| open_error(namespace, e))?;
+    let lease = match upstreams.lease(&pool, credential).await {
+        Ok(lease) => lease,
+        Err(OpenError::NeedsLogin(challenge)) => return Err(CallError::Refused { challenge }),
+        Err(e) => return Err(open_error(namespace, e).into()),
+    };
     let params = CallToolRequestParams::new(name).with_arguments(arguments);
     let timeout = upstreams.settings().call_timeout;
     let called = call_with_progress(&lease, params, timeout).await;
-    match called {
+    if let Err(e) = &called
+        && let Some(challenge) = e.auth_challenge()
+    {
+        // The session carries the refused token: none of its calls can pass.
+        let challenge = Some(challenge.to_string());
+        lease.discard();
+        return Err(CallError::Refused { challenge });
+    }
+    let answer = match called {
         Err(ServiceError::Timeout { .. }) => Err(ToolError {
             retryable: Some(true),
             ..ToolError::new(
@@ -172,7 +243,8 @@ async fn call_upstream(
                 )
             })
         }
-    }
+    };
+    answer.map_err(CallError::Tool)
 }
 
 /// Sends the call with a progress token: the upstream's progress
@@ -202,7 +274,7 @@ fn is_unknown_tool(code: ErrorCode) -> bool {
 
 fn open_error(namespace: &str, error: OpenError) -> ToolError {
     match error {
-        OpenError::NeedsLogin => ToolError::new(
+        OpenError::NeedsLogin(_) => ToolError::new(
             CONNECTION_MISSING,
             format!("{namespace} needs a login: run `executor connections login {namespace}`"),
         ),

@@ -25,5 +25,8 @@ pub use invoker::{CONNECTION_MISSING, INTEGRATION_UNAVAILABLE, MCP_TOOL_ERROR, s
 pub use kind::UpstreamKind;
 pub use naming::{catalog_names, normalise};
 pub use pool::{UpstreamSettings, Upstreams};
-pub use stored::{Endpoint, FORMAT, HttpTransport, State, UpstreamTool, load, store};
+pub use stored::{
+    Endpoint, FORMAT, HttpTransport, State, UpstreamTool, load, login_resource, store,
+    store_needing_login,
+};
 pub use sync::{Discovery, discover};

@@ -57,8 +57,11 @@ pub(crate) async fn open(
         .map_err(|_| OpenError::Unavailable(format!("{url} sent no event stream in time")))?
         .map_err(|e| OpenError::Unavailable(format!("cannot reach {url}: {}", without_url(&e))))?;
     let status = response.status();
-    if status == StatusCode::UNAUTHORIZED && response.headers().contains_key(WWW_AUTHENTICATE) {
-        return Err(OpenError::NeedsLogin);
+    if status == StatusCode::UNAUTHORIZED
+        && let Some(challenge) = response.headers().get(WWW_AUTHENTICATE)
+    {
+        let challenge = challenge.to_str().ok().map(str::to_string);
+        return Err(OpenError::NeedsLogin(challenge));
     }
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         return Err(OpenError::Refused(format!(

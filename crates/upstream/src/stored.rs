@@ -108,16 +108,50 @@ struct StoredRef<'a> {
     endpoint: &'a Endpoint,
     state: State,
     tools: &'a [UpstreamTool],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    challenge: Option<&'a str>,
 }
 
 /// The stored text of an integration.
 pub fn store(namespace: &str, endpoint: &Endpoint, state: State, tools: &[UpstreamTool]) -> String {
+    store_with(namespace, endpoint, state, tools, None)
+}
+
+/// The stored text of an integration whose server asks for a login, with
+/// the challenge it answered (where to discover its authorization server,
+/// which scope it wants).
+pub fn store_needing_login(
+    namespace: &str,
+    endpoint: &Endpoint,
+    challenge: Option<&str>,
+) -> String {
+    store_with(namespace, endpoint, State::NeedsLogin, &[], challenge)
+}
+
+/// Where to log in for a stored integration: the server's URL and the
+/// challenge it answered (None for a stdio server, which has no login).
+pub fn login_resource(document: &str) -> Result<Option<(String, Option<String>)>, String> {
+    let stored = load(document)?;
+    Ok(match stored.endpoint {
+        Endpoint::Http { url, .. } => Some((url, stored.challenge)),
+        Endpoint::Stdio { .. } => None,
+    })
+}
+
+fn store_with(
+    namespace: &str,
+    endpoint: &Endpoint,
+    state: State,
+    tools: &[UpstreamTool],
+    challenge: Option<&str>,
+) -> String {
     let stored = StoredRef {
         format: FORMAT,
         namespace,
         endpoint,
         state,
         tools,
+        challenge,
     };
     // Strings and JSON values always serialise.
     serde_json::to_string(&stored).unwrap_or_default()
@@ -131,6 +165,9 @@ pub struct StoredUpstream {
     #[serde(default)]
     pub state: State,
     pub tools: Vec<StoredTool>,
+    /// The `WWW-Authenticate` challenge a server needing a login answered.
+    #[serde(default)]
+    pub challenge: Option<String>,
 }
 
 #[derive(Deserialize)]

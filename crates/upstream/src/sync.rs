@@ -19,8 +19,11 @@ use crate::stored::{self, Endpoint, State, UpstreamTool};
 /// What an upstream answered at `add`.
 pub enum Discovery {
     Ready(Vec<UpstreamTool>),
-    /// It asked for an OAuth login: stored with no tools until then.
-    NeedsLogin,
+    /// It asked for an OAuth login (with this `WWW-Authenticate`
+    /// challenge): stored with no tools until then.
+    NeedsLogin {
+        challenge: Option<String>,
+    },
 }
 
 /// Opens a session with the upstream at `endpoint` and lists its tools.
@@ -33,12 +36,20 @@ pub async fn discover(
 ) -> Result<Discovery, String> {
     let session = match connect::open(namespace, endpoint, credential, http, None).await {
         Ok(session) => session,
-        Err(OpenError::NeedsLogin) => return Ok(Discovery::NeedsLogin),
+        Err(OpenError::NeedsLogin(challenge)) => return Ok(Discovery::NeedsLogin { challenge }),
         Err(e) => return Err(e.to_string()),
     };
-    let tools = list_tools(&session).await;
+    // Some servers open sessions for anyone and ask for a login at the
+    // first real request.
+    let listed = session.service.list_all_tools().await;
     let _ = session.service.cancel().await;
-    tools.map(Discovery::Ready)
+    match listed {
+        Ok(listed) => Ok(Discovery::Ready(upstream_tools(listed))),
+        Err(e) if e.auth_challenge().is_some() => Ok(Discovery::NeedsLogin {
+            challenge: e.auth_challenge().map(str::to_string),
+        }),
+        Err(e) => Err(format!("the MCP server did not list its tools: {e}")),
+    }
 }
 
 /// Every tool the session's upstream lists (all pages), named for the

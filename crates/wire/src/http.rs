@@ -34,6 +34,7 @@ use crate::WireError;
 use crate::auth::{self, Authenticated, MetricsToken, authenticate};
 use crate::drain::{InFlight, InFlightGuard};
 use crate::guard::HostPolicy;
+use crate::oauth::{SharedCallbacks, oauth_router};
 use crate::sse::{self, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -98,6 +99,8 @@ pub struct App {
     pub config: Arc<WireConfig>,
     /// `/mcp` requests in flight; shutdown waits for them.
     pub in_flight: InFlight,
+    /// `/oauth/callback` and the client metadata document, when wired.
+    pub oauth: Option<SharedCallbacks>,
 }
 
 impl App {
@@ -110,6 +113,7 @@ impl App {
 }
 
 pub fn router(app: App) -> Router {
+    let oauth = app.oauth.clone().map(oauth_router).unwrap_or_default();
     // Outermost last: the id is set before it is propagated to the response.
     Router::new()
         .route("/mcp", any(mcp_endpoint))
@@ -124,6 +128,7 @@ pub fn router(app: App) -> Router {
         )
         .route("/metrics", get(metrics))
         .with_state(app)
+        .merge(oauth)
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
 }

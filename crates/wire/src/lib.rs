@@ -11,6 +11,7 @@ mod drain;
 mod error;
 mod guard;
 mod http;
+mod oauth;
 mod server;
 mod sse;
 pub mod stdio;
@@ -20,5 +21,8 @@ pub use drain::InFlight;
 pub use error::WireError;
 pub use guard::HostPolicy;
 pub use http::{App, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BODY_BYTES, WireConfig, router};
+pub use oauth::{
+    CallbackPage, CallbackQuery, OAuthCallbacks, SharedCallbacks, oauth_router, serve_oauth,
+};
 pub use server::serve;
 pub use sse::{GET_STREAM_ROTATION, SSE_KEEPALIVE};

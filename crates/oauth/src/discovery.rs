@@ -1,0 +1,320 @@
+//! Where a resource's authorization server is and what it supports: RFC 9728
+//! protected-resource metadata, then RFC 8414 / OpenID Connect discovery,
+//! with the MCP 2025-03-26 fallbacks for servers that publish neither.
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use crate::challenge::Challenge;
+use crate::error::OAuthError;
+use crate::http::OAuthHttp;
+
+/// RFC 9728 protected-resource metadata (the fields we use).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResourceMetadata {
+    #[serde(default)]
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    #[serde(default)]
+    pub scopes_supported: Option<Vec<String>>,
+}
+
+/// RFC 8414 authorization server metadata (the fields we use), as stored
+/// with a grant so that a refresh needs no discovery.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation_endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes_supported: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_types_supported: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_challenge_methods_supported: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_id_metadata_document_supported: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub authorization_response_iss_parameter_supported: bool,
+}
+
+impl ServerMetadata {
+    /// Whether the server offers `grant` (RFC 8414: absent means the
+    /// authorization code and implicit grants).
+    pub fn offers_grant(&self, grant: &str) -> bool {
+        match &self.grant_types_supported {
+            Some(list) => list.iter().any(|g| g == grant),
+            None => matches!(grant, "authorization_code" | "refresh_token"),
+        }
+    }
+
+    /// RFC 8414's default is `client_secret_basic`.
+    pub fn supports_auth_method(&self, method: &str) -> bool {
+        match &self.token_endpoint_auth_methods_supported {
+            Some(list) => list.iter().any(|m| m == method),
+            None => method == "client_secret_basic",
+        }
+    }
+}
+
+/// What discovery found for one protected resource.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    pub server: ServerMetadata,
+    /// The RFC 8707 `resource` to ask tokens for.
+    pub resource: Option<String>,
+    /// Where the resource metadata was (asked again at the next login).
+    pub resource_metadata_url: Option<String>,
+    /// The resource's own `scopes_supported`.
+    pub resource_scopes: Option<Vec<String>>,
+}
+
+/// Discovery for an MCP server at `server_url` (MCP authorization,
+/// 2025-11-25, with the 2025-03-26 fallbacks).
+pub async fn discover_mcp(
+    http: &OAuthHttp,
+    server_url: &Url,
+    challenge: Option<&Challenge>,
+    remembered_metadata_url: Option<&str>,
+) -> Result<Discovered, OAuthError> {
+    let hinted = challenge
+        .and_then(|c| c.resource_metadata.as_deref())
+        .or(remembered_metadata_url);
+    let mut found = None;
+    for candidate in resource_metadata_urls(server_url, hinted) {
+        if let Some(document) = http.get_json::<ResourceMetadata>(&candidate, None).await? {
+            found = Some((candidate, document));
+            break;
+        }
+    }
+    let Some((metadata_url, prm)) = found else {
+        return legacy_mcp(http, server_url).await;
+    };
+    let resource = match prm.resource.as_deref() {
+        Some(named) => {
+            if !resource_matches(named, server_url) {
+                return Err(OAuthError::Discovery(format!(
+                    "the server's resource metadata names another resource ({named}); \
+                     refusing to ask for tokens for it"
+                )));
+            }
+            named.to_string()
+        }
+        None => canonical_resource(server_url),
+    };
+    let Some(issuer) = prm.authorization_servers.first() else {
+        return Err(OAuthError::Discovery(
+            "the server's resource metadata names no authorization server".into(),
+        ));
+    };
+    let server = discover_issuer(http, issuer).await?;
+    Ok(Discovered {
+        server,
+        resource: Some(resource),
+        resource_metadata_url: Some(metadata_url),
+        resource_scopes: prm.scopes_supported,
+    })
+}
+
+/// RFC 8414 / OpenID discovery of an issuer; its `issuer` must match
+/// (one trailing `/` ignored on either side).
+pub async fn discover_issuer(http: &OAuthHttp, issuer: &str) -> Result<ServerMetadata, OAuthError> {
+    let parsed = Url::parse(issuer)
+        .map_err(|_| OAuthError::Discovery(format!("the issuer {issuer} is not a URL")))?;
+    for candidate in server_metadata_urls(&parsed) {
+        let Some(metadata) = http.get_json::<ServerMetadata>(&candidate, None).await? else {
+            continue;
+        };
+        let named = metadata.issuer.as_deref().unwrap_or_default();
+        if !same_issuer(named, issuer) {
+            return Err(OAuthError::Discovery(format!(
+                "the metadata at {candidate} is for the issuer {named:?}, not {issuer}"
+            )));
+        }
+        return Ok(metadata);
+    }
+    Err(OAuthError::Discovery(format!(
+        "the authorization server {issuer} publishes no metadata"
+    )))
+}
+
+/// MCP 2025-03-26: no resource metadata, the authorization server's
+/// metadata at the MCP server's origin (its issuer is not checked: it was
+/// found by origin), else `/authorize`, `/token` and `/register` there.
+async fn legacy_mcp(http: &OAuthHttp, server_url: &Url) -> Result<Discovered, OAuthError> {
+    let origin = origin_of(server_url);
+    let url = format!("{origin}/.well-known/oauth-authorization-server");
+    let server = match http
+        .get_json::<ServerMetadata>(&url, Some(("mcp-protocol-version", "2025-03-26")))
+        .await?
+    {
+        Some(metadata) => metadata,
+        None => ServerMetadata {
+            authorization_endpoint: Some(format!("{origin}/authorize")),
+            token_endpoint: Some(format!("{origin}/token")),
+            registration_endpoint: Some(format!("{origin}/register")),
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            token_endpoint_auth_methods_supported: None,
+            ..ServerMetadata::default()
+        },
+    };
+    Ok(Discovered {
+        server,
+        resource: Some(canonical_resource(server_url)),
+        resource_metadata_url: None,
+        resource_scopes: None,
+    })
+}
+
+/// The challenge's metadata URL first, then the path-inserted well-known
+/// URL, then the root one.
+pub fn resource_metadata_urls(server_url: &Url, hinted: Option<&str>) -> Vec<String> {
+    let mut urls = Vec::new();
+    if let Some(hint) = hinted.and_then(|h| server_url.join(h).ok()) {
+        // An https resource is never sent to plain http metadata.
+        if !(server_url.scheme() == "https" && hint.scheme() != "https") {
+            urls.push(hint.to_string());
+        }
+    }
+    let origin = origin_of(server_url);
+    let path = server_url.path().trim_end_matches('/');
+    if !path.is_empty() {
+        urls.push(format!(
+            "{origin}/.well-known/oauth-protected-resource{path}"
+        ));
+    }
+    urls.push(format!("{origin}/.well-known/oauth-protected-resource"));
+    urls.dedup();
+    urls
+}
+
+/// RFC 8414 §3.1 and OpenID Discovery: for an issuer with a path, the
+/// path-inserted forms, then OpenID's appended form, and never the root
+/// (it belongs to another tenant).
+pub fn server_metadata_urls(issuer: &Url) -> Vec<String> {
+    let origin = origin_of(issuer);
+    let path = issuer.path().trim_end_matches('/');
+    if path.is_empty() {
+        vec![
+            format!("{origin}/.well-known/oauth-authorization-server"),
+            format!("{origin}/.well-known/openid-configuration"),
+        ]
+    } else {
+        vec![
+            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+            format!("{origin}/.well-known/openid-configuration{path}"),
+            format!("{origin}{path}/.well-known/openid-configuration"),
+        ]
+    }
+}
+
+/// Issuers compare exactly, but for one trailing `/` on either side.
+pub fn same_issuer(a: &str, b: &str) -> bool {
+    !a.is_empty() && a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// A resource named by metadata covers the server when it is the server's
+/// URL or a parent path of it on the same origin.
+pub fn resource_matches(named: &str, server_url: &Url) -> bool {
+    let Ok(named) = Url::parse(named) else {
+        return false;
+    };
+    if named.fragment().is_some() || origin_of(&named) != origin_of(server_url) {
+        return false;
+    }
+    let parent = named.path().trim_end_matches('/');
+    let path = server_url.path().trim_end_matches('/');
+    parent.is_empty() || path == parent || path.starts_with(&format!("{parent}/"))
+}
+
+/// The server's URL as an RFC 8707 resource: no fragment, no query.
+pub fn canonical_resource(server_url: &Url) -> String {
+    let mut url = server_url.clone();
+    url.set_fragment(None);
+    url.set_query(None);
+    url.to_string()
+}
+
+/// `scheme://host[:port]`, lower case, default port dropped (the url crate
+/// normalises both).
+pub fn origin_of(url: &Url) -> String {
+    url.origin().ascii_serialization()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn resource_metadata_is_looked_for_hint_first_then_path_then_root() {
+        assert_eq!(
+            resource_metadata_urls(&url("http://h:1/mcp"), None),
+            vec![
+                "http://h:1/.well-known/oauth-protected-resource/mcp",
+                "http://h:1/.well-known/oauth-protected-resource"
+            ]
+        );
+        assert_eq!(
+            resource_metadata_urls(
+                &url("http://h:1/mcp"),
+                Some("/custom/metadata/location.json")
+            )[0],
+            "http://h:1/custom/metadata/location.json"
+        );
+        assert_eq!(
+            resource_metadata_urls(&url("https://h/"), Some("http://h/evil")),
+            vec!["https://h/.well-known/oauth-protected-resource"]
+        );
+    }
+
+    #[test]
+    fn a_path_issuer_never_tries_the_root() {
+        let urls = server_metadata_urls(&url("http://h:1/tenant1"));
+        assert_eq!(
+            urls,
+            vec![
+                "http://h:1/.well-known/oauth-authorization-server/tenant1",
+                "http://h:1/.well-known/openid-configuration/tenant1",
+                "http://h:1/tenant1/.well-known/openid-configuration",
+            ]
+        );
+        assert_eq!(server_metadata_urls(&url("http://h:1/")).len(), 2);
+        // A trailing slash on the issuer builds the same URLs.
+        assert_eq!(server_metadata_urls(&url("http://h:1/tenant1/")), urls);
+    }
+
+    #[test]
+    fn issuers_match_but_for_one_trailing_slash() {
+        assert!(same_issuer("https://a.example/", "https://a.example"));
+        assert!(same_issuer("https://a.example/t", "https://a.example/t/"));
+        assert!(!same_issuer("https://a.example/t", "https://a.example/u"));
+        assert!(!same_issuer("", "https://a.example"));
+    }
+
+    #[test]
+    fn a_resource_must_be_the_server_or_its_parent() {
+        let server = url("http://localhost:3000/mcp");
+        assert!(resource_matches("http://localhost:3000/mcp", &server));
+        assert!(resource_matches("http://localhost:3000/mcp/", &server));
+        assert!(resource_matches("http://localhost:3000", &server));
+        assert!(resource_matches("http://LOCALHOST:3000/", &server));
+        assert!(!resource_matches("https://evil.example.com/mcp", &server));
+        assert!(!resource_matches("http://localhost:3001/mcp", &server));
+        assert!(!resource_matches("http://localhost:3000/mcpx", &server));
+        assert!(!resource_matches("http://localhost:3000/mcp#f", &server));
+    }
+}
