@@ -1,5 +1,6 @@
 // SPEC §9 OAuth connections end to end, against a real authorization server
-// (oidc-provider, fixtures/oauth-as.mjs) protecting an MCP server: `add`
+// (oidc-provider, fixtures/oauth-as.mjs) protecting an MCP server, an
+// OpenAPI-described API and a GraphQL endpoint: `add`
 // stores it as needing a login; `executor connections login` completes
 // through the running server's /oauth/callback (the "browser" is curl with a
 // cookie jar, following redirects); calls carry the token; an expired token
@@ -9,7 +10,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,10 +47,10 @@ const cliRaw = (...args) =>
 const cli = (...args) => cliRaw(...args, "--org", ORG);
 
 /** `connections login`, with a browser that follows the URL it prints. */
-const login = async () => {
+const login = async (namespace = "secure") => {
   const child = spawn(
     BIN,
-    ["connections", "login", "secure", "--allow-local-network", "--no-browser", "--listen", `127.0.0.1:${srv.port}`, "--timeout", "30", "--org", ORG, "--data-dir", srv.dataDir],
+    ["connections", "login", namespace, "--allow-local-network", "--no-browser", "--listen", `127.0.0.1:${srv.port}`, "--timeout", "30", "--org", ORG, "--data-dir", srv.dataDir],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let stdout = "";
@@ -146,6 +147,30 @@ test("a revoked grant answers oauth_reauth_required naming the login command, an
   await login();
   const again = await call("return (await tools.secure.whoami({})).ok");
   assert.equal(again.result, true, JSON.stringify(again));
+});
+
+test("an OpenAPI oauth2 scheme logs in with its declared flow, and one program uses the API and the MCP server", async () => {
+  await cli("integrations", "add", "openapi", "--spec", `${as.origin}/openapi.json`, "--namespace", "api", "--allow-local-network");
+  const before = await call("const r = await tools.api.me.getMe({}); return r.ok ? 'ok' : r.error.code;");
+  assert.equal(before.result, "connection_missing", JSON.stringify(before));
+  const printed = await login("api");
+  assert.match(printed, /^api\toauth\tready\tscopes=api:read/m);
+  const out = await call(
+    "const [me, mcp] = await Promise.all([tools.api.me.getMe({}), tools.secure.whoami({})]); return { api: me.data.account, mcp: mcp.data.structuredContent.account };",
+  );
+  assert.deepEqual(out.result, { api: "alice", mcp: "alice" }, JSON.stringify(out));
+});
+
+test("a GraphQL endpoint's challenge leads the login to its authorization server", async () => {
+  const schema = join(jar, "schema.graphql");
+  writeFileSync(schema, "type Query { me: String }\n");
+  await cli("integrations", "add", "graphql", "--endpoint", `${as.origin}/graphql`, "--schema", schema, "--namespace", "gql", "--allow-local-network");
+  const before = await call("const r = await tools.gql.query.me({}); return r.ok ? 'ok' : r.error.code;");
+  assert.notEqual(before.result, "ok");
+  const printed = await login("gql");
+  assert.match(printed, /^gql\toauth\tready\tscopes=gql:read/m);
+  const out = await call("return (await tools.gql.query.me({})).data");
+  assert.equal(out.result, "alice", JSON.stringify(out));
 });
 
 test("no token reaches the agent, the operator's output, the log or the disk", async () => {

@@ -186,6 +186,14 @@ pub struct LoginArgs {
     /// offers, else authorization code.
     #[arg(long, value_enum)]
     pub flow: Option<LoginFlow>,
+    /// The authorization server, when neither the integration's description
+    /// nor the server's answers name one.
+    #[arg(long)]
+    pub issuer: Option<String>,
+    /// The RFC 8707 resource to ask tokens for (default: the one the
+    /// server's resource metadata names; none for a plain API).
+    #[arg(long)]
+    pub resource: Option<String>,
     #[command(flatten)]
     pub public: PublicOpts,
     /// Where the server listens (or, with none running, where this command

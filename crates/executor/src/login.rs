@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use executor_integrations::{Credentials, IntegrationKind};
-use executor_oauth::{Challenge, Flow, Grant, LoginOptions, LoginTarget, OAuth, Resource, Started};
+use executor_oauth::{
+    Challenge, Declared, Flow, Grant, LoginOptions, LoginTarget, OAuth, Resource, Started,
+};
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::{SecretKey, SecretString};
 use executor_store::{CredentialKind, Store, now_ms};
@@ -191,13 +193,26 @@ async fn login_target(store: &dyn Store, org_id: &str, namespace: &str) -> AnyRe
                 challenge: challenge.as_deref().and_then(Challenge::parse),
             }
         }
-        Ok(kind) => {
-            return Err(format!(
-                "OAuth login for {kind} integrations is not supported by this release; \
-                 set a token with `executor connections set {namespace} --bearer -`"
-            )
-            .into());
+        Ok(IntegrationKind::OpenApi) => {
+            let stored = executor_openapi::load(&record.document)
+                .map_err(|e| format!("{namespace} cannot be logged in to: {e}"))?;
+            let url = record.base_url.clone().ok_or_else(|| {
+                format!("{namespace} has no base URL: add it again with --base-url")
+            })?;
+            Resource::Api {
+                url,
+                declared: declared_oauth(&stored.auth_methods),
+                probe_body: None,
+            }
         }
+        Ok(IntegrationKind::Graphql) => Resource::Api {
+            url: record
+                .base_url
+                .clone()
+                .ok_or_else(|| format!("{namespace} has no endpoint"))?,
+            declared: Declared::default(),
+            probe_body: Some(r#"{"query":"{ __typename }"}"#.into()),
+        },
         Err(e) => return Err(format!("{namespace} cannot be logged in to: {e}").into()),
     };
     Ok(LoginTarget {
@@ -205,6 +220,30 @@ async fn login_target(store: &dyn Store, org_id: &str, namespace: &str) -> AnyRe
         namespace: namespace.to_string(),
         resource,
     })
+}
+
+/// What an OpenAPI document's first OAuth scheme declares.
+fn declared_oauth(methods: &[executor_openapi::AuthMethod]) -> Declared {
+    let Some(executor_openapi::AuthMethod::OAuth2 {
+        flows,
+        openid_connect_url,
+        required_scopes,
+        ..
+    }) = methods
+        .iter()
+        .find(|m| matches!(m, executor_openapi::AuthMethod::OAuth2 { .. }))
+    else {
+        return Declared::default();
+    };
+    let flows = flows.clone().unwrap_or_default();
+    let code = flows.authorization_code.unwrap_or_default();
+    Declared {
+        authorization_url: code.authorization_url,
+        token_url: code.token_url,
+        client_credentials_token_url: flows.client_credentials.and_then(|f| f.token_url),
+        openid_connect_url: openid_connect_url.clone(),
+        scopes: required_scopes.clone(),
+    }
 }
 
 /// Who completes the login: this command on its own listener, or the
@@ -264,6 +303,8 @@ pub(crate) async fn login(
         }),
         redirect_uri: format!("{public_url}/oauth/callback"),
         client_metadata_url: client_metadata_url(&args.public, &public_url),
+        issuer: args.issuer.clone(),
+        resource: args.resource.clone(),
     };
     match oauth.start_login(&target, options).await? {
         Started::Done(_) => {

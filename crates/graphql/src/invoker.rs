@@ -10,7 +10,7 @@ use executor_catalog::{
 };
 use executor_outbound::{
     Credential, CredentialSource, HttpClient, HttpFailure, INVALID_TOOL_ARGUMENTS, OutboundRequest,
-    Placement, UPSTREAM_HTTP_ERROR,
+    Placement, Refusal, Retry, UPSTREAM_HTTP_ERROR,
 };
 use futures::future::BoxFuture;
 use reqwest::Method;
@@ -138,20 +138,45 @@ impl ToolInvoker for GraphqlInvoker {
                 "operationName": operation_name(&operation.field),
                 "variables": variables,
             });
-            let credential = credentials
+            let mut credential = credentials
                 .credential(&org_id, &namespace)
                 .await?
                 .unwrap_or(Credential::None);
-            let request = post(&body);
-            let sent = http
+            let mut sent = http
                 .send(
                     &endpoint,
-                    request,
+                    post(&body),
                     &credential,
                     placement(&credential),
                     &call.budget,
                 )
                 .await;
+            // A refused credential goes back to its source once (an OAuth
+            // connection refreshes, or says a login is needed).
+            if let Err(failure) = &sent
+                && matches!(failure.status, Some(401 | 403))
+                && !matches!(credential, Credential::None)
+            {
+                let refusal = Refusal {
+                    status: failure.status.unwrap_or(401),
+                    www_authenticate: failure.www_authenticate.as_deref(),
+                    credential: &credential,
+                };
+                if let Retry::With(renewed) =
+                    credentials.refused(&org_id, &namespace, refusal).await?
+                {
+                    credential = renewed;
+                    sent = http
+                        .send(
+                            &endpoint,
+                            post(&body),
+                            &credential,
+                            placement(&credential),
+                            &call.budget,
+                        )
+                        .await;
+                }
+            }
             match sent {
                 Ok(answer) => answered(&operation.field, answer.data, answer.status, answer.held),
                 Err(failure) => Err(tool_error(failure)),

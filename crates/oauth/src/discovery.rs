@@ -77,6 +77,8 @@ pub struct Discovered {
     pub resource_metadata_url: Option<String>,
     /// The resource's own `scopes_supported`.
     pub resource_scopes: Option<Vec<String>>,
+    /// The flow an API description declares alone.
+    pub preferred_flow: Option<crate::Flow>,
 }
 
 /// Discovery for an MCP server at `server_url` (MCP authorization,
@@ -123,7 +125,116 @@ pub async fn discover_mcp(
         resource: Some(resource),
         resource_metadata_url: Some(metadata_url),
         resource_scopes: prm.scopes_supported,
+        preferred_flow: None,
     })
+}
+
+/// Discovery for an HTTP API: `--issuer`; else the OpenID configuration
+/// its description names; else its declared flows, completed by the
+/// metadata of the server at the token URL's origin when that metadata
+/// names the same token endpoint (registration, auth methods, PKCE); else
+/// the resource metadata its challenge names. No `resource` unless
+/// resource metadata names one (some servers refuse the parameter).
+pub async fn discover_api(
+    http: &OAuthHttp,
+    url: &Url,
+    declared: &crate::login::Declared,
+    challenge: Option<&Challenge>,
+    issuer: Option<&str>,
+) -> Result<Discovered, OAuthError> {
+    let plain = |server: ServerMetadata, preferred_flow| Discovered {
+        server,
+        resource: None,
+        resource_metadata_url: None,
+        resource_scopes: None,
+        preferred_flow,
+    };
+    if let Some(issuer) = issuer {
+        return Ok(plain(discover_issuer(http, issuer).await?, None));
+    }
+    if let Some(config) = &declared.openid_connect_url {
+        let config = resolve(url, config)?;
+        let server = http
+            .get_json::<ServerMetadata>(&config, None)
+            .await?
+            .filter(|m| m.token_endpoint.is_some())
+            .ok_or_else(|| {
+                OAuthError::Discovery(format!(
+                    "the OpenID configuration at {config} is not usable"
+                ))
+            })?;
+        return Ok(plain(server, None));
+    }
+    let code_token = declared
+        .token_url
+        .as_deref()
+        .map(|t| resolve(url, t))
+        .transpose()?;
+    let cc_token = declared
+        .client_credentials_token_url
+        .as_deref()
+        .map(|t| resolve(url, t))
+        .transpose()?;
+    if let Some(token) = code_token.as_ref().or(cc_token.as_ref()) {
+        let only_client_credentials = code_token.is_none();
+        let mut server = ServerMetadata {
+            authorization_endpoint: declared
+                .authorization_url
+                .as_deref()
+                .map(|a| resolve(url, a))
+                .transpose()?,
+            token_endpoint: Some(token.clone()),
+            grant_types_supported: only_client_credentials
+                .then(|| vec!["client_credentials".to_string()]),
+            ..ServerMetadata::default()
+        };
+        if let Ok(token_url) = Url::parse(token) {
+            adopt_published(http, &token_url, &mut server).await;
+        }
+        let preferred = only_client_credentials.then_some(crate::Flow::ClientCredentials);
+        return Ok(plain(server, preferred));
+    }
+    if let Some(challenge) = challenge.filter(|c| c.resource_metadata.is_some()) {
+        return discover_mcp(http, url, Some(challenge), None).await;
+    }
+    Err(OAuthError::Setup(
+        "nothing names this API's authorization server: pass --issuer URL".into(),
+    ))
+}
+
+/// Completes declared endpoints with the metadata the token URL's server
+/// publishes, when that metadata is about the same token endpoint.
+async fn adopt_published(http: &OAuthHttp, token_url: &Url, server: &mut ServerMetadata) {
+    let origin = origin_of(token_url);
+    for candidate in [
+        format!("{origin}/.well-known/oauth-authorization-server"),
+        format!("{origin}/.well-known/openid-configuration"),
+    ] {
+        let Ok(Some(published)) = http.get_json::<ServerMetadata>(&candidate, None).await else {
+            continue;
+        };
+        if published.token_endpoint != server.token_endpoint {
+            continue;
+        }
+        let declared = std::mem::take(server);
+        *server = ServerMetadata {
+            authorization_endpoint: declared
+                .authorization_endpoint
+                .or(published.authorization_endpoint.clone()),
+            token_endpoint: declared.token_endpoint,
+            grant_types_supported: declared
+                .grant_types_supported
+                .or(published.grant_types_supported.clone()),
+            ..published
+        };
+        return;
+    }
+}
+
+fn resolve(base: &Url, url: &str) -> Result<String, OAuthError> {
+    base.join(url)
+        .map(|u| u.to_string())
+        .map_err(|_| OAuthError::Discovery(format!("{url} is not a URL")))
 }
 
 /// RFC 8414 / OpenID discovery of an issuer; its `issuer` must match
@@ -173,6 +284,7 @@ async fn legacy_mcp(http: &OAuthHttp, server_url: &Url) -> Result<Discovered, OA
         resource: Some(canonical_resource(server_url)),
         resource_metadata_url: None,
         resource_scopes: None,
+        preferred_flow: None,
     })
 }
 

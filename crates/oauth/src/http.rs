@@ -66,6 +66,28 @@ impl OAuthHttp {
         Ok(serde_json::from_slice(&body).ok())
     }
 
+    /// What `url` answers without a token: its Bearer challenge, if any.
+    /// `body`: POSTed as JSON (a GraphQL query), else a GET.
+    pub async fn probe(&self, url: &str, body: Option<&str>) -> Option<crate::Challenge> {
+        let client = self.client(url).ok()?;
+        let request = match body {
+            Some(body) => client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string()),
+            None => client.get(url),
+        };
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, request.send())
+            .await
+            .ok()?
+            .ok()?;
+        if !matches!(response.status().as_u16(), 401 | 403) {
+            return None;
+        }
+        let header = response.headers().get("www-authenticate")?.to_str().ok()?;
+        crate::Challenge::parse(header)
+    }
+
     /// POSTs JSON (dynamic registration): the status and body.
     pub async fn post_json(
         &self,

@@ -39,7 +39,7 @@ pub use discovery::{ServerMetadata, same_issuer};
 pub use error::{OAUTH_REAUTH_REQUIRED, OAuthError, login_command, reauth_required};
 pub use grant::{AuthMethod, ClientSource, Flow, Grant, GrantStatus, Secrets};
 pub use login::{
-    Finished, LOGIN_TIMEOUT_MS, LoginOptions, LoginTarget, Resource, Started, state_hash,
+    Declared, Finished, LOGIN_TIMEOUT_MS, LoginOptions, LoginTarget, Resource, Started, state_hash,
 };
 
 /// The OAuth client of one process: logins and the tokens of calls.

@@ -31,6 +31,29 @@ pub enum Resource {
         url: String,
         challenge: Option<Challenge>,
     },
+    /// An HTTP API (OpenAPI, GraphQL) at `url`: its declared flows, else
+    /// what it answers without a token (a Bearer challenge naming its
+    /// resource metadata), else `--issuer`.
+    Api {
+        url: String,
+        declared: Declared,
+        /// How to ask the API for its challenge: POST this JSON (GraphQL),
+        /// else GET the URL.
+        probe_body: Option<String>,
+    },
+}
+
+/// What an API description says about its OAuth (an OpenAPI `oauth2` or
+/// `openIdConnect` scheme).
+#[derive(Debug, Clone, Default)]
+pub struct Declared {
+    pub authorization_url: Option<String>,
+    pub token_url: Option<String>,
+    /// The token URL of a client-credentials flow.
+    pub client_credentials_token_url: Option<String>,
+    pub openid_connect_url: Option<String>,
+    /// What to ask for when the operator names no scope.
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +76,11 @@ pub struct LoginOptions {
     pub redirect_uri: String,
     /// The URL of our client ID metadata document, when one is published.
     pub client_metadata_url: Option<String>,
+    /// `--issuer`: the authorization server, when nothing says which.
+    pub issuer: Option<String>,
+    /// `--resource`: the RFC 8707 resource to ask tokens for (an API's
+    /// resource metadata names it too).
+    pub resource: Option<String>,
 }
 
 pub enum Started {
@@ -104,21 +132,60 @@ impl OAuth {
         options: LoginOptions,
     ) -> Result<Started, OAuthError> {
         let previous = self.previous_grant(target).await;
-        let discovered = match &target.resource {
+        let remembered = previous
+            .as_ref()
+            .and_then(|g| g.resource_metadata_url.clone());
+        let (mut discovered, challenge) = match &target.resource {
             Resource::Mcp { url, challenge } => {
                 let url = Url::parse(url)
                     .map_err(|_| OAuthError::Setup(format!("{url} is not a URL")))?;
-                let remembered = previous
-                    .as_ref()
-                    .and_then(|g| g.resource_metadata_url.clone());
-                discovery::discover_mcp(&self.http, &url, challenge.as_ref(), remembered.as_deref())
-                    .await?
+                let found = match &options.issuer {
+                    Some(issuer) => Discovered {
+                        server: discovery::discover_issuer(&self.http, issuer).await?,
+                        resource: Some(discovery::canonical_resource(&url)),
+                        resource_metadata_url: None,
+                        resource_scopes: None,
+                        preferred_flow: None,
+                    },
+                    None => {
+                        discovery::discover_mcp(
+                            &self.http,
+                            &url,
+                            challenge.as_ref(),
+                            remembered.as_deref(),
+                        )
+                        .await?
+                    }
+                };
+                (found, challenge.clone())
+            }
+            Resource::Api {
+                url,
+                declared,
+                probe_body,
+            } => {
+                let url = Url::parse(url)
+                    .map_err(|_| OAuthError::Setup(format!("{url} is not a URL")))?;
+                let challenge = self.http.probe(url.as_str(), probe_body.as_deref()).await;
+                let found = discovery::discover_api(
+                    &self.http,
+                    &url,
+                    declared,
+                    challenge.as_ref(),
+                    options.issuer.as_deref(),
+                )
+                .await?;
+                (found, challenge)
             }
         };
-        let challenge = match &target.resource {
-            Resource::Mcp { challenge, .. } => challenge.clone(),
+        if let Some(resource) = &options.resource {
+            discovered.resource = Some(resource.clone());
+        }
+        let declared_scopes = match &target.resource {
+            Resource::Api { declared, .. } => declared.scopes.clone(),
+            Resource::Mcp { .. } => Vec::new(),
         };
-        let flow = options.flow.unwrap_or(
+        let flow = options.flow.or(discovered.preferred_flow).unwrap_or(
             if discovered.server.offers_grant("client_credentials")
                 && !discovered.server.offers_grant("authorization_code")
             {
@@ -130,6 +197,7 @@ impl OAuth {
         let scopes = choose_scopes(
             &options,
             challenge.as_ref(),
+            &declared_scopes,
             &discovered,
             previous.as_ref(),
             flow,
@@ -571,13 +639,15 @@ fn pending_aad(org_id: &str, namespace: &str, state_hash: &str) -> String {
     format!("oauth-pending:{org_id}:{namespace}:{state_hash}")
 }
 
-/// `--scope` flags; else the challenge's scope; else the resource's
+/// `--scope` flags; else the challenge's scope; else the scopes an API
+/// description's security requirements ask for; else the resource's
 /// `scopes_supported`; else none (no `scope` parameter). Scopes a resource
 /// asked for since (step-up) are added, and `offline_access` where the
 /// server lists it, so that a refresh token comes with the grant.
 fn choose_scopes(
     options: &LoginOptions,
     challenge: Option<&Challenge>,
+    declared: &[String],
     discovered: &Discovered,
     previous: Option<&Grant>,
     flow: Flow,
@@ -586,6 +656,8 @@ fn choose_scopes(
         options.scopes.clone()
     } else if let Some(c) = challenge.filter(|c| c.scope.is_some()) {
         c.scopes()
+    } else if !declared.is_empty() {
+        declared.to_vec()
     } else if let Some(supported) = &discovered.resource_scopes {
         supported.clone()
     } else {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::warnings::Warnings;
-use crate::{AuthMethod, SpecVersion, pointer};
+use crate::{AuthMethod, OAuthFlow, OAuthFlows, SpecVersion, pointer};
 
 pub(crate) fn methods(
     doc: &Value,
@@ -23,7 +23,16 @@ pub(crate) fn methods(
     let mut methods = Vec::new();
     for (name, raw) in schemes {
         match pointer::follow(doc, raw) {
-            Ok(Value::Object(scheme)) => methods.push(method(name, scheme)),
+            Ok(Value::Object(scheme)) => {
+                let mut method = method(name, scheme);
+                if let AuthMethod::OAuth2 {
+                    required_scopes, ..
+                } = &mut method
+                {
+                    *required_scopes = requirement_scopes(doc, name);
+                }
+                methods.push(method)
+            }
             Ok(_) => warnings.push(format!(
                 "security scheme {name:?} is not an object; skipped"
             )),
@@ -56,12 +65,87 @@ fn method(name: &str, scheme: &Map<String, Value>) -> AuthMethod {
         },
         "oauth2" => AuthMethod::OAuth2 {
             scheme: scheme_name,
+            flows: Some(flows(scheme)),
+            openid_connect_url: None,
+            required_scopes: Vec::new(),
+        },
+        "openIdConnect" => AuthMethod::OAuth2 {
+            scheme: scheme_name,
+            flows: None,
+            openid_connect_url: text("openIdConnectUrl").map(str::to_string),
+            required_scopes: Vec::new(),
         },
         other => AuthMethod::Other {
             scheme: scheme_name,
             kind: other.to_string(),
         },
     }
+}
+
+/// The flows a login can use: OpenAPI 3's `flows.authorizationCode` and
+/// `flows.clientCredentials`, Swagger 2's `flow: accessCode | application`.
+fn flows(scheme: &Map<String, Value>) -> OAuthFlows {
+    let flow = |raw: Option<&Value>| {
+        let raw = raw?.as_object()?;
+        let text = |key: &str| raw.get(key).and_then(Value::as_str).map(str::to_string);
+        Some(OAuthFlow {
+            authorization_url: text("authorizationUrl"),
+            token_url: text("tokenUrl"),
+            scopes: raw
+                .get("scopes")
+                .and_then(Value::as_object)
+                .map(|s| s.keys().cloned().collect())
+                .unwrap_or_default(),
+        })
+    };
+    match scheme.get("flows") {
+        Some(flows) => OAuthFlows {
+            authorization_code: flow(flows.get("authorizationCode")),
+            client_credentials: flow(flows.get("clientCredentials")),
+        },
+        None => {
+            let swagger = flow(Some(&Value::Object(scheme.clone())));
+            match scheme.get("flow").and_then(Value::as_str) {
+                Some("accessCode") => OAuthFlows {
+                    authorization_code: swagger,
+                    client_credentials: None,
+                },
+                Some("application") => OAuthFlows {
+                    authorization_code: None,
+                    client_credentials: swagger,
+                },
+                _ => OAuthFlows::default(),
+            }
+        }
+    }
+}
+
+/// The scopes that security requirements (the document's and each
+/// operation's) ask of the scheme `name`, each once, in order.
+fn requirement_scopes(doc: &Value, name: &str) -> Vec<String> {
+    let mut scopes: Vec<String> = Vec::new();
+    let mut take = |requirements: Option<&Value>| {
+        for requirement in requirements.and_then(Value::as_array).into_iter().flatten() {
+            let named = requirement.get(name).and_then(Value::as_array);
+            for scope in named.into_iter().flatten().filter_map(Value::as_str) {
+                if !scopes.iter().any(|s| s == scope) {
+                    scopes.push(scope.to_string());
+                }
+            }
+        }
+    };
+    take(doc.get("security"));
+    for item in doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|p| p.values())
+    {
+        for operation in item.as_object().into_iter().flat_map(|o| o.values()) {
+            take(operation.get("security"));
+        }
+    }
+    scopes
 }
 
 fn api_key(scheme: String, location: Option<&str>, name: Option<&str>) -> AuthMethod {
@@ -128,10 +212,17 @@ mod tests {
                     scheme: s("digest"),
                     kind: s("http:digest")
                 },
-                AuthMethod::OAuth2 { scheme: s("oauth") },
-                AuthMethod::Other {
+                AuthMethod::OAuth2 {
+                    scheme: s("oauth"),
+                    flows: Some(OAuthFlows::default()),
+                    openid_connect_url: None,
+                    required_scopes: vec![],
+                },
+                AuthMethod::OAuth2 {
                     scheme: s("oidc"),
-                    kind: s("openIdConnect")
+                    flows: None,
+                    openid_connect_url: None,
+                    required_scopes: vec![],
                 },
                 AuthMethod::Bearer {
                     scheme: s("shared")

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use executor_catalog::{
     ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
-use executor_outbound::{Credential, CredentialSource, HttpClient, HttpFailure};
+use executor_outbound::{Credential, CredentialSource, HttpClient, HttpFailure, Refusal, Retry};
 use futures::future::BoxFuture;
 use serde_json::json;
 
@@ -86,7 +86,7 @@ impl ToolInvoker for OpenApiInvoker {
                     ),
                 )
             })?;
-            let credential = match credentials.credential(&org_id, &namespace).await? {
+            let mut credential = match credentials.credential(&org_id, &namespace).await? {
                 Some(c) => c,
                 None if needs_credential(tool) => {
                     return Err(ToolError::new(
@@ -98,7 +98,7 @@ impl ToolInvoker for OpenApiInvoker {
                 }
                 None => Credential::None,
             };
-            let sent = crate::request::call(
+            let mut sent = crate::request::call(
                 &http,
                 &base,
                 tool,
@@ -106,8 +106,36 @@ impl ToolInvoker for OpenApiInvoker {
                 &credential,
                 &call.args,
                 &call.budget,
-            );
-            match sent.await {
+            )
+            .await;
+            // A refused credential goes back to its source once (an OAuth
+            // connection refreshes, or says a login is needed).
+            if let Err(failure) = &sent
+                && matches!(failure.status, Some(401 | 403))
+                && !matches!(credential, Credential::None)
+            {
+                let refusal = Refusal {
+                    status: failure.status.unwrap_or(401),
+                    www_authenticate: failure.www_authenticate.as_deref(),
+                    credential: &credential,
+                };
+                if let Retry::With(renewed) =
+                    credentials.refused(&org_id, &namespace, refusal).await?
+                {
+                    credential = renewed;
+                    sent = crate::request::call(
+                        &http,
+                        &base,
+                        tool,
+                        &auth,
+                        &credential,
+                        &call.args,
+                        &call.budget,
+                    )
+                    .await;
+                }
+            }
+            match sent {
                 Ok(ok) => Ok(ToolSuccess {
                     data: ok.data,
                     http: Some(json!({ "status": ok.status, "headers": ok.headers })),

@@ -136,10 +136,22 @@ pub enum AuthMethod {
     Basic {
         scheme: String,
     },
-    /// Recorded so the operator sees it; not supported by the invoker.
+    /// OAuth 2.0 (and `openIdConnect`): the token of an OAuth connection
+    /// (`executor connections login`) goes as a bearer token. What a login
+    /// needs is kept: the declared flows, or the OpenID configuration URL.
+    /// Records imported before these were kept have neither (`integrations
+    /// refresh` reads them again).
     #[serde(rename = "oauth2")]
     OAuth2 {
         scheme: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flows: Option<OAuthFlows>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        openid_connect_url: Option<String>,
+        /// The scopes the document's security requirements ask of this
+        /// scheme (globally and per operation): what a login asks for.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        required_scopes: Vec<String>,
     },
     /// Anything else (`openIdConnect`, `mutualTLS`, `http` with another
     /// scheme such as `digest`); `kind` says which.
@@ -159,10 +171,31 @@ impl AuthMethod {
             | AuthMethod::ApiKeyCookie { scheme, .. }
             | AuthMethod::Bearer { scheme }
             | AuthMethod::Basic { scheme }
-            | AuthMethod::OAuth2 { scheme }
+            | AuthMethod::OAuth2 { scheme, .. }
             | AuthMethod::Other { scheme, .. } => scheme,
         }
     }
+}
+
+/// The OAuth flows a security scheme declares that a login can use (URLs
+/// resolved against the document's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthFlows {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_code: Option<OAuthFlow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_credentials: Option<OAuthFlow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthFlow {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
+    /// The scopes the flow declares.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 /// One operation as a tool.

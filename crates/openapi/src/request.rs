@@ -905,13 +905,19 @@ mod tests {
         assert_eq!(chosen(None, &bearer_cred), Some("b"));
         assert_eq!(choose_auth_method(&[], None, &key_cred), None);
         // An OAuth2 scheme listed first does not capture an API key.
-        let oauth_first = vec![AuthMethod::OAuth2 { scheme: "o".into() }, key("header")];
+        let oauth = AuthMethod::OAuth2 {
+            scheme: "o".into(),
+            flows: None,
+            openid_connect_url: None,
+            required_scopes: vec![],
+        };
+        let oauth_first = vec![oauth.clone(), key("header")];
         assert_eq!(
             choose_auth_method(&oauth_first, None, &key_cred).map(AuthMethod::scheme),
             Some("k")
         );
         let cred = key_cred;
-        let oauth = AuthMethod::OAuth2 { scheme: "o".into() };
+
         assert!(placement(Some(&oauth), &cred) == Some(Placement::Bearer("t")));
         assert!(placement(None, &cred) == Some(Placement::Bearer("t")));
     }

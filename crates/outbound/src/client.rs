@@ -314,6 +314,11 @@ impl HttpClient {
         is_json: bool,
         redactor: &Redactor,
     ) -> HttpFailure {
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(4096).collect::<String>());
         // The details are a courtesy: a body that cannot be read is dropped.
         // More than is kept is read, so that redaction runs before the cut.
         let limit = MAX_ERROR_DETAIL_BYTES + redactor.slack();
@@ -347,6 +352,9 @@ impl HttpClient {
         };
         failure.status = Some(status);
         failure.details = details;
+        if matches!(status, 401 | 403) {
+            failure.www_authenticate = challenge;
+        }
         failure
     }
 

@@ -21,6 +21,10 @@ pub struct HttpFailure {
     /// The upstream error body (bounded), when there is one.
     pub details: Option<Value>,
     pub retryable: Option<bool>,
+    /// The `WWW-Authenticate` challenge of a 401/403, for the connection's
+    /// source (an OAuth connection refreshes or asks for a login); never
+    /// shown to the agent.
+    pub www_authenticate: Option<String>,
 }
 
 impl HttpFailure {
@@ -31,6 +35,7 @@ impl HttpFailure {
             status: None,
             details: None,
             retryable: None,
+            www_authenticate: None,
         }
     }
 
