@@ -137,6 +137,34 @@ test("the rotated refresh token survives a restart of the server", async () => {
   assert.equal(out.result, true, JSON.stringify(out));
 });
 
+test("a refresh by a CLI process racing the server's never loses the grant", async () => {
+  for (let round = 0; round < 3; round++) {
+    await sleep(3500);
+    const before = (await as.get("/_test/stats")).grants.refresh_token;
+    const [fromCli, fromServer] = await Promise.all([
+      cli("call", "secure.whoami", "{}", "--allow-local-network", "--email", "ops@example.com"),
+      call("return (await Promise.all(Array.from({length: 10}, () => tools.secure.whoami({})))).map((r) => r.ok)"),
+    ]);
+    assert.match(fromCli, /alice/);
+    assert.deepEqual(fromServer.result, Array(10).fill(true), JSON.stringify(fromServer));
+    const after = (await as.get("/_test/stats")).grants.refresh_token;
+    assert.equal(after - before, 1, `round ${round}: one refresh between the two processes`);
+  }
+});
+
+test("an authorization server that forgot our client leads to a new registration at the next login", async () => {
+  const registered = (await as.get("/_test/stats")).registrations;
+  await fetch(`${as.origin}/_test/forget-clients`);
+  await sleep(3500);
+  const out = await call("const r = await tools.secure.whoami({}); return r.ok ? 'ok' : r.error;");
+  assert.equal(out.result.code, "oauth_reauth_required", JSON.stringify(out));
+  assert.match(out.result.message, /invalid_client/);
+  await login();
+  assert.equal((await as.get("/_test/stats")).registrations, registered + 1);
+  const again = await call("return (await tools.secure.whoami({})).ok");
+  assert.equal(again.result, true, JSON.stringify(again));
+});
+
 test("a revoked grant answers oauth_reauth_required naming the login command, and a new login mends it", async () => {
   await fetch(`${as.origin}/_test/revoke`);
   await sleep(3500);

@@ -23,8 +23,9 @@ use crate::cli::{GlobalOpts, LoginArgs, LoginFlow, PublicOpts};
 use crate::integrations::{cli_kinds, sync_mcp};
 use crate::{AnyResult, resolve_org};
 
-/// How often the login command looks whether its login was completed.
-const OUTCOME_POLL: Duration = Duration::from_millis(100);
+/// How often the login command looks whether its login was completed (a
+/// point read; a callback served by the command itself wakes it at once).
+const OUTCOME_POLL: Duration = Duration::from_millis(25);
 
 /// The public URL: `--public-url` (without a trailing `/`), else
 /// `http://<listen>` with an unspecified address read as loopback.
@@ -64,6 +65,8 @@ pub(crate) struct Callbacks {
     pub http: Arc<HttpClient>,
     /// The metadata document's URL and our redirect URI, when published.
     pub metadata: Option<(String, String)>,
+    /// Woken when a login completes here (the login command waits on it).
+    pub settled: Arc<tokio::sync::Notify>,
 }
 
 impl Callbacks {
@@ -83,6 +86,7 @@ impl Callbacks {
             credentials,
             http,
             metadata,
+            settled: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -99,6 +103,7 @@ impl Callbacks {
         let finished = match finished {
             Ok(finished) => finished,
             Err(e) => {
+                self.settled.notify_waiters();
                 tracing::warn!(error = %e, "an OAuth login failed at its callback");
                 return CallbackPage {
                     ok: false,
@@ -117,6 +122,7 @@ impl Callbacks {
         .err();
         let state = query.state.unwrap_or_default();
         self.oauth.settle_login(&state, Ok(()), note.clone()).await;
+        self.settled.notify_waiters();
         tracing::info!(namespace = %finished.namespace, "an OAuth login completed");
         CallbackPage {
             ok: true,
@@ -317,6 +323,7 @@ pub(crate) async fn login(
             state_hash,
         } => {
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let settled = callbacks.settled.clone();
             let serving = match completer {
                 Completer::Here(listener) => Some(tokio::spawn(executor_wire::serve_oauth(
                     listener,
@@ -336,8 +343,8 @@ pub(crate) async fn login(
             if !args.no_browser {
                 open_browser(&authorization_url);
             }
-            let waited =
-                wait_for_outcome(&oauth, &state_hash, Duration::from_secs(args.timeout)).await;
+            let timeout = Duration::from_secs(args.timeout);
+            let waited = wait_for_outcome(&oauth, &state_hash, &settled, timeout).await;
             let _ = stop.send(());
             if let Some(serving) = serving {
                 let _ = serving.await;
@@ -413,10 +420,13 @@ async fn server_is_healthy(addr: SocketAddr) -> bool {
 async fn wait_for_outcome(
     oauth: &OAuth,
     state_hash: &str,
+    settled_here: &tokio::sync::Notify,
     timeout: Duration,
 ) -> AnyResult<Option<String>> {
     let deadline = Instant::now() + timeout;
     loop {
+        // Registered before the read, so a completion in between still wakes us.
+        let woken = settled_here.notified();
         if let Some(outcome) = oauth.login_outcome(state_hash).await? {
             return outcome.map_err(|e| format!("the login failed: {e}").into());
         }
@@ -427,7 +437,10 @@ async fn wait_for_outcome(
             )
             .into());
         }
-        tokio::time::sleep(OUTCOME_POLL).await;
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(OUTCOME_POLL) => {}
+        }
     }
 }
 
