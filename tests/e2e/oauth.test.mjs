@@ -179,14 +179,42 @@ test("a revoked grant answers oauth_reauth_required naming the login command, an
 
 test("an OpenAPI oauth2 scheme logs in with its declared flow, and one program uses the API and the MCP server", async () => {
   await cli("integrations", "add", "openapi", "--spec", `${as.origin}/openapi.json`, "--namespace", "api", "--allow-local-network");
-  const before = await call("const r = await tools.api.me.getMe({}); return r.ok ? 'ok' : r.error.code;");
-  assert.equal(before.result, "connection_missing", JSON.stringify(before));
+  const before = await call("const r = await tools.api.me.getMe({}); return r.ok ? 'ok' : r.error;");
+  assert.equal(before.result.code, "connection_missing", JSON.stringify(before));
+  assert.match(before.result.message, /executor connections login api/);
   const printed = await login("api");
   assert.match(printed, /^api\toauth\tready\tscopes=api:read/m);
   const out = await call(
     "const [me, mcp] = await Promise.all([tools.api.me.getMe({}), tools.secure.whoami({})]); return { api: me.data.account, mcp: mcp.data.structuredContent.account };",
   );
   assert.deepEqual(out.result, { api: "alice", mcp: "alice" }, JSON.stringify(out));
+});
+
+test("a client-credentials flow logs in without a browser and renews its token without a person", async () => {
+  await cli("integrations", "add", "openapi", "--spec", `${as.origin}/openapi-service.json`, "--namespace", "svcapi", "--allow-local-network");
+  await fetch(`${as.origin}/_test/ttl?s=2`);
+  const printed = await new Promise((resolve, reject) => {
+    const child = execFile(
+      BIN,
+      ["connections", "login", "svcapi", "--client-id", "svc", "--client-secret-stdin", "--allow-local-network", "--listen", "127.0.0.1:0", "--org", ORG, "--data-dir", srv.dataDir],
+      { timeout: 60_000 },
+      (error, stdout, stderr) => {
+        outputs.push(stdout, stderr);
+        error ? reject(new Error(stderr)) : resolve(stdout);
+      },
+    );
+    child.stdin.end("svc-secret-0123456789\n");
+  });
+  assert.match(printed, /^svcapi\toauth\tready\tscopes=api:read/m);
+  assert.doesNotMatch(printed, /^https?:/m, "no authorization URL");
+  const first = await call("return (await tools.svcapi.me.getMe({})).data.account");
+  assert.equal(first.result, "svc", JSON.stringify(first));
+  const before = (await as.get("/_test/stats")).grants.client_credentials;
+  await sleep(2500);
+  const again = await call("return (await tools.svcapi.me.getMe({})).data.account");
+  assert.equal(again.result, "svc", JSON.stringify(again));
+  assert.equal((await as.get("/_test/stats")).grants.client_credentials - before, 1, "a new token, asked by the server");
+  await fetch(`${as.origin}/_test/ttl?s=3600`);
 });
 
 test("a GraphQL endpoint's challenge leads the login to its authorization server", async () => {
@@ -215,9 +243,10 @@ test("no token reaches the agent, the operator's output, the log or the disk", a
     .map((f) => readFileSync(join(srv.dataDir, f)).toString("latin1"))
     .join("");
   const seen = [...outputs, ...shown, srv.log, disk].join("\n");
-  for (const token of issued) {
+  // Every token issued, and the client secret of the machine client.
+  for (const token of [...issued, "svc-secret-0123456789"]) {
     for (const form of [token, Buffer.from(token).toString("base64"), encodeURIComponent(token)]) {
-      assert.ok(!seen.includes(form), "an issued token appears in output, log or store");
+      assert.ok(!seen.includes(form), "an issued token or secret appears in output, log or store");
     }
   }
   assert.ok(JSON.stringify(echoed).includes("Bearer"), "the echo came back, with its token scrubbed");

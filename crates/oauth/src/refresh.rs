@@ -71,6 +71,12 @@ impl OAuth {
             let Some(challenge) = challenge.filter(Challenge::is_insufficient_scope) else {
                 return Ok(None);
             };
+            if grant.flow == Flow::ClientCredentials {
+                return self
+                    .widen(record, grant, challenge.scopes())
+                    .await
+                    .map(Some);
+            }
             return Err(self.step_up(record, &mut grant, challenge.scopes()).await);
         }
         if status == 401 {
@@ -129,6 +135,37 @@ impl OAuth {
             return token_unavailable(&namespace, &e);
         }
         reauth_required(&namespace, &reason)
+    }
+
+    /// A 403 `insufficient_scope` on a client-credentials grant: no person
+    /// is needed to ask for more, so a new token is asked with the scopes
+    /// added (once; the call retries once).
+    async fn widen(
+        &self,
+        record: ConnectionRecord,
+        mut grant: Grant,
+        wanted: Vec<String>,
+    ) -> Result<SecretString, ToolError> {
+        let namespace = record.namespace.clone();
+        if wanted.iter().all(|s| grant.scopes_granted.contains(s)) {
+            return Err(ToolError::new(
+                "connection_rejected",
+                format!(
+                    "{namespace} refused the call for want of a scope, though the grant holds it"
+                ),
+            ));
+        }
+        for scope in wanted {
+            if !grant.scopes_required.contains(&scope) {
+                grant.scopes_required.push(scope);
+            }
+        }
+        self.save_grant_only(&record, &grant)
+            .await
+            .map_err(|e| token_unavailable(&namespace, &e))?;
+        // The save moved the generation by one: refresh from there.
+        self.refresh(&record.org_id, &namespace, record.generation + 1, true)
+            .await
     }
 
     /// One refresh for every caller: under this process's lock for the

@@ -26,6 +26,8 @@ struct TokenServer {
     /// The one refresh token that works; spending it issues the next.
     live: Mutex<String>,
     revoked: Mutex<bool>,
+    /// The scope of the last client-credentials request.
+    last_scope: Mutex<String>,
 }
 
 async fn token(
@@ -34,6 +36,17 @@ async fn token(
 ) -> (axum::http::StatusCode, Json<Value>) {
     let n = server.requests.fetch_add(1, Ordering::SeqCst) + 1;
     tokio::time::sleep(Duration::from_millis(150)).await;
+    let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    if field("grant_type").as_deref() == Some("client_credentials") {
+        let scope = field("scope").unwrap_or_default();
+        *server.last_scope.lock().unwrap() = scope.clone();
+        return (
+            axum::http::StatusCode::OK,
+            Json(
+                json!({"access_token": format!("cc-{n}"), "token_type": "Bearer", "expires_in": 3600, "scope": scope}),
+            ),
+        );
+    }
     let given = form
         .iter()
         .find(|(k, _)| k == "refresh_token")
@@ -109,9 +122,13 @@ impl Fixture {
 
     /// A connection whose access token expired a minute ago.
     async fn expired_connection(&self, store: &dyn Store) {
+        self.connection(store, Flow::AuthorizationCode).await
+    }
+
+    async fn connection(&self, store: &dyn Store, flow: Flow) {
         let now = now_ms();
         let grant = Grant {
-            flow: Flow::AuthorizationCode,
+            flow,
             status: GrantStatus::Ready,
             server: ServerMetadata {
                 token_endpoint: Some(self.token_url.clone()),
@@ -278,4 +295,40 @@ async fn a_rejected_token_is_refreshed_once_and_a_missing_scope_needs_a_login() 
     let record = store.get_connection("org", "api").await.unwrap().unwrap();
     let grant = Grant::from_record(&record).unwrap();
     assert_eq!(grant.scopes_required, vec!["read", "write"]);
+}
+
+#[tokio::test]
+async fn a_client_credentials_grant_asks_for_a_missing_scope_itself() {
+    let f = Fixture::new().await;
+    let store = f.store();
+    f.connection(store.as_ref(), Flow::ClientCredentials).await;
+    let oauth = f.oauth(store.clone());
+    let first = access_token(&oauth, store.as_ref()).await.unwrap();
+    assert_eq!(f.server.last_scope.lock().unwrap().as_str(), "read");
+    let widened = oauth
+        .refused(
+            "org",
+            "api",
+            &first.into(),
+            403,
+            Some(r#"Bearer error="insufficient_scope", scope="write""#),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(widened.expose().starts_with("cc-"));
+    assert_eq!(f.server.last_scope.lock().unwrap().as_str(), "read write");
+    // A refusal for scopes it holds cannot be mended by asking again.
+    let error = oauth
+        .refused(
+            "org",
+            "api",
+            &widened,
+            403,
+            Some(r#"Bearer error="insufficient_scope", scope="write""#),
+        )
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.code, "connection_rejected");
 }

@@ -89,12 +89,7 @@ impl ToolInvoker for OpenApiInvoker {
             let mut credential = match credentials.credential(&org_id, &namespace).await? {
                 Some(c) => c,
                 None if needs_credential(tool) => {
-                    return Err(ToolError::new(
-                        "connection_missing",
-                        format!(
-                            "{namespace} needs a credential: executor connections set {namespace} --api-key … (or --bearer, --basic)"
-                        ),
-                    ));
+                    return Err(missing_connection(&namespace, tool, &auth));
                 }
                 None => Credential::None,
             };
@@ -145,6 +140,26 @@ impl ToolInvoker for OpenApiInvoker {
             }
         })
     }
+}
+
+/// What a call says when its integration has no connection: the login
+/// command when the operation's schemes are all OAuth, else `set`.
+fn missing_connection(namespace: &str, tool: &HttpOperation, auth: &[AuthMethod]) -> ToolError {
+    let named = tool.security.as_deref().unwrap_or_default();
+    let oauth_only = !named.is_empty()
+        && named.iter().all(|scheme| {
+            auth.iter()
+                .any(|m| m.scheme() == scheme && matches!(m, AuthMethod::OAuth2 { .. }))
+        });
+    let how = if oauth_only {
+        format!("an operator can log in with `executor connections login {namespace}`")
+    } else {
+        format!("executor connections set {namespace} --api-key … (or --bearer, --basic)")
+    };
+    ToolError::new(
+        "connection_missing",
+        format!("{namespace} needs a credential: {how}"),
+    )
 }
 
 /// Whether the operation declares security that a missing connection
