@@ -95,8 +95,9 @@ impl OAuth {
 
     /// A 403 `insufficient_scope`: scopes the grant lacks are remembered
     /// for the next login (which a person must make: RFC 6749 §6 forbids a
-    /// refresh to widen a grant); scopes it holds mean the server refuses
-    /// anyway, and asking again would loop.
+    /// refresh to widen a grant) and this call answers
+    /// `oauth_reauth_required`, while calls the grant covers go on; scopes
+    /// it holds mean the server refuses anyway, and asking again would loop.
     async fn step_up(
         &self,
         record: ConnectionRecord,
@@ -127,10 +128,9 @@ impl OAuth {
                 grant.scopes_required.push(scope.clone());
             }
         }
+        // The grant stays usable for the calls its scopes cover; this one
+        // needs a person, and the next login asks for the scope.
         let reason = format!("{namespace} asks for the scope `{}`", missing.join(" "));
-        grant.status = GrantStatus::ReauthRequired {
-            reason: reason.clone(),
-        };
         if let Err(e) = self.save_grant_only(&record, grant).await {
             return token_unavailable(&namespace, &e);
         }
