@@ -296,7 +296,10 @@ async fn a_rejected_token_is_refreshed_once_and_a_missing_scope_needs_a_login() 
     let grant = Grant::from_record(&record).unwrap();
     assert_eq!(grant.scopes_required, vec!["read", "write"]);
     // Calls the grant covers go on with the token it has.
-    assert_eq!(access_token(&oauth, store.as_ref()).await.as_deref(), Ok("at-3"));
+    assert_eq!(
+        access_token(&oauth, store.as_ref()).await.as_deref(),
+        Ok("at-3")
+    );
 }
 
 #[tokio::test]

@@ -875,8 +875,11 @@ impl Store for SqliteStore {
         let (id, org_id) = (id.to_string(), org_id.to_string());
         self.writer
             .write(move |conn| {
+                // An upsert, not a replace: a decision `executor resume`
+                // posted meanwhile stays for the run to take.
                 conn.prepare_cached(
-                    "INSERT OR REPLACE INTO execution_states (id, org_id, state, updated_at) VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (id) DO UPDATE SET org_id = ?2, state = ?3, updated_at = ?4",
                 )?
                 .execute(params![id, org_id, state, now_ms()])?;
                 Ok(())
@@ -1314,7 +1317,8 @@ fn prune_stream(
     )?;
     // Byte bound: walk newest → oldest and cut where the running total passes.
     let mut stmt = tx.prepare_cached(
-        "SELECT seq, length(data) FROM events WHERE session_id = ?1 AND stream_id = ?2 ORDER BY seq DESC",
+        // Bytes, not characters: `length` of TEXT counts characters.
+        "SELECT seq, length(CAST(data AS BLOB)) FROM events WHERE session_id = ?1 AND stream_id = ?2 ORDER BY seq DESC",
     )?;
     let sizes = stmt
         .query_map(params![session, stream], |r| {
@@ -1688,6 +1692,22 @@ mod tests {
             .map(|e| e.seq)
             .collect();
         assert_eq!(kept, vec![6]);
+        // The byte bound counts bytes: three events of 400 two-byte
+        // characters (800 bytes each) do not fit in 1024 bytes together.
+        let wide = "é".repeat(400);
+        for seq in 7..=9 {
+            s.append_event(event("x", seq, &wide), bounds)
+                .await
+                .unwrap();
+        }
+        let kept: Vec<i64> = s
+            .events_after("s", "x", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(kept, vec![9]);
     }
 
     #[tokio::test]
@@ -1769,6 +1789,23 @@ mod tests {
             Some("accept")
         );
         assert_eq!(s.take_execution_decision("exec_x").await.unwrap(), None);
+        // Saving the paused run's state again (its journal grew) keeps a
+        // decision posted meanwhile.
+        assert!(
+            s.post_execution_decision("exec_x", "decline")
+                .await
+                .unwrap()
+        );
+        s.save_execution_state("exec_x", "org", "{}".into())
+            .await
+            .unwrap();
+        assert_eq!(
+            s.take_execution_decision("exec_x")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("decline")
+        );
         // The state itself is untouched.
         assert_eq!(
             s.load_execution_state("exec_x").await.unwrap().as_deref(),
