@@ -174,7 +174,9 @@ async fn open_streamable_http(
         .max_json_response_size(max_response_bytes)
         .reinit_on_expired_session(true)
         .custom_headers(headers);
-    let transport = StreamableHttpClientTransport::with_client(UpstreamHttp(reqwest), config);
+    let http = UpstreamHttp::new(reqwest);
+    let listening = http.listening();
+    let transport = StreamableHttpClientTransport::with_client(http, config);
     let service = within_open_timeout(client.serve(transport))
         .await?
         .map_err(|e| {
@@ -184,11 +186,17 @@ async fn open_streamable_http(
                 OpenError::Unavailable(format!("cannot open an MCP session with {url}: {e}"))
             }
         })?;
+    // The session is ready once its GET stream is answered (see http.rs);
+    // a server that holds that answer back costs at most this wait.
+    let _ = tokio::time::timeout(LISTEN_WAIT, listening.notified()).await;
     Ok(Session {
         service,
         _runs_on: RunsOn::Nothing,
     })
 }
+
+/// How long a new session waits for its GET stream's answer.
+const LISTEN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn open_sse(
     url: &str,

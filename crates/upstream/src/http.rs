@@ -6,6 +6,13 @@
 //! with a JSON-RPC error that has no id instead; rmcp delivers that error
 //! to no request, so the call would wait for ever. Such an answer to a
 //! message sent within a session is taken here as the 404 it means.
+//!
+//! It also tells the session's opener when the session's own GET stream
+//! (where the server's notifications and requests arrive) has been
+//! answered: rmcp opens it beside the first requests, and a call sent
+//! before it would race it (a server may then answer the call on that
+//! stream rather than on its own; a `tools/list_changed` sent right after
+//! initialisation would be lost).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,9 +26,46 @@ use rmcp::transport::streamable_http_client::{
 };
 
 #[derive(Clone)]
-pub(crate) struct UpstreamHttp(pub reqwest::Client);
+pub(crate) struct UpstreamHttp {
+    client: reqwest::Client,
+    /// Woken (one stored permit) when the session's GET stream was
+    /// answered, opened or refused.
+    listening: Arc<tokio::sync::Notify>,
+}
+
+impl UpstreamHttp {
+    pub(crate) fn new(client: reqwest::Client) -> Self {
+        UpstreamHttp {
+            client,
+            listening: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// Resolves once the session's GET stream has been answered.
+    pub(crate) fn listening(&self) -> Arc<tokio::sync::Notify> {
+        self.listening.clone()
+    }
+}
 
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
+
+impl UpstreamHttp {
+    /// The answer to the first POST (initialize): a server that gives no
+    /// session id gets no GET stream, so nothing is left to wait for.
+    fn after_post(&self, in_session: bool, answer: PostResult) -> PostResult {
+        let sessionless = match &answer {
+            Ok(
+                StreamableHttpPostResponse::Json(_, id) | StreamableHttpPostResponse::Sse(_, id),
+            ) => id.is_none(),
+            Ok(_) => false,
+            Err(_) => true,
+        };
+        if !in_session && sessionless {
+            self.listening.notify_one();
+        }
+        forgotten(in_session, answer)
+    }
+}
 
 /// An id-less JSON-RPC error in answer to a message that carried a session
 /// id: the server does not know the session.
@@ -48,10 +92,10 @@ impl StreamableHttpClient for UpstreamHttp {
     ) -> PostResult {
         let in_session = session_id.is_some();
         let answer = self
-            .0
+            .client
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        forgotten(in_session, answer)
+        self.after_post(in_session, answer)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -65,7 +109,7 @@ impl StreamableHttpClient for UpstreamHttp {
     ) -> PostResult {
         let in_session = session_id.is_some();
         let answer = self
-            .0
+            .client
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -75,7 +119,7 @@ impl StreamableHttpClient for UpstreamHttp {
                 max_sse_event_size,
             )
             .await;
-        forgotten(in_session, answer)
+        self.after_post(in_session, answer)
     }
 
     async fn post_message_with_response_limits(
@@ -89,7 +133,7 @@ impl StreamableHttpClient for UpstreamHttp {
     ) -> PostResult {
         let in_session = session_id.is_some();
         let answer = self
-            .0
+            .client
             .post_message_with_response_limits(
                 uri,
                 message,
@@ -99,7 +143,7 @@ impl StreamableHttpClient for UpstreamHttp {
                 limits,
             )
             .await;
-        forgotten(in_session, answer)
+        self.after_post(in_session, answer)
     }
 
     async fn delete_session(
@@ -109,7 +153,7 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<reqwest::Error>> {
-        self.0
+        self.client
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -122,9 +166,15 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>> {
-        self.0
+        let first = last_event_id.is_none();
+        let answer = self
+            .client
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+            .await;
+        if first {
+            self.listening.notify_one();
+        }
+        answer
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -136,7 +186,9 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>> {
-        self.0
+        let first = last_event_id.is_none();
+        let answer = self
+            .client
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -145,6 +197,10 @@ impl StreamableHttpClient for UpstreamHttp {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await;
+        if first {
+            self.listening.notify_one();
+        }
+        answer
     }
 }
