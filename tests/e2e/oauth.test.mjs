@@ -177,8 +177,9 @@ test("a revoked grant answers oauth_reauth_required naming the login command, an
   assert.equal(again.result, true, JSON.stringify(again));
 });
 
-test("an OpenAPI oauth2 scheme logs in with its declared flow, and one program uses the API and the MCP server", async () => {
+test("an OpenAPI oauth2 scheme: login, a call, refresh, a restart, a revoked grant; one program uses the API and the MCP server", async () => {
   await cli("integrations", "add", "openapi", "--spec", `${as.origin}/openapi.json`, "--namespace", "api", "--allow-local-network");
+  await fetch(`${as.origin}/_test/ttl?s=3`);
   const before = await call("const r = await tools.api.me.getMe({}); return r.ok ? 'ok' : r.error;");
   assert.equal(before.result.code, "connection_missing", JSON.stringify(before));
   assert.match(before.result.message, /executor connections login api/);
@@ -188,6 +189,31 @@ test("an OpenAPI oauth2 scheme logs in with its declared flow, and one program u
     "const [me, mcp] = await Promise.all([tools.api.me.getMe({}), tools.secure.whoami({})]); return { api: me.data.account, mcp: mcp.data.structuredContent.account };",
   );
   assert.deepEqual(out.result, { api: "alice", mcp: "alice" }, JSON.stringify(out));
+  const getMe = "const r = await tools.api.me.getMe({}); return r.ok ? r.data.account : r.error;";
+  // Expiry and refresh.
+  await sleep(3500);
+  let refreshes = (await as.get("/_test/stats")).grants.refresh_token;
+  assert.equal((await call(getMe)).result, "alice");
+  assert.equal((await as.get("/_test/stats")).grants.refresh_token - refreshes, 1);
+  // The rotated refresh token survives a restart (a spent one would revoke the grant).
+  await client.close();
+  await srv.stop();
+  await srv.restart();
+  ({ client } = await connectSdk(srv, srv.mint("ops@example.com", ORG)));
+  await sleep(3500);
+  refreshes = (await as.get("/_test/stats")).grants.refresh_token;
+  assert.equal((await call(getMe)).result, "alice");
+  assert.equal((await as.get("/_test/stats")).grants.refresh_token - refreshes, 1);
+  // A revoked grant asks for a login, and names the command.
+  await fetch(`${as.origin}/_test/revoke`);
+  await sleep(3500);
+  const revoked = (await call(getMe)).result;
+  assert.equal(revoked.code, "oauth_reauth_required", JSON.stringify(revoked));
+  assert.match(revoked.message, /executor connections login api/);
+  await fetch(`${as.origin}/_test/ttl?s=3600`);
+  await login("api");
+  await login();
+  assert.equal((await call(getMe)).result, "alice");
 });
 
 test("a client-credentials flow logs in without a browser and renews its token without a person", async () => {
