@@ -10,7 +10,7 @@ use executor_catalog::{
 };
 use executor_outbound::{
     Credential, CredentialSource, HttpClient, HttpFailure, INVALID_TOOL_ARGUMENTS, OutboundRequest,
-    Placement, Refusal, Retry, UPSTREAM_HTTP_ERROR,
+    Placement, UPSTREAM_HTTP_ERROR, renewed,
 };
 use futures::future::BoxFuture;
 use reqwest::Method;
@@ -153,18 +153,17 @@ impl ToolInvoker for GraphqlInvoker {
                 .await;
             // A refused credential goes back to its source once (an OAuth
             // connection refreshes, or says a login is needed).
-            if let Err(failure) = &sent
-                && matches!(failure.status, Some(401 | 403))
-                && !matches!(credential, Credential::None)
-            {
-                let refusal = Refusal {
-                    status: failure.status.unwrap_or(401),
-                    www_authenticate: failure.www_authenticate.as_deref(),
-                    credential: &credential,
-                };
-                if let Retry::With(renewed) =
-                    credentials.refused(&org_id, &namespace, refusal).await?
-                {
+            if let Err(failure) = &sent {
+                let (status, challenge) = (failure.status, failure.www_authenticate.as_deref());
+                let renewed = renewed(
+                    &*credentials,
+                    &org_id,
+                    &namespace,
+                    &credential,
+                    status,
+                    challenge,
+                );
+                if let Some(renewed) = renewed.await? {
                     credential = renewed;
                     sent = http
                         .send(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use executor_catalog::{
     ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
-use executor_outbound::{Credential, CredentialSource, HttpClient, HttpFailure, Refusal, Retry};
+use executor_outbound::{Credential, CredentialSource, HttpClient, HttpFailure, renewed};
 use futures::future::BoxFuture;
 use serde_json::json;
 
@@ -105,18 +105,17 @@ impl ToolInvoker for OpenApiInvoker {
             .await;
             // A refused credential goes back to its source once (an OAuth
             // connection refreshes, or says a login is needed).
-            if let Err(failure) = &sent
-                && matches!(failure.status, Some(401 | 403))
-                && !matches!(credential, Credential::None)
-            {
-                let refusal = Refusal {
-                    status: failure.status.unwrap_or(401),
-                    www_authenticate: failure.www_authenticate.as_deref(),
-                    credential: &credential,
-                };
-                if let Retry::With(renewed) =
-                    credentials.refused(&org_id, &namespace, refusal).await?
-                {
+            if let Err(failure) = &sent {
+                let (status, challenge) = (failure.status, failure.www_authenticate.as_deref());
+                let renewed = renewed(
+                    &*credentials,
+                    &org_id,
+                    &namespace,
+                    &credential,
+                    status,
+                    challenge,
+                );
+                if let Some(renewed) = renewed.await? {
                     credential = renewed;
                     sent = crate::request::call(
                         &http,

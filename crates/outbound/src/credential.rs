@@ -55,6 +55,34 @@ pub enum Retry {
     With(Credential),
 }
 
+/// The one rule of every invoker: a call the upstream refused (401/403)
+/// with a credential goes back to its source once; Some is the credential
+/// to send the call again with.
+pub async fn renewed(
+    source: &dyn CredentialSource,
+    org_id: &str,
+    namespace: &str,
+    credential: &Credential,
+    status: Option<u16>,
+    www_authenticate: Option<&str>,
+) -> Result<Option<Credential>, ToolError> {
+    let Some(status @ (401 | 403)) = status else {
+        return Ok(None);
+    };
+    if matches!(credential, Credential::None) {
+        return Ok(None);
+    }
+    let refusal = Refusal {
+        status,
+        www_authenticate,
+        credential,
+    };
+    Ok(match source.refused(org_id, namespace, refusal).await? {
+        Retry::With(renewed) => Some(renewed),
+        Retry::No => None,
+    })
+}
+
 /// The secret of a connection. Every plaintext copy this crate makes of it
 /// (the header text, the base64 of a Basic pair, the redactor's patterns)
 /// is `Zeroizing`; the copies reqwest and hyper make inside a request

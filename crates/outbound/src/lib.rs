@@ -26,7 +26,7 @@ pub use client::{
     ClientSetupError, HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS,
     names_json,
 };
-pub use credential::{Credential, CredentialSource, Refusal, Retry};
+pub use credential::{Credential, CredentialSource, Refusal, Retry, renewed};
 pub use failure::{
     CONNECTION_REJECTED, HttpFailure, INVALID_TOOL_ARGUMENTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,
 };

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use executor_catalog::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_outbound::{Credential, Refusal, Retry, UPSTREAM_TIMEOUT, scrub_value};
+use executor_outbound::{Credential, UPSTREAM_TIMEOUT, renewed, scrub_value};
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
@@ -101,25 +101,25 @@ impl ToolInvoker for UpstreamInvoker {
                     break Err(refused_error(&namespace, &credential));
                 }
                 refused_once = true;
-                let refusal = Refusal {
-                    status: if challenge
-                        .as_deref()
-                        .is_some_and(|c| c.contains("insufficient_scope"))
-                    {
-                        403
-                    } else {
-                        401
-                    },
-                    www_authenticate: challenge.as_deref(),
-                    credential: &credential,
-                };
-                match upstreams
-                    .credentials
-                    .refused(&org_id, &namespace, refusal)
-                    .await
+                // rmcp keeps the challenge, not the status: a scope
+                // challenge is a 403, any other a 401.
+                let scope = challenge
+                    .as_deref()
+                    .is_some_and(|c| c.contains("insufficient_scope"));
+                let status = Some(if scope { 403 } else { 401 });
+                let source = &*upstreams.credentials;
+                match renewed(
+                    source,
+                    &org_id,
+                    &namespace,
+                    &credential,
+                    status,
+                    challenge.as_deref(),
+                )
+                .await
                 {
-                    Ok(Retry::With(renewed)) => credential = renewed,
-                    Ok(Retry::No) => break Err(refused_error(&namespace, &credential)),
+                    Ok(Some(renewed)) => credential = renewed,
+                    Ok(None) => break Err(refused_error(&namespace, &credential)),
                     Err(error) => break Err(error),
                 }
             };
