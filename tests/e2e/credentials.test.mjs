@@ -71,7 +71,7 @@ let client;
 const results = [];
 
 const cliWithStdin = (argv, input) =>
-  execFileSync(BIN, [...argv, "--data-dir", srv.dataDir], { encoding: "utf8", input, stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
+  execFileSync(BIN, [...argv, "--data-dir", srv.dataDir], { encoding: "utf8", input, env: srv.env, stdio: ["pipe", "pipe", "pipe"], timeout: 30_000 });
 
 before(async () => {
   upstream = await recordingUpstream(({ url, headers }, res) => {

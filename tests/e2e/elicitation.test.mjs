@@ -173,7 +173,7 @@ test("2026-07-28 native, raw: the requestState names the execution; forged or fo
   assert.deepEqual(again.structuredContent, done.structuredContent);
 });
 
-const cli = (args, opts = {}) => run(BIN, [...args, "--data-dir", srv.dataDir], { encoding: "utf8", ...opts });
+const cli = (args, opts = {}) => run(BIN, [...args, "--data-dir", srv.dataDir], { encoding: "utf8", env: srv.env, ...opts });
 
 test("executor resume: the running server applies a decision made from a shell", async () => {
   const { client } = await connectSdk(srv, bearer);

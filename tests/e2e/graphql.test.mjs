@@ -111,7 +111,7 @@ after(async () => {
 const cli = (...args) => srv.cli([...args, "--data-dir", srv.dataDir]);
 const cliAsync = (...args) =>
   new Promise((resolve, reject) =>
-    execFile(BIN, [...args, "--data-dir", srv.dataDir], (error, stdout, stderr) =>
+    execFile(BIN, [...args, "--data-dir", srv.dataDir], { env: srv.env }, (error, stdout, stderr) =>
       error ? reject(new Error(`${args.join(" ")}: ${stderr}`)) : resolve(stdout),
     ),
   );

@@ -3,7 +3,7 @@
 // raw (node:http, so Host, odd methods and streaming are all under our
 // control) or through the official MCP SDK clients.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, existsSync, rmSync, mkdirSync, createWriteStream } from "node:fs";
+import { mkdtempSync, existsSync, rmSync, mkdirSync, createWriteStream, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,6 +60,45 @@ const waitHealthy = async (base, child, ms = 30_000) => {
   throw new Error(`server not healthy at ${base}/healthz within ${ms} ms (${last})`);
 };
 
+// ---------------------------------------------------------------- stores
+
+/**
+ * EXECUTOR_TEST_STORE=postgres runs every server of the suite on PostgreSQL
+ * (EXECUTOR_TEST_POSTGRES, default the machine's trust-auth server): each
+ * startServer gets a database of its own, created here with psql and
+ * dropped by cleanup(), and a random EXECUTOR_SECRET_KEY that serve and
+ * every s.cli() share (a shared store never makes up a key).
+ */
+export const STORE = process.env.EXECUTOR_TEST_STORE === "postgres" ? "postgres" : "sqlite";
+export const PG_ADMIN = process.env.EXECUTOR_TEST_POSTGRES || "postgres://postgres@127.0.0.1:5432/postgres";
+
+const psql = (sql, url = PG_ADMIN) =>
+  execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-qtAc", sql], { encoding: "utf8", timeout: 30_000 });
+
+/** `PG_ADMIN` with its database replaced by `name`. */
+export const pgUrl = (name) => {
+  const url = new URL(PG_ADMIN);
+  url.pathname = `/${name}`;
+  return url.toString();
+};
+
+/** A new database and key for one server: the env that selects them, and drop(). */
+export const pgStore = () => {
+  const name = `executor_e2e_${process.pid}_${randomBytes(4).toString("hex")}`;
+  psql(`CREATE DATABASE ${name}`);
+  return {
+    name,
+    url: pgUrl(name),
+    env: { EXECUTOR_DATABASE_URL: pgUrl(name), EXECUTOR_SECRET_KEY: randomBytes(32).toString("hex") },
+    sql: (statement) => psql(statement, pgUrl(name)),
+    drop: () => {
+      try {
+        psql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } catch {}
+    },
+  };
+};
+
 /**
  * Start the server. Returns an object with base, mcpUrl, port, dataDir, and
  * mint(email, org?), revoke(token), kill9(), restart(), stop(), cleanup(), logTail().
@@ -73,7 +112,10 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
   const logFile = createWriteStream(logPath, { flags: "a" });
   const base = `http://127.0.0.1:${port}`;
   const s = { base, origin: base, mcpUrl: `${base}/mcp`, port, dataDir, logPath, log: "", child: null };
-  const runEnv = { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info", ...env };
+  const pg = STORE === "postgres" ? pgStore() : null;
+  s.pg = pg;
+  const runEnv = { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info", ...(pg?.env ?? {}), ...env };
+  s.env = runEnv;
   const launch = async () => {
     const child = spawn(
       BIN,
@@ -134,8 +176,17 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
     throw lastErr;
   };
   s.logTail = (n = 30) => s.log.split("\n").slice(-n).join("\n");
+  /** Everything the store holds, as text: the SQLite files, or a dump of the database. */
+  s.storeDump = () =>
+    pg
+      ? execFileSync("pg_dump", ["--data-only", pg.url], { encoding: "latin1", maxBuffer: 1 << 28 })
+      : readdirSync(dataDir)
+          .filter((f) => f.startsWith("executor.db"))
+          .map((f) => readFileSync(join(dataDir, f)).toString("latin1"))
+          .join("");
   s.cleanup = async () => {
     await s.stop();
+    pg?.drop();
     logFile.end();
     if (!process.env.E2E_KEEP) rmSync(dataDir, { recursive: true, force: true });
   };

@@ -39,7 +39,7 @@ const startAs = async () => {
 /** The CLI, asynchronously (the server under test answers its callback). */
 const cliRaw = (...args) =>
   new Promise((resolve, reject) =>
-    execFile(BIN, [...args, "--data-dir", srv.dataDir], { timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(BIN, [...args, "--data-dir", srv.dataDir], { timeout: 60_000, env: srv.env }, (error, stdout, stderr) => {
       outputs.push(stdout, stderr);
       error ? reject(new Error(`${args.join(" ")}: ${stderr}`)) : resolve(stdout);
     }),
@@ -51,7 +51,7 @@ const login = async (namespace = "secure") => {
   const child = spawn(
     BIN,
     ["connections", "login", namespace, "--allow-local-network", "--no-browser", "--listen", `127.0.0.1:${srv.port}`, "--timeout", "30", "--org", ORG, "--data-dir", srv.dataDir],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    { stdio: ["ignore", "pipe", "pipe"], env: srv.env },
   );
   let stdout = "";
   let stderr = "";
@@ -223,7 +223,7 @@ test("a client-credentials flow logs in without a browser and renews its token w
     const child = execFile(
       BIN,
       ["connections", "login", "svcapi", "--client-id", "svc", "--client-secret-stdin", "--allow-local-network", "--listen", "127.0.0.1:0", "--org", ORG, "--data-dir", srv.dataDir],
-      { timeout: 60_000 },
+      { timeout: 60_000, env: srv.env },
       (error, stdout, stderr) => {
         outputs.push(stdout, stderr);
         error ? reject(new Error(stderr)) : resolve(stdout);
@@ -264,10 +264,7 @@ test("no token reaches the agent, the operator's output, the log or the disk", a
   const shown = await Promise.all(
     executions.trim().split("\n").slice(0, 10).map((line) => cliRaw("executions", "show", line.split("\t")[0])),
   );
-  const disk = readdirSync(srv.dataDir)
-    .filter((f) => f.startsWith("executor.db"))
-    .map((f) => readFileSync(join(srv.dataDir, f)).toString("latin1"))
-    .join("");
+  const disk = srv.storeDump();
   const seen = [...outputs, ...shown, srv.log, disk].join("\n");
   // Every token issued, and the client secret of the machine client.
   for (const token of [...issued, "svc-secret-0123456789"]) {

@@ -111,7 +111,7 @@ test("openapi: executor call runs one tool from a shell through the same pipelin
   // Asynchronous: the upstream lives in this process and must keep serving.
   const callCli = (...args) =>
     new Promise((resolve) =>
-      execFile(BIN, ["call", ...args, "--email", "openapi@example.com", "--allow-local-network", "--data-dir", srv.dataDir], (error, stdout, stderr) =>
+      execFile(BIN, ["call", ...args, "--email", "openapi@example.com", "--allow-local-network", "--data-dir", srv.dataDir], { env: srv.env }, (error, stdout, stderr) =>
         resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
       ),
     );
@@ -132,6 +132,7 @@ test("openapi: a spec is imported from a URL through the same SSRF guard", async
       execFile(
         BIN,
         ["integrations", "add", "openapi", "--spec", `${upstream.base}/spec.yaml`, "--namespace", "remote", ...extra, "--data-dir", srv.dataDir],
+        { env: srv.env },
         (error, stdout, stderr) => resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
       ),
     );

@@ -67,7 +67,7 @@ const cli = (...args) => srv.cli([...args, "--org", "up", "--data-dir", srv.data
 // For a server that lives in this process: a synchronous CLI would block it.
 const cliAsync = (...args) =>
   new Promise((resolve, reject) =>
-    execFile(BIN, [...args, "--org", "up", "--data-dir", srv.dataDir], (error, stdout, stderr) =>
+    execFile(BIN, [...args, "--org", "up", "--data-dir", srv.dataDir], { env: srv.env }, (error, stdout, stderr) =>
       error ? reject(new Error(`${args.join(" ")}: ${stderr}`)) : resolve(stdout),
     ),
   );

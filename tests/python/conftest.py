@@ -2,6 +2,10 @@
 minted through the CLI, and MCP clients built on the official `mcp` 2.x SDK.
 
 EXECUTOR_BIN selects the binary (default: <repo>/target/release/executor).
+EXECUTOR_TEST_STORE=postgres runs every server on PostgreSQL
+(EXECUTOR_TEST_POSTGRES, default the machine's trust-auth server): a
+database of its own per server, created and dropped here with psql, and a
+random EXECUTOR_SECRET_KEY shared by the server and the CLI.
 """
 
 from __future__ import annotations
@@ -43,6 +47,41 @@ def _default_bin() -> str:
 
 EXECUTOR_BIN = os.environ.get("EXECUTOR_BIN") or _default_bin()
 IDLE_TIMEOUT_MS = 1000
+STORE = "postgres" if os.environ.get("EXECUTOR_TEST_STORE") == "postgres" else "sqlite"
+PG_ADMIN = os.environ.get("EXECUTOR_TEST_POSTGRES") or "postgres://postgres@127.0.0.1:5432/postgres"
+
+
+def psql(url: str, sql: str) -> str:
+    proc = subprocess.run(
+        ["psql", url, "-v", "ON_ERROR_STOP=1", "-qtAc", sql], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, f"psql {sql!r}: {proc.stderr}"
+    return proc.stdout
+
+
+@dataclass
+class PgDatabase:
+    """A database of one server's own."""
+
+    name: str
+
+    @classmethod
+    def create(cls) -> PgDatabase:
+        db = cls(f"executor_py_{os.getpid()}_{os.urandom(4).hex()}")
+        psql(PG_ADMIN, f"CREATE DATABASE {db.name}")
+        return db
+
+    @property
+    def url(self) -> str:
+        head, _, _ = PG_ADMIN.partition("?")
+        return head.rsplit("/", 1)[0] + "/" + self.name
+
+    def sql(self, statement: str) -> str:
+        return psql(self.url, statement)
+
+    def drop(self) -> None:
+        with contextlib.suppress(AssertionError, OSError, subprocess.SubprocessError):
+            psql(PG_ADMIN, f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
 def free_port() -> int:
@@ -51,11 +90,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def mint_token(data_dir: Path, email: str, org: str | None = None) -> str:
+def mint_token(data_dir: Path, email: str, org: str | None = None, env: dict[str, str] | None = None) -> str:
     cmd = [EXECUTOR_BIN, "token", "create", "--email", email, "--data-dir", str(data_dir)]
     if org:
         cmd += ["--org", org]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
     assert proc.returncode == 0, f"token create failed ({proc.returncode}): {proc.stderr}"
     lines = proc.stdout.splitlines()
     # SPEC §1: "prints the token alone on stdout"
@@ -74,6 +113,10 @@ class ExecutorServer:
     proc: subprocess.Popen | None = None
     log_path: Path = field(init=False)
     starts: int = 0
+    # What selects the store (EXECUTOR_DATABASE_URL, EXECUTOR_SECRET_KEY) for
+    # the server and every CLI command run against it.
+    env: dict[str, str] = field(default_factory=dict)
+    pg: PgDatabase | None = None
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir.parent / "server.log"
@@ -95,7 +138,9 @@ class ExecutorServer:
         log = open(self.log_path, "ab")
         log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **self.env}
+        )
         log.close()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -146,13 +191,18 @@ def _server(idle_timeout_ms: int | None) -> Iterator[ExecutorServer]:
     data = tmp / "data"
     data.mkdir()
     srv = ExecutorServer(data_dir=data, port=free_port(), idle_timeout_ms=idle_timeout_ms)
+    if STORE == "postgres":
+        srv.pg = PgDatabase.create()
+        srv.env = {"EXECUTOR_DATABASE_URL": srv.pg.url, "EXECUTOR_SECRET_KEY": os.urandom(32).hex()}
     try:
-        srv.token = mint_token(data, "pytest@example.com")
+        srv.token = mint_token(data, "pytest@example.com", env=srv.env)
         srv.start()
         yield srv
         assert srv.alive(), f"server died during the test:\n{srv.log_tail()}"
     finally:
         srv.stop()
+        if srv.pg is not None:
+            srv.pg.drop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,12 +1,14 @@
 """Stored integrations across formats (issue 9): a record in an older format is
 upgraded and served; one the server cannot read is reported by `integrations
 list` and to the agent as `integration_unavailable`, never silently dropped.
-The records are edited in the real store file with sqlite3 before the server
-first loads the org's catalog."""
+The records are edited in the real store (the SQLite file with sqlite3, or
+the Postgres database with psql) before the server first loads the org's
+catalog."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -21,19 +23,61 @@ pytestmark = pytest.mark.anyio
 PETSTORE = Path(__file__).resolve().parent.parent / "e2e" / "fixtures" / "petstore.yaml"
 
 
-def cli(srv: ExecutorServer, *args: str) -> str:
-    proc = subprocess.run(
-        [EXECUTOR_BIN, *args, "--data-dir", str(srv.data_dir)], capture_output=True, text=True, timeout=60
+def run_cli(srv: ExecutorServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXECUTOR_BIN, *args, "--data-dir", str(srv.data_dir)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **srv.env},
     )
+
+
+def cli(srv: ExecutorServer, *args: str) -> str:
+    proc = run_cli(srv, *args)
     assert proc.returncode == 0, f"{args}: {proc.stderr}"
     return proc.stdout
 
 
-def stored_document(db: sqlite3.Connection, namespace: str) -> str:
-    """A record's document as the store keeps it: LZ4-compressed (a plain
-    text value, as written by hand below, is read as it is)."""
-    (document,) = db.execute("SELECT document FROM integrations WHERE namespace = ?", (namespace,)).fetchone()
-    return lz4.block.decompress(document).decode() if isinstance(document, bytes) else document
+class Records:
+    """The integrations table of the server's store, whichever it is."""
+
+    def __init__(self, srv: ExecutorServer) -> None:
+        self.pg = srv.pg
+        self.db = None if self.pg else sqlite3.connect(srv.data_dir / "executor.db")
+
+    def indexed(self) -> int:
+        sql = "SELECT count(*) FROM integrations WHERE length(search_index) > 0"
+        return int(self.pg.sql(sql)) if self.pg else self.db.execute(sql).fetchone()[0]
+
+    def raw(self, namespace: str) -> bytes | str:
+        sql = f"SELECT document FROM integrations WHERE namespace = '{namespace}'"
+        if self.pg:
+            return bytes.fromhex(self.pg.sql(sql).strip().removeprefix("\\x"))
+        return self.db.execute(sql).fetchone()[0]
+
+    def document(self, namespace: str) -> str:
+        """A record's document as the store keeps it: LZ4-compressed (a plain
+        text value, as SQLite records are written by hand below, is read as
+        it is)."""
+        raw = self.raw(namespace)
+        return lz4.block.decompress(raw).decode() if isinstance(raw, bytes) else raw
+
+    def write(self, namespace: str, kind: str, document: str) -> None:
+        """Writes a record by hand: plain text in SQLite, packed in Postgres
+        (whose documents are only ever bytes)."""
+        if self.pg:
+            packed = lz4.block.compress(document.encode()).hex()
+            self.pg.sql(
+                f"UPDATE integrations SET kind = '{kind}', document = '\\x{packed}'::bytea "
+                f"WHERE namespace = '{namespace}'"
+            )
+        else:
+            with self.db:
+                self.db.execute(
+                    "UPDATE integrations SET kind = ?, document = ? WHERE namespace = ?", (kind, document, namespace)
+                )
+
+    def close(self) -> None:
+        if self.db:
+            self.db.close()
 
 
 def as_format_1(document: str) -> str:
@@ -55,16 +99,13 @@ async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server:
     for namespace in ("pets", "old", "future"):
         cli(srv, "integrations", "add", "openapi", "--spec", str(PETSTORE), "--namespace", namespace,
             "--base-url", "http://127.0.0.1:9")
-    db = sqlite3.connect(srv.data_dir / "executor.db")
+    db = Records(srv)
     # `add` stores each record with the search index of its tools.
-    (indexed,) = db.execute("SELECT count(*) FROM integrations WHERE length(search_index) > 0").fetchone()
-    assert indexed == 3
-    (pets,) = db.execute("SELECT document FROM integrations WHERE namespace = 'pets'").fetchone()
-    assert isinstance(pets, bytes) and len(pets) < len(stored_document(db, "pets")), "stored compressed"
-    with db:
-        old = stored_document(db, "old")
-        db.execute("UPDATE integrations SET document = ? WHERE namespace = 'old'", (as_format_1(old),))
-        db.execute("""UPDATE integrations SET document = '{"format":99,"tools":[]}' WHERE namespace = 'future'""")
+    assert db.indexed() == 3
+    pets = db.raw("pets")
+    assert isinstance(pets, bytes) and len(pets) < len(db.document("pets")), "stored compressed"
+    db.write("old", "openapi", as_format_1(db.document("old")))
+    db.write("future", "openapi", '{"format":99,"tools":[]}')
 
     listed = cli(srv, "integrations", "list")
     lines = {line.split("\t")[0]: line for line in listed.splitlines()}
@@ -95,7 +136,7 @@ async def test_old_records_are_upgraded_and_unreadable_ones_reported(own_server:
     assert "old.pets.listPets" in out["found"] and "pets.pets.listPets" in out["found"]
 
     # ...and was stored back in the current format.
-    old = stored_document(db, "old")
+    old = db.document("old")
     assert old.startswith('{"format":2,'), old[:40]
     db.close()
     listed = cli(srv, "integrations", "list")
@@ -122,17 +163,14 @@ async def test_a_record_of_a_kind_this_release_does_not_serve_is_reported(own_se
     srv = own_server
     cli(srv, "integrations", "add", "openapi", "--spec", str(PETSTORE), "--namespace", "later",
         "--base-url", "http://127.0.0.1:9")
-    db = sqlite3.connect(srv.data_dir / "executor.db")
-    with db:
-        db.execute("""UPDATE integrations SET kind = 'soap', document = '{"format":1}' WHERE namespace = 'later'""")
+    db = Records(srv)
+    db.write("later", "soap", '{"format":1}')
+    db.close()
 
     listed = cli(srv, "integrations", "list")
     line = next(line for line in listed.splitlines() if line.startswith("later\t"))
     assert "`soap` is not known to this release" in line, listed
-    refresh = subprocess.run(
-        [EXECUTOR_BIN, "integrations", "refresh", "later", "--data-dir", str(srv.data_dir)],
-        capture_output=True, text=True, timeout=60,
-    )
+    refresh = run_cli(srv, "integrations", "refresh", "later")
     assert refresh.returncode != 0, refresh.stdout
     assert "cannot be refreshed by this release" in refresh.stderr, refresh.stderr
 

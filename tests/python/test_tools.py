@@ -157,7 +157,7 @@ async def test_sdk_default_auto_mode(server: ExecutorServer) -> None:
 
 async def test_token_minted_while_server_runs(server: ExecutorServer) -> None:
     """SPEC §1: CLI store commands work while the server runs; it sees them at once."""
-    token = mint_token(server.data_dir, "second-user@example.com")
+    token = mint_token(server.data_dir, "second-user@example.com", env=server.env)
     async with connect(server, token=token) as (client, _):
         r = await client.call_tool("execute", {"code": "return 1;"})
         assert tool_text(r) == "1"

@@ -24,9 +24,20 @@ pub struct GlobalOpts {
     /// Where the embedded store lives.
     #[arg(long, env = "EXECUTOR_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
-    /// `sqlite://PATH` (default: `sqlite://<data-dir>/executor.db`).
+    /// `sqlite://PATH` (default: `sqlite://<data-dir>/executor.db`), or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` for a store several
+    /// nodes share (SPEC §10; needs an explicit `EXECUTOR_SECRET_KEY`).
     #[arg(long, env = "EXECUTOR_DATABASE_URL", global = true)]
     pub database_url: Option<String>,
+    /// Connections to a Postgres store this process opens at most.
+    #[arg(
+        long,
+        env = "EXECUTOR_DATABASE_POOL_SIZE",
+        global = true,
+        default_value_t = 16,
+        value_parser = clap::value_parser!(u16).range(1..=1000)
+    )]
+    pub database_pool_size: u16,
     /// The log on stderr: `text` (coloured only on a terminal) or `json`
     /// (one object per line). `RUST_LOG` sets the filter.
     #[arg(
@@ -57,6 +68,13 @@ impl GlobalOpts {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
             .unwrap_or_else(|| PathBuf::from("."));
         base.join("executor")
+    }
+
+    /// Whether the store is Postgres, shared by nodes that share no files.
+    pub fn shared_store(&self) -> bool {
+        self.database_url
+            .as_deref()
+            .is_some_and(|url| url.starts_with("postgres://") || url.starts_with("postgresql://"))
     }
 
     pub fn database_url(&self) -> String {
@@ -105,6 +123,15 @@ pub enum Command {
         org: Option<String>,
         #[command(flatten)]
         engine: EngineOpts,
+    },
+    /// Copy the embedded SQLite store into an empty Postgres store (the
+    /// --database-url), keeping tokens, integrations, connections,
+    /// policies, sessions and history. Stop the servers on the SQLite store
+    /// first: later writes there are not copied.
+    Migrate {
+        /// The store to copy (default: `sqlite://<data-dir>/executor.db`).
+        #[arg(long)]
+        from: Option<String>,
     },
     /// Decide a paused execution (the `resume` tool, from a shell): the
     /// running server applies it and this prints the outcome; with no

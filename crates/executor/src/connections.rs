@@ -1,7 +1,7 @@
 //! `executor connections …`: set, list and remove the credentials of
 //! integrations; secrets come from stdin or a file and are sealed at rest.
 
-use executor_store::secrets::{SecretKey, SecretRef};
+use executor_store::secrets::SecretRef;
 use executor_store::{ConnectionRecord, CredentialKind, Store, now_ms, secrets};
 use zeroize::Zeroizing;
 
@@ -161,6 +161,6 @@ pub(crate) async fn connections(
 }
 
 pub(crate) fn seal_with(global: &GlobalOpts, value: &str, associated: &str) -> AnyResult<String> {
-    let key = SecretKey::load_or_create(&global.data_dir())?;
+    let key = crate::load_secret_key(global)?;
     Ok(secrets::seal(&key, value, associated)?)
 }

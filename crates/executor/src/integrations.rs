@@ -7,7 +7,6 @@ use executor_integrations::{Credentials, IntegrationKind, Kinds};
 use executor_oauth::OAuth;
 use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
-use executor_store::secrets::SecretKey;
 use executor_store::{IntegrationRecord, Store, now_ms};
 use executor_upstream::{Discovery, Endpoint, HttpTransport, State, UpstreamSettings, Upstreams};
 
@@ -458,7 +457,7 @@ pub(crate) fn sealed_credentials(
     global: &GlobalOpts,
     allow_local_network: bool,
 ) -> AnyResult<Credentials> {
-    let key = Arc::new(SecretKey::load_or_create(&global.data_dir())?);
+    let key = Arc::new(crate::load_secret_key(global)?);
     // Tokens of OAuth connections are refreshed here as a call would.
     let http = HttpClient::new(HttpConfig {
         allow_local_network,

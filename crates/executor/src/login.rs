@@ -12,7 +12,7 @@ use executor_oauth::{
     Challenge, Declared, Flow, Grant, LoginOptions, LoginTarget, OAuth, Resource, Started,
 };
 use executor_outbound::{HttpClient, HttpConfig};
-use executor_store::secrets::{SecretKey, SecretString};
+use executor_store::secrets::SecretString;
 use executor_store::{CredentialKind, Store, now_ms};
 use executor_wire::{CallbackPage, CallbackQuery, OAuthCallbacks};
 use futures::future::BoxFuture;
@@ -279,7 +279,7 @@ pub(crate) async fn login(
     } else {
         None
     };
-    let key = Arc::new(SecretKey::load_or_create(&global.data_dir())?);
+    let key = Arc::new(crate::load_secret_key(global)?);
     let http = Arc::new(HttpClient::new(HttpConfig {
         allow_local_network: args.allow_local_network,
         ..HttpConfig::default()

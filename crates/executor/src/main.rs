@@ -5,6 +5,7 @@ mod cli;
 mod connections;
 mod integrations;
 mod login;
+mod migrate;
 mod policies;
 mod serve;
 mod tools;
@@ -16,7 +17,8 @@ use clap::Parser;
 use executor_engine::CatalogSource;
 use executor_mcp::McpServer;
 use executor_outbound::HttpConfig;
-use executor_store::{SqliteStore, Store, StoreOptions, now_ms, tokens};
+use executor_store::secrets::{SecretError, SecretKey};
+use executor_store::{PgOptions, PgStore, SqliteStore, Store, StoreOptions, now_ms, tokens};
 use executor_upstream::UpstreamSettings;
 
 use cli::{
@@ -85,12 +87,18 @@ fn init_tracing(format: LogFormat) {
 pub(crate) type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 async fn run(cli: Cli) -> AnyResult<()> {
+    // Two stores, neither opened the usual way.
+    if let Command::Migrate { from } = &cli.command {
+        return migrate::run(&cli.global, from.as_deref()).await;
+    }
     let store = open_store(
         &cli.global,
         store_options(&cli.command),
         uses_secret_key(&cli.command),
-    )?;
+    )
+    .await?;
     match cli.command {
+        Command::Migrate { .. } => Err("migrate copies between two stores and ran above".into()),
         Command::Serve(opts) => serve::serve(store, &cli.global, *opts).await,
         Command::Mcp(opts) => {
             let principal = store
@@ -227,14 +235,22 @@ pub(crate) async fn resolve_org(store: &dyn Store, name: Option<&str>) -> AnyRes
 /// Opens the store after its start checks (SPEC §11), whose refusals are
 /// the operator's message on stderr. `needs_secret_key`: the command seals or
 /// opens connection secrets, so their key must still be there.
-fn open_store(
+async fn open_store(
     global: &GlobalOpts,
     options: StoreOptions,
     needs_secret_key: bool,
 ) -> AnyResult<Arc<dyn Store>> {
     let url = global.database_url();
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err("postgres:// is not supported yet: use the embedded default (sqlite)".into());
+    if global.shared_store() {
+        let pool_size = usize::from(global.database_pool_size);
+        let store = PgStore::open(&url, PgOptions { pool_size }).await?;
+        if needs_secret_key {
+            // Never a key made up here: every node must hold the one the
+            // store was set up with, and the check says so before anything
+            // is sealed with another.
+            store.check_secret_key(&load_secret_key(global)?).await?;
+        }
+        return Ok(Arc::new(store));
     }
     let store = SqliteStore::open_url(&url, options)?;
     if needs_secret_key {
@@ -243,6 +259,17 @@ fn open_store(
         store.check_secret_key(&global.data_dir())?;
     }
     Ok(Arc::new(store))
+}
+
+/// The key that seals connection secrets: on the embedded store made on
+/// first use; on a shared store only ever given (`EXECUTOR_SECRET_KEY` or an
+/// existing `<data-dir>/secret.key`), since nodes share no files.
+pub(crate) fn load_secret_key(global: &GlobalOpts) -> Result<SecretKey, SecretError> {
+    if global.shared_store() {
+        SecretKey::load_existing(&global.data_dir())
+    } else {
+        SecretKey::load_or_create(&global.data_dir())
+    }
 }
 
 /// The store's tunables: `serve` takes them from its flags; the other

@@ -11,7 +11,6 @@ use executor_oauth::OAuth;
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_sandbox::Limits;
 use executor_sessions::{Sessions, SessionsConfig};
-use executor_store::secrets::SecretKey;
 use executor_store::{LogBounds, Store};
 use executor_upstream::{UpstreamSettings, Upstreams};
 use executor_wire::{App, HostPolicy, WireConfig};
@@ -89,7 +88,7 @@ pub(crate) fn outbound(
     http: HttpConfig,
 ) -> AnyResult<Outbound> {
     let http = Arc::new(HttpClient::new(http)?);
-    let key = Arc::new(SecretKey::load_or_create(&global.data_dir())?);
+    let key = Arc::new(crate::load_secret_key(global)?);
     let oauth = Arc::new(OAuth::new(store.clone(), key.clone(), (*http).clone()));
     let credentials = Arc::new(Credentials {
         store,

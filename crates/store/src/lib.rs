@@ -7,17 +7,22 @@
 //! same trait.
 
 mod kinds;
+mod orgs;
 mod packed;
+mod postgres;
 mod preflight;
 mod records;
 pub mod secrets;
 mod sqlite;
+#[cfg(feature = "test-support")]
+pub mod testing;
 pub mod tokens;
 mod writer;
 
 pub use kinds::{
     CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
 };
+pub use postgres::{ImportReport, PgOptions, PgStore, redact as redact_database_url};
 pub use preflight::Refusal;
 pub use records::*;
 pub use sqlite::{SqliteStore, StoreOptions};

@@ -1,4 +1,4 @@
-//! Integration documents as SQLite keeps them: LZ4-compressed.
+//! Integration documents as the stores keep them: LZ4-compressed.
 //!
 //! A large API's stored document is tens of MB of JSON (Microsoft Graph
 //! beta: 37 MB). Reading it back through SQLite's overflow pages cost more
@@ -36,18 +36,20 @@ impl FromSql for Document {
 }
 
 fn unpack(packed: &[u8]) -> FromSqlResult<String> {
+    unpack_bytes(packed).map_err(|e| FromSqlError::Other(e.into()))
+}
+
+/// A packed document back to text, for any store's bytes column.
+pub(crate) fn unpack_bytes(packed: &[u8]) -> Result<String, String> {
     let announced = packed
         .get(..4)
         .and_then(|size| <[u8; 4]>::try_from(size).ok())
         .map_or(usize::MAX, |size| u32::from_le_bytes(size) as usize);
     if announced > MAX_DOCUMENT_BYTES {
-        return Err(FromSqlError::Other(
-            "a stored document's size is damaged".into(),
-        ));
+        return Err("a stored document's size is damaged".into());
     }
-    let bytes = lz4_flex::decompress_size_prepended(packed)
-        .map_err(|e| FromSqlError::Other(Box::new(e)))?;
-    String::from_utf8(bytes).map_err(|e| FromSqlError::Other(Box::new(e)))
+    let bytes = lz4_flex::decompress_size_prepended(packed).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -102,6 +102,42 @@ pub enum Refusal {
         /// `org/namespace` of each connection with a sealed secret.
         connections: Vec<String>,
     },
+    /// `url` has its password replaced in every Postgres refusal.
+    #[error("cannot open the Postgres store {url}: {cause}")]
+    PostgresUnreachable { url: String, cause: String },
+    #[error(
+        "the Postgres store {url} is a read-only standby (pg_is_in_recovery() is true): \
+         point --database-url at the primary"
+    )]
+    PostgresReadOnly { url: String },
+    #[error(
+        "the Postgres store {url} has schema version {found}; this executor knows up to \
+         {known}: upgrade executor"
+    )]
+    PostgresNewerSchema {
+        url: String,
+        found: i64,
+        known: usize,
+    },
+    #[error(
+        "the Postgres database {url} holds tables of another program ({}) and no executor \
+         schema; executor adds nothing to it. Create a database of its own (createdb \
+         executor) and point --database-url at it",
+        tables.join(", ")
+    )]
+    PostgresForeign { url: String, tables: Vec<String> },
+    #[error(
+        "cannot write the Postgres store {url}: {cause}. Executor writes sessions and \
+         executions to it: the role needs to create tables in its schema and write them"
+    )]
+    PostgresNotWritable { url: String, cause: String },
+    #[error(
+        "this node's secret key is not the key the store {url} was set up with: every node \
+         of a shared store needs the same {KEY_ENV_VAR} (or the same {KEY_FILE_NAME}). \
+         Connections sealed by the other nodes would not open with this one, so this node \
+         does not start"
+    )]
+    WrongSecretKey { url: String },
 }
 
 /// Creates the data dir (0700) and, when missing, the database file (0600)

@@ -62,6 +62,13 @@ pub enum SecretError {
         path.display()
     )]
     KeyFilePermissions { path: PathBuf, mode: u32 },
+    #[error(
+        "a shared store needs the same secret key on every node, given explicitly: set \
+         {KEY_ENV_VAR} (make one with `openssl rand -hex 32`, once, and give every node the \
+         same) or put it in {} (mode 0600). Executor will not make one up for a shared store",
+        key_file.display()
+    )]
+    KeyRequired { key_file: PathBuf },
     #[error("secret key file {} is not a regular file", path.display())]
     KeyFileNotRegular { path: PathBuf },
     #[error("could not {action} {}: {source}", path.display())]

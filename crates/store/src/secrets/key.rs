@@ -62,6 +62,18 @@ impl SecretKey {
         Self::load_with(std::env::var_os(KEY_ENV_VAR), data_dir)
     }
 
+    /// The key from `EXECUTOR_SECRET_KEY` or an existing
+    /// `<data_dir>/secret.key`, never a new one: a shared (Postgres) store
+    /// is opened by nodes that share no files, so a key made up by one of
+    /// them would seal secrets no other node can open.
+    pub fn load_existing(data_dir: &Path) -> Result<Self, SecretError> {
+        let path = data_dir.join(KEY_FILE_NAME);
+        match std::env::var_os(KEY_ENV_VAR) {
+            Some(value) => Self::load_with(Some(value), data_dir),
+            None => read_key_file(&path)?.ok_or(SecretError::KeyRequired { key_file: path }),
+        }
+    }
+
     /// Parses a key given as 64 hex digits or as base64 (standard or
     /// URL-safe alphabet, padding optional) of exactly 32 bytes. Surrounding
     /// whitespace is ignored, so `$(cat key)` works.

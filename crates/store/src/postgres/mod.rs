@@ -1,0 +1,285 @@
+//! The shared store: Postgres, for several nodes on one database (SPEC §10).
+//!
+//! Same trait, same records, same rules as [`SqliteStore`](crate::SqliteStore);
+//! what differs is how each method stays atomic. SQLite runs every write on
+//! one writer thread, so a "read, then write" method is serialised for free.
+//! Postgres runs writers concurrently (READ COMMITTED), so each such method
+//! here is one statement (`UPDATE … RETURNING`, `INSERT … ON CONFLICT`), or a
+//! short transaction under an advisory lock where a row lock cannot serve
+//! (`ensure_account`, policy positions). The store contract suite
+//! (`tests/contract.rs`) runs every behaviour against both.
+//!
+//! Driver: tokio-postgres with deadpool-postgres (ARCHITECTURE.md says why
+//! not sqlx). Statements are prepared once per pooled connection
+//! (`prepare_cached`). Every write is awaited and committed before the
+//! method returns, so there is nothing for [`Store::flush`] to wait for;
+//! Postgres already shares one WAL flush between concurrent commits.
+
+mod import;
+mod schema;
+mod store;
+
+pub use import::ImportReport;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{
+    Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use tokio_postgres::NoTls;
+
+use crate::secrets::{SecretKey, open, seal};
+use crate::{Refusal, StoreError, StoreResult, UnknownValue};
+
+/// Tunables of [`PgStore`].
+#[derive(Debug, Clone, Copy)]
+pub struct PgOptions {
+    /// Connections the pool opens at most. A request that finds all of them
+    /// busy waits up to [`POOL_WAIT`], then fails with [`StoreError::Busy`].
+    pub pool_size: usize,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions { pool_size: 16 }
+    }
+}
+
+/// How long a request waits for a pooled connection before the store
+/// answers Busy (503 with `Retry-After`, as SQLite's full write queue).
+const POOL_WAIT: Duration = Duration::from_secs(2);
+/// How long opening one connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Per-connection limits, SQLite's `busy_timeout` in Postgres terms: a
+/// statement waiting on a lock, a statement, and a transaction left idle
+/// never hold a connection (or a row) for long.
+const SESSION_LIMITS: &str =
+    "-c lock_timeout=5000 -c statement_timeout=30000 -c idle_in_transaction_session_timeout=10000";
+
+pub struct PgStore {
+    pool: Pool,
+    /// The URL with its password replaced, for refusals.
+    url: String,
+}
+
+/// What the key check seals, and the associated data it seals it under.
+const KEY_CHECK_TEXT: &str = "executor-key-check:v1:";
+const KEY_CHECK_AAD: &str = "executor/key-check";
+
+impl PgStore {
+    /// Connects to `url` (`postgres://…`), runs the start checks and applies
+    /// the migrations this database lacks. A database that is unreachable,
+    /// a standby, from a newer release or another program's is refused with
+    /// [`StoreError::Refused`] before anything is written.
+    pub async fn open(url: &str, options: PgOptions) -> StoreResult<Self> {
+        let unreachable = |cause: String| Refusal::PostgresUnreachable {
+            url: redact(url),
+            cause,
+        };
+        let mut config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| unreachable(format!("not a Postgres URL ({e})")))?;
+        config.options(SESSION_LIMITS);
+        if config.get_application_name().is_none() {
+            config.application_name("executor");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| unreachable(e.to_string()))?;
+        let mut client = pool.get().await.map_err(|e| match e {
+            PoolError::Backend(e) => unreachable(explain_connect(&e)),
+            other => unreachable(other.to_string()),
+        })?;
+        schema::check(&mut client, url).await?;
+        schema::migrate(&mut client, url).await?;
+        drop(client);
+        Ok(PgStore {
+            pool,
+            url: redact(url),
+        })
+    }
+
+    /// A pooled connection; all of them busy past [`POOL_WAIT`] is Busy.
+    async fn client(&self) -> StoreResult<Client> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(_) => StoreError::Busy,
+            PoolError::Backend(e) => db_error(e),
+            other => StoreError::Database(other.to_string()),
+        })
+    }
+
+    /// The key check (SPEC §10): the first node that starts with a key
+    /// leaves a value sealed with it in the database; a node whose key does
+    /// not open that value is refused ([`Refusal::WrongSecretKey`]) before
+    /// it seals anything no other node could open. Two first nodes with
+    /// different keys: one row wins, the other node is refused.
+    pub async fn check_secret_key(&self, key: &SecretKey) -> StoreResult<()> {
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let now = crate::now_ms();
+        let proof = seal(key, &format!("{KEY_CHECK_TEXT}{nonce}"), KEY_CHECK_AAD)
+            .map_err(|e| StoreError::Database(e.to_string()))?;
+        let found = self
+            .query_opt(
+                "WITH added AS (INSERT INTO executor_meta (name, value, updated_at) \
+                   VALUES ('key_check', $1, $2) ON CONFLICT (name) DO NOTHING RETURNING value) \
+                 SELECT value FROM added UNION ALL \
+                 SELECT value FROM executor_meta WHERE name = 'key_check' LIMIT 1",
+                &[&proof, &now],
+            )
+            .await?;
+        // None: another node's first insert committed while this statement
+        // ran (its snapshot predates it); the row is there now.
+        let found = match found {
+            Some(row) => Some(row),
+            None => {
+                self.query_opt(
+                    "SELECT value FROM executor_meta WHERE name = 'key_check'",
+                    &[],
+                )
+                .await?
+            }
+        };
+        let stored: String = match &found {
+            Some(row) => col(row, 0)?,
+            None => return Err(StoreError::Database("the key check row is missing".into())),
+        };
+        match open(key, &stored, KEY_CHECK_AAD) {
+            Ok(text) if text.expose().starts_with(KEY_CHECK_TEXT) => Ok(()),
+            _ => Err(Refusal::WrongSecretKey {
+                url: self.url.clone(),
+            }
+            .into()),
+        }
+    }
+
+    /// `org/namespace` of every connection whose secret is sealed, for the
+    /// key check of commands that open them.
+    pub async fn sealed_connections(&self) -> StoreResult<Vec<String>> {
+        store::sealed_connections(self).await
+    }
+}
+
+/// A driver error as the server log's text: the server's own message and
+/// SQLSTATE when there is one (tokio-postgres's `Display` says only
+/// "db error").
+pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Database(describe(&e))
+}
+
+pub(super) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+/// Why a first connection failed, in words with what to do about it.
+fn explain_connect(e: &tokio_postgres::Error) -> String {
+    let code = e.as_db_error().map(|db| db.code().code());
+    let hint = match code {
+        Some("3D000") => ": create the database first (createdb NAME)",
+        Some("28P01" | "28000") => ": check the user and password in the URL",
+        _ => "",
+    };
+    format!("{}{hint}", describe(e))
+}
+
+/// `url` with its password replaced, for every message that names it.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => authority.to_string(),
+        },
+        None => authority.to_string(),
+    };
+    let tail = tail
+        .split('&')
+        .map(|part| match part.find("password=") {
+            Some(i) => format!("{}password=***", &part[..i]),
+            None => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// Postgres `TEXT` refuses NUL, which SQLite keeps. Text an agent or a
+/// client chose (program code, error messages, a protocol version) has any
+/// NUL stored as U+FFFD instead of failing the write that records it.
+pub(super) fn pg_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// One column of a row; a type mismatch is an error, never a panic.
+pub(super) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    index: usize,
+) -> StoreResult<T> {
+    row.try_get(index).map_err(db_error)
+}
+
+/// A column holding one of the store's closed sets of words.
+pub(super) fn word<T: FromStr<Err = UnknownValue>>(
+    row: &tokio_postgres::Row,
+    index: usize,
+) -> StoreResult<T> {
+    let text: &str = col(row, index)?;
+    text.parse()
+        .map_err(|e: UnknownValue| StoreError::Database(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        for (url, shown) in [
+            (
+                "postgres://u:secret@db:5432/x",
+                "postgres://u:***@db:5432/x",
+            ),
+            ("postgres://u@db/x", "postgres://u@db/x"),
+            (
+                "postgresql://db/x?user=u&password=secret&sslmode=require",
+                "postgresql://db/x?user=u&password=***&sslmode=require",
+            ),
+            ("postgres://u:p@ss:w@db", "postgres://u:***@db"),
+        ] {
+            assert_eq!(redact(url), shown);
+            assert!(!redact(url).contains("secret"));
+        }
+    }
+
+    #[test]
+    fn nul_is_stored_as_a_replacement_character() {
+        assert_eq!(pg_text("a\0b"), "a\u{FFFD}b");
+        assert!(matches!(pg_text("ab"), std::borrow::Cow::Borrowed("ab")));
+    }
+}

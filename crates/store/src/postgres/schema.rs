@@ -1,0 +1,281 @@
+//! The Postgres schema, its migrations and the start checks that run before
+//! them (SPEC §11, §10).
+//!
+//! `PG_MIGRATIONS` is to Postgres what `MIGRATIONS` in `sqlite.rs` is to
+//! SQLite: its first entry is the SQLite schema as the last SQLite migration
+//! left it, in Postgres types (`INTEGER` → `BIGINT`, `BLOB` → `BYTEA`, 0/1
+//! flags → `BOOLEAN`). A later schema change is an entry in both lists.
+//! JSON stays `TEXT`: the stores never query into it, and `JSONB` would
+//! reorder keys and cost a parse per write.
+//!
+//! Several nodes may start at once on one database: every migration runs in
+//! its own transaction under one advisory lock, and re-reads the version
+//! after taking it, so each is applied exactly once.
+
+use deadpool_postgres::Client;
+
+use super::{db_error, redact};
+use crate::{Refusal, StoreError, StoreResult};
+
+pub(super) const PG_MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE accounts (
+    id TEXT PRIMARY KEY,
+    email TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    owner_account_id TEXT REFERENCES accounts(id)
+);
+CREATE UNIQUE INDEX orgs_owner ON orgs(owner_account_id) WHERE owner_account_id IS NOT NULL;
+CREATE TABLE memberships (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    PRIMARY KEY (account_id, org_id)
+);
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    secret_hash BYTEA NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT,
+    revoked_at BIGINT
+);
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    protocol_version TEXT NOT NULL,
+    client_info TEXT NOT NULL,
+    client_capabilities TEXT NOT NULL,
+    elicitation_mode TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    last_activity_at BIGINT NOT NULL,
+    terminated_at BIGINT
+);
+CREATE INDEX sessions_last_activity ON sessions(last_activity_at);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    stream_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    data TEXT NOT NULL,
+    undelivered BOOLEAN NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (session_id, stream_id, seq)
+);
+CREATE INDEX events_undelivered ON events(session_id) WHERE undelivered;
+CREATE TABLE executions (
+    id TEXT PRIMARY KEY,
+    session_id TEXT,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    code TEXT NOT NULL,
+    status TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    logs TEXT NOT NULL,
+    tool_calls TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    duration_ms BIGINT NOT NULL
+);
+CREATE INDEX executions_org_started ON executions(org_id, started_at);
+CREATE TABLE policies (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    action TEXT NOT NULL,
+    position BIGINT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX policies_org_position ON policies(org_id, position);
+CREATE TABLE execution_states (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    decision TEXT
+);
+CREATE TABLE integrations (
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    base_url TEXT,
+    tool_count BIGINT NOT NULL,
+    document BYTEA NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    revision BIGINT NOT NULL DEFAULT 0,
+    search_index BYTEA,
+    PRIMARY KEY (org_id, namespace)
+);
+-- Both are LZ4 already: TOAST must not try to compress them again.
+ALTER TABLE integrations
+    ALTER COLUMN document SET STORAGE EXTERNAL,
+    ALTER COLUMN search_index SET STORAGE EXTERNAL;
+CREATE TABLE catalog_versions (
+    org_id TEXT PRIMARY KEY,
+    version BIGINT NOT NULL
+);
+CREATE TABLE connections (
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    username TEXT,
+    secret TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    oauth TEXT,
+    generation BIGINT NOT NULL DEFAULT 0,
+    lease_holder TEXT,
+    lease_until BIGINT,
+    PRIMARY KEY (org_id, namespace)
+);
+CREATE TABLE oauth_pending (
+    state_hash TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    request TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    taken BOOLEAN NOT NULL DEFAULT false,
+    outcome TEXT
+);
+-- Facts about the store itself: `key_check`, a value sealed with the key
+-- of the first node, which a node with another key cannot open.
+CREATE TABLE executor_meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+"#];
+
+/// The advisory lock migrations take (`'executor:migrate'` as a number).
+const MIGRATION_LOCK: i64 = 0x6578_6563_6d69_6772;
+
+/// Tables listed in a refusal of a foreign database.
+const NAMED_TABLES: i64 = 8;
+
+/// The start checks, in the order SQLite's preflight runs them: the database
+/// is writable (not a standby), not from a newer release, not another
+/// program's. Nothing is written before they pass.
+pub(super) async fn check(client: &mut Client, url: &str) -> StoreResult<()> {
+    let url = redact(url);
+    let standby: bool = client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .map_err(db_error)?
+        .try_get(0)
+        .map_err(db_error)?;
+    if standby {
+        return Err(Refusal::PostgresReadOnly { url }.into());
+    }
+    match schema_version(client).await? {
+        Some(found) if found > PG_MIGRATIONS.len() as i64 => Err(Refusal::PostgresNewerSchema {
+            url,
+            found,
+            known: PG_MIGRATIONS.len(),
+        }
+        .into()),
+        Some(_) => check_writable(client, &url).await,
+        None => {
+            let tables: Vec<String> = client
+                .query(
+                    "SELECT table_name::text FROM information_schema.tables \
+                     WHERE table_schema = current_schema() ORDER BY 1 LIMIT $1",
+                    &[&NAMED_TABLES],
+                )
+                .await
+                .map_err(db_error)?
+                .iter()
+                .filter_map(|row| row.try_get(0).ok())
+                .collect();
+            if tables.is_empty() {
+                Ok(())
+            } else {
+                Err(Refusal::PostgresForeign { url, tables }.into())
+            }
+        }
+    }
+}
+
+/// A write goes through (then is rolled back): not a read-only role or a
+/// database set read-only, which would otherwise fail the first session.
+async fn check_writable(client: &mut Client, url: &str) -> StoreResult<()> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute("UPDATE executor_schema SET version = version", &[])
+        .await
+        .map_err(|e| not_writable(url, e))?;
+    tx.rollback().await.map_err(db_error)
+}
+
+/// The applied migrations, or None when the database has no executor schema.
+async fn schema_version(client: &Client) -> StoreResult<Option<i64>> {
+    let row = client
+        .query_one("SELECT to_regclass('executor_schema') IS NOT NULL", &[])
+        .await
+        .map_err(db_error)?;
+    let exists: bool = row.try_get(0).map_err(db_error)?;
+    if !exists {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt("SELECT version FROM executor_schema", &[])
+        .await
+        .map_err(db_error)?;
+    Ok(Some(match row {
+        Some(row) => row.try_get(0).map_err(db_error)?,
+        None => 0,
+    }))
+}
+
+/// Applies the migrations this database lacks, each once across nodes.
+pub(super) async fn migrate(client: &mut Client, url: &str) -> StoreResult<()> {
+    if schema_version(client).await? == Some(PG_MIGRATIONS.len() as i64) {
+        return Ok(());
+    }
+    for (i, sql) in PG_MIGRATIONS.iter().enumerate() {
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(db_error)?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS executor_schema (version BIGINT NOT NULL); \
+             INSERT INTO executor_schema (version) SELECT 0 \
+             WHERE NOT EXISTS (SELECT 1 FROM executor_schema)",
+        )
+        .await
+        .map_err(|e| not_writable(url, e))?;
+        let version: i64 = tx
+            .query_one("SELECT version FROM executor_schema", &[])
+            .await
+            .map_err(db_error)?
+            .try_get(0)
+            .map_err(db_error)?;
+        // Another node applied it between our read and the lock.
+        if version > i as i64 {
+            continue;
+        }
+        tx.batch_execute(sql).await.map_err(db_error)?;
+        tx.execute(
+            "UPDATE executor_schema SET version = $1",
+            &[&(i as i64 + 1)],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// A write refused at the first migration: a read-only role or database.
+fn not_writable(url: &str, e: tokio_postgres::Error) -> StoreError {
+    Refusal::PostgresNotWritable {
+        url: redact(url),
+        cause: super::describe(&e),
+    }
+    .into()
+}
