@@ -103,7 +103,7 @@ export const pgStore = () => {
  * Start the server. Returns an object with base, mcpUrl, port, dataDir, and
  * mint(email, org?), revoke(token), kill9(), restart(), stop(), cleanup(), logTail().
  */
-export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataDir, port } = {}) => {
+export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataDir, port, store = STORE } = {}) => {
   if (!existsSync(BIN)) throw new Error(`no executor binary at ${BIN} (set EXECUTOR_BIN or build it)`);
   dataDir ??= mkdtempSync(join(tmpdir(), "executor-e2e-"));
   port ??= await freePort();
@@ -112,7 +112,7 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
   const logFile = createWriteStream(logPath, { flags: "a" });
   const base = `http://127.0.0.1:${port}`;
   const s = { base, origin: base, mcpUrl: `${base}/mcp`, port, dataDir, logPath, log: "", child: null };
-  const pg = STORE === "postgres" ? pgStore() : null;
+  const pg = store === "postgres" ? pgStore() : null;
   s.pg = pg;
   const runEnv = { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info", ...(pg?.env ?? {}), ...env };
   s.env = runEnv;
