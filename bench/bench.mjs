@@ -1,6 +1,9 @@
 // The project's benchmark: figures of the release binary on this machine.
 // Prints one line per figure. Usage (from the project root, after
 // `cargo build --release`):  bench/run     (DURATION=5 CONNS=16 SESSIONS=2000)
+// BENCH_STORE=postgres runs the server on a PostgreSQL database of its own
+// (created from EXECUTOR_TEST_POSTGRES, default the machine's server, and
+// dropped at the end) instead of the embedded SQLite store.
 import autocannon from "autocannon";
 import { spawn, spawnSync, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -8,6 +11,7 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import net from "node:net";
+import { randomBytes } from "node:crypto";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const BIN = process.env.EXECUTOR_BIN ?? join(ROOT, "target/release/executor");
@@ -24,6 +28,18 @@ const rssKb = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").match(
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 
 const dataDir = mkdtempSync(join(tmpdir(), "executor-bench-"));
+// The store: SQLite in the data dir, or a Postgres database made for this run.
+const PG_ADMIN = process.env.EXECUTOR_TEST_POSTGRES || "postgres://postgres@127.0.0.1:5432/postgres";
+const pgName = process.env.BENCH_STORE === "postgres" ? `executor_bench_${process.pid}` : null;
+const psql = (sql) => execFileSync("psql", [PG_ADMIN, "-qtAc", sql]);
+if (pgName) {
+  psql(`CREATE DATABASE ${pgName}`);
+  const url = new URL(PG_ADMIN);
+  url.pathname = `/${pgName}`;
+  process.env.EXECUTOR_DATABASE_URL = url.toString();
+  process.env.EXECUTOR_SECRET_KEY = randomBytes(32).toString("hex");
+}
+console.log(`store: ${pgName ? `postgres (${pgName})` : "sqlite"}`);
 const port = await freePort();
 const url = `http://127.0.0.1:${port}/mcp`;
 const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--session-idle-timeout", String(IDLE_MS), "--allow-local-network"], {
@@ -121,4 +137,5 @@ try {
   child.kill("SIGTERM");
   await sleep(200);
   rmSync(dataDir, { recursive: true, force: true });
+  if (pgName) psql(`DROP DATABASE IF EXISTS ${pgName} WITH (FORCE)`);
 }

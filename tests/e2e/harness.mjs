@@ -135,6 +135,9 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
     return child;
   };
   await launch();
+  // Synchronous: it blocks this process's event loop until the command
+  // exits, so never use it for a command that needs an upstream served
+  // from this process (recordingUpstream) to answer: use execFile.
   s.cli = (argv) =>
     execFileSync(BIN, argv, { encoding: "utf8", env: runEnv, stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 });
   s.mint = (email, org) => {

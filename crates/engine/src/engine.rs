@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use executor_sandbox::{AgentError, HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
-use executor_store::{ExecutionRecord, ExecutionStatus, Store, now_ms};
+use executor_store::{ExecutionRecord, ExecutionStatus, Notice, Store, next_notice, now_ms};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -27,6 +27,8 @@ use executor_catalog::{CallContext, Catalog, CatalogSource, HostBudget, StaticCa
 
 /// How often a server looks for decisions posted by `executor resume`.
 const POSTED_DECISION_POLL: Duration = Duration::from_millis(200);
+/// The same poll behind a store's decision notices, for a lost one.
+const POSTED_DECISION_FALLBACK: Duration = Duration::from_secs(2);
 
 /// How long `executor resume` follows a run a server has taken over.
 const FOLLOW_RESUMED_RUN: Duration = Duration::from_secs(600);
@@ -596,17 +598,34 @@ impl Engine {
         self: Arc<Self>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        let mut interval = tokio::time::interval(POSTED_DECISION_POLL);
+        // A store that pushes decisions needs only a slow poll behind its
+        // notices (one can be lost); one that cannot is polled briskly.
+        let mut notices = self.store.subscribe();
+        let every = if notices.is_some() {
+            POSTED_DECISION_FALLBACK
+        } else {
+            POSTED_DECISION_POLL
+        };
+        let mut interval = tokio::time::interval(every);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                _ = interval.tick() => {}
+            // Which run to look at: the one a notice names, or all of them.
+            let only = tokio::select! {
+                _ = interval.tick() => None,
+                notice = next_notice(&mut notices) => match notice {
+                    Notice::Decision { execution_id } => Some(execution_id),
+                    Notice::Catalog { .. } => continue,
+                    Notice::Lagged => None,
+                },
                 _ = stop.wait_for(|s| *s) => return,
-            }
+            };
             for live in self.executions.waiting() {
                 let Some(saved) = live.snapshot() else {
                     continue;
                 };
+                if only.as_ref().is_some_and(|id| *id != saved.id) {
+                    continue;
+                }
                 let action = match self.store.take_execution_decision(&saved.id).await {
                     Ok(Some(action)) => action.parse::<Action>(),
                     Ok(None) => continue,

@@ -32,7 +32,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use executor_mcp::McpServer;
-use executor_store::{ElicitationMode, LogBounds, Principal, SessionRecord, Store, now_ms};
+use executor_store::{
+    ElicitationMode, LogBounds, Notice, Principal, SessionRecord, Store, next_notice, now_ms,
+};
 use futures::FutureExt;
 use futures::future::Shared;
 use prometheus_client::metrics::counter::Counter;
@@ -185,9 +187,13 @@ impl SessionsMetrics {
 
 /// How often catalog versions are compared for `tools/list_changed`.
 const CATALOG_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// The same check behind a store's catalog notices, for a lost one.
+const CATALOG_CHECK_FALLBACK: Duration = Duration::from_secs(10);
 /// How often delivered events past their replay window are deleted: often
 /// enough that the log holds minutes of events, not days.
 const EVENT_SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// How often sessions past their retention are deleted, store-wide.
+const RETENTION_GC_EVERY: Duration = Duration::from_secs(3600);
 
 type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>>>;
 
@@ -219,6 +225,9 @@ struct Inner {
     /// Turns true once shutdown begins: standalone GET streams end and
     /// `/healthz` answers 503, while in-flight requests finish.
     draining: tokio::sync::watch::Sender<bool>,
+    /// This server among those sharing the store, as the holder of the
+    /// periodic jobs it claims.
+    server_id: String,
 }
 
 /// The one entry point to sessions. Cheap to clone.
@@ -238,6 +247,7 @@ impl Sessions {
                 usage: Mutex::new(HashMap::new()),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
+                server_id: format!("server_{}", executor_store::tokens::random_id(16)),
             }),
         }
     }
@@ -665,6 +675,25 @@ impl Sessions {
         }
     }
 
+    /// Whether this server runs the store-wide job `name` now (see
+    /// `Store::claim_job`). A store error skips this round: the job is
+    /// asked for again at the next.
+    async fn claim_job(&self, name: &str, every: Duration) -> bool {
+        let every_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
+        match self
+            .inner
+            .store
+            .claim_job(name, &self.inner.server_id, every_ms, now_ms())
+            .await
+        {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::warn!(error = %e, job = name, "could not claim a periodic job");
+                false
+            }
+        }
+    }
+
     /// Runs the reaper, activity flushes, event-log sweeps and retention GC
     /// until `stop` turns true (`serve` flips it after the drain and awaits
     /// this task). Spawn once per server.
@@ -677,26 +706,58 @@ impl Sessions {
         let mut last_gc: Option<Instant> = None;
         let mut last_event_sweep: Option<Instant> = None;
         let mut last_catalog_check = Instant::now();
+        // A store that pushes catalog changes (Postgres) is polled only as a
+        // fallback for a lost notice; one that cannot is polled each second.
+        let mut notices = self.inner.store.subscribe();
+        let catalog_check_every = if notices.is_some() {
+            CATALOG_CHECK_FALLBACK
+        } else {
+            CATALOG_CHECK_EVERY
+        };
         loop {
-            tokio::select! {
-                _ = interval.tick() => {}
+            // Awaited after the select: none of its branches' outputs (the
+            // stop flag's read guard) may live across an await.
+            let notice = tokio::select! {
+                _ = interval.tick() => None,
+                notice = next_notice(&mut notices) => Some(notice),
                 _ = stop.wait_for(|s| *s) => return,
+            };
+            if let Some(notice) = notice {
+                if matches!(notice, Notice::Catalog { .. } | Notice::Lagged) {
+                    // One check answers a burst of notices.
+                    if let Some(pending) = notices.as_mut() {
+                        while pending.try_recv().is_ok() {}
+                    }
+                    last_catalog_check = Instant::now();
+                    self.refresh_tool_lists().await;
+                }
+                continue;
             }
             self.dispose_idle();
-            if last_catalog_check.elapsed() >= CATALOG_CHECK_EVERY {
+            if last_catalog_check.elapsed() >= catalog_check_every {
                 last_catalog_check = Instant::now();
                 self.refresh_tool_lists().await;
             }
+            // The store-wide sweeps: every server asks each minute, one of
+            // all the servers on the store runs each per interval.
             if last_event_sweep.is_none_or(|t| t.elapsed() >= EVENT_SWEEP_EVERY) {
                 last_event_sweep = Some(Instant::now());
-                self.delete_lapsed_events().await;
+                if self
+                    .claim_job("delete_lapsed_events", EVENT_SWEEP_EVERY)
+                    .await
+                {
+                    self.delete_lapsed_events().await;
+                }
             }
             if last_flush.elapsed() >= Duration::from_secs(30) {
                 last_flush = Instant::now();
                 self.flush_activity().await;
             }
-            if last_gc.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+            if last_gc.is_none_or(|t| t.elapsed() >= EVENT_SWEEP_EVERY) {
                 last_gc = Some(Instant::now());
+                if !self.claim_job("gc_sessions", RETENTION_GC_EVERY).await {
+                    continue;
+                }
                 let before = now_ms() - self.inner.config.retention.as_millis() as i64;
                 match self.inner.store.gc_sessions(before).await {
                     Ok(0) => {}

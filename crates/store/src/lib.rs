@@ -65,6 +65,19 @@ impl From<rusqlite::Error> for StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A change another process committed, pushed by stores that can
+/// ([`Store::subscribe`]). A notice may be lost; [`Notice::Lagged`] says so,
+/// and a reader then re-checks what it watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The org's integrations changed: its catalog version moved.
+    Catalog { org_id: String },
+    /// A decision was posted for this paused execution.
+    Decision { execution_id: String },
+    /// Notices may have been missed (a reconnect, a reader behind).
+    Lagged,
+}
+
 /// The storage seam. Every method is a single logical operation that is
 /// atomic on its own; callers never hold a transaction open across awaits.
 #[async_trait]
@@ -110,6 +123,28 @@ pub trait Store: Send + Sync + 'static {
     /// created before `before_ms` (its replay window has lapsed); undelivered
     /// events stay. Returns how many were deleted.
     async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
+
+    // --- periodic jobs ------------------------------------------------------
+    /// Claims one run of the periodic job `name` for `holder`: true for one
+    /// caller per `every_ms` among all processes on this store, so a sweep
+    /// every node schedules runs once per interval, not once per node. One
+    /// conditional write; `now_ms` is the caller's clock.
+    async fn claim_job(
+        &self,
+        name: &str,
+        holder: &str,
+        every_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool>;
+
+    // --- notices -------------------------------------------------------------
+    /// Changes other processes commit, as they happen (SPEC §10): on
+    /// Postgres through `LISTEN/NOTIFY`. None where the store cannot push
+    /// (SQLite: every process polls, as before). A reader keeps a slow poll
+    /// either way, since notices can be lost.
+    fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        None
+    }
 
     // --- lifecycle ----------------------------------------------------------
     /// Returns once every write queued before the call is committed
@@ -245,6 +280,23 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<ExecutionRecord>>;
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>>;
+}
+
+/// The next notice of an optional subscription; never, without one. A
+/// closed channel counts as lost notices once, then as no subscription.
+pub async fn next_notice(notices: &mut Option<tokio::sync::broadcast::Receiver<Notice>>) -> Notice {
+    use tokio::sync::broadcast::error::RecvError;
+    let Some(receiver) = notices else {
+        return std::future::pending().await;
+    };
+    match receiver.recv().await {
+        Ok(notice) => notice,
+        Err(RecvError::Lagged(_)) => Notice::Lagged,
+        Err(RecvError::Closed) => {
+            *notices = None;
+            Notice::Lagged
+        }
+    }
 }
 
 /// Current wall-clock time in milliseconds since the Unix epoch.

@@ -180,6 +180,15 @@ CREATE TABLE oauth_pending (
     outcome TEXT
 );
 "#,
+    // Periodic jobs every server schedules (the event sweep, retention GC):
+    // the next time each is due, so one process runs each per interval.
+    r#"
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    next_at INTEGER NOT NULL
+);
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -1168,6 +1177,24 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn claim_job(
+        &self,
+        name: &str,
+        holder: &str,
+        every_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        self.writer
+            .write(move |conn| {
+                Ok(conn
+                    .prepare_cached(CLAIM_JOB_SQLITE)?
+                    .execute(params![name, holder, now_ms, every_ms])?
+                    == 1)
+            })
+            .await
+    }
+
     async fn insert_pending_login(&self, p: PendingLoginRecord) -> StoreResult<()> {
         self.writer
             .write(move |conn| {
@@ -1320,6 +1347,12 @@ fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRecord> {
 
 const PENDING_LOGIN_COLUMNS: &str =
     "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
+
+/// Inserts the job as due again after `every`, or moves it on only where
+/// it is due: one row changed means this caller runs it.
+const CLAIM_JOB_SQLITE: &str = "INSERT INTO jobs (name, holder, next_at) VALUES (?1, ?2, ?3 + ?4) \
+     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, next_at = excluded.next_at \
+     WHERE jobs.next_at <= ?3";
 
 fn pending_login_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingLoginRecord> {
     Ok(PendingLoginRecord {

@@ -57,6 +57,7 @@ contract!(
     racing_takers_get_a_posted_decision_once,
     executions_round_trip_and_list_newest_first,
     text_with_nul_is_stored_not_refused,
+    a_periodic_job_runs_once_per_interval_across_processes,
 );
 
 fn session(id: &str, owner: &Principal, at: i64) -> SessionRecord {
@@ -850,4 +851,28 @@ async fn text_with_nul_is_stored_not_refused(t: TestStore) {
     s.append_event(event("x", 1, "{\"s\":\"\\u0000\"}"), LogBounds::default())
         .await
         .unwrap();
+}
+
+/// Every node schedules the sweeps; each interval, one of them runs each.
+async fn a_periodic_job_runs_once_per_interval_across_processes(t: TestStore) {
+    let stores = [t.store(), t.reopen().await];
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = stores[i % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            s.claim_job("sweep", &format!("node-{i}"), 60_000, 1_000)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut claimed = 0;
+    for task in tasks {
+        claimed += usize::from(task.await.unwrap());
+    }
+    assert_eq!(claimed, 1, "one claimer per interval");
+    let s = &stores[0];
+    assert!(!s.claim_job("sweep", "late", 60_000, 60_999).await.unwrap());
+    assert!(s.claim_job("sweep", "next", 60_000, 61_000).await.unwrap());
+    // Jobs are independent.
+    assert!(s.claim_job("gc", "next", 60_000, 61_000).await.unwrap());
 }

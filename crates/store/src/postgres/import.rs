@@ -12,7 +12,8 @@
 //! The columns come from the Postgres schema itself (the schema parity
 //! test keeps both stores' columns equal), so a new migration needs nothing
 //! here. What is not copied: OAuth logins in flight (minutes long; run the
-//! login again) and the SQLite-only `PRAGMA`s. Sessions keep their ids, so a
+//! login again), the schedule of periodic jobs, and the SQLite-only
+//! `PRAGMA`s. Sessions keep their ids, so a
 //! client that reconnects with its session id is restored on Postgres.
 
 use std::path::Path;

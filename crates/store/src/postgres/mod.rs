@@ -16,18 +16,22 @@
 //! Postgres already shares one WAL flush between concurrent commits.
 
 mod import;
+mod notices;
 mod schema;
 mod store;
 
 pub use import::ImportReport;
 
 use std::str::FromStr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use deadpool_postgres::{
     Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use tokio_postgres::NoTls;
+
+use notices::Listener;
 
 use crate::secrets::{SecretKey, open, seal};
 use crate::{Refusal, StoreError, StoreResult, UnknownValue};
@@ -61,6 +65,9 @@ pub struct PgStore {
     pool: Pool,
     /// The URL with its password replaced, for refusals.
     url: String,
+    /// For the notice connection, opened on the first subscriber.
+    config: tokio_postgres::Config,
+    listener: OnceLock<Listener>,
 }
 
 /// What the key check seals, and the associated data it seals it under.
@@ -87,7 +94,7 @@ impl PgStore {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -107,10 +114,31 @@ impl PgStore {
         schema::check(&mut client, url).await?;
         schema::migrate(&mut client, url).await?;
         drop(client);
+        let mut listen_config = config;
+        listen_config
+            .application_name("executor-listen")
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(30));
         Ok(PgStore {
             pool,
             url: redact(url),
+            config: listen_config,
+            listener: OnceLock::new(),
         })
+    }
+
+    /// The notices of this store, its listening connection started on the
+    /// first call (on the current runtime; None outside one).
+    pub(super) fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<crate::Notice>> {
+        if let Some(listener) = self.listener.get() {
+            return Some(listener.subscribe());
+        }
+        tokio::runtime::Handle::try_current().ok()?;
+        Some(
+            self.listener
+                .get_or_init(|| Listener::start(self.config.clone()))
+                .subscribe(),
+        )
     }
 
     /// A pooled connection; all of them busy past [`POOL_WAIT`] is Busy.

@@ -17,7 +17,8 @@ use deadpool_postgres::Client;
 use super::{db_error, redact};
 use crate::{Refusal, StoreError, StoreResult};
 
-pub(super) const PG_MIGRATIONS: &[&str] = &[r#"
+pub(super) const PG_MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE accounts (
     id TEXT PRIMARY KEY,
     email TEXT NOT NULL UNIQUE,
@@ -151,7 +152,16 @@ CREATE TABLE executor_meta (
     value TEXT NOT NULL,
     updated_at BIGINT NOT NULL
 );
-"#];
+"#,
+    // Periodic jobs every node schedules (SQLite migration 11).
+    r#"
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    next_at BIGINT NOT NULL
+);
+"#,
+];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).
 const MIGRATION_LOCK: i64 = 0x6578_6563_6d69_6772;

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::notices::{CATALOG_CHANNEL, DECISIONS_CHANNEL};
 use super::{PgStore, col, db_error, pg_text, word};
 use crate::orgs::OrgChoice;
 use crate::packed::{pack, unpack_bytes};
@@ -407,62 +408,60 @@ impl Store for PgStore {
     }
 
     async fn append_event(&self, e: EventRecord, bounds: LogBounds) -> StoreResult<()> {
+        let insert_sql = format!(
+            "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
+             undelivered = excluded.undelivered, created_at = excluded.created_at"
+        );
+        let row: [&(dyn ToSql + Sync); 6] = [
+            &e.session_id,
+            &e.stream_id,
+            &e.seq,
+            &e.data,
+            &e.undelivered,
+            &e.created_at_ms,
+        ];
+        // Prune only when the stream can be over its bounds: streams of a
+        // single request hold one or two events and take one statement.
+        let may_overflow =
+            e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2;
+        if !may_overflow {
+            self.execute(&insert_sql, &row).await?;
+            return Ok(());
+        }
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
-        let insert = tx
-            .prepare_cached(&format!(
-                "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) \
-                 ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
-                 undelivered = excluded.undelivered, created_at = excluded.created_at"
-            ))
-            .await
-            .map_err(db_error)?;
+        let insert = tx.prepare_cached(&insert_sql).await.map_err(db_error)?;
+        tx.execute(&insert, &row).await.map_err(db_error)?;
         tx.execute(
-            &insert,
+            "DELETE FROM events WHERE session_id = $1 AND stream_id = $2 AND seq <= $3",
             &[
                 &e.session_id,
                 &e.stream_id,
-                &e.seq,
-                &e.data,
-                &e.undelivered,
-                &e.created_at_ms,
+                &(e.seq - bounds.max_events as i64),
             ],
         )
         .await
         .map_err(db_error)?;
-        // Prune only when the stream can be over its bounds: streams of a
-        // single request hold one or two events and skip this entirely.
-        if e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2 {
-            tx.execute(
-                "DELETE FROM events WHERE session_id = $1 AND stream_id = $2 AND seq <= $3",
-                &[
-                    &e.session_id,
-                    &e.stream_id,
-                    &(e.seq - bounds.max_events as i64),
-                ],
+        // The byte bound: newest first, every event past the one where the
+        // running total passes it goes, but never the newest.
+        let prune = tx
+            .prepare_cached(
+                "DELETE FROM events e USING ( \
+                   SELECT seq FROM ( \
+                     SELECT seq, \
+                            SUM(octet_length(data)) OVER (ORDER BY seq DESC) AS total, \
+                            row_number() OVER (ORDER BY seq DESC) AS newest \
+                     FROM events WHERE session_id = $1 AND stream_id = $2) sized \
+                   WHERE newest > 1 AND total > $3) cut \
+                 WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq = cut.seq",
             )
             .await
             .map_err(db_error)?;
-            // The byte bound: newest first, every event past the one where the
-            // running total passes it goes, but never the newest.
-            let prune = tx
-                .prepare_cached(
-                    "DELETE FROM events e USING ( \
-                       SELECT seq FROM ( \
-                         SELECT seq, \
-                                SUM(octet_length(data)) OVER (ORDER BY seq DESC) AS total, \
-                                row_number() OVER (ORDER BY seq DESC) AS newest \
-                         FROM events WHERE session_id = $1 AND stream_id = $2) sized \
-                       WHERE newest > 1 AND total > $3) cut \
-                     WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq = cut.seq",
-                )
-                .await
-                .map_err(db_error)?;
-            let max_bytes = i64::try_from(bounds.max_bytes).unwrap_or(i64::MAX);
-            tx.execute(&prune, &[&e.session_id, &e.stream_id, &max_bytes])
-                .await
-                .map_err(db_error)?;
-        }
+        let max_bytes = i64::try_from(bounds.max_bytes).unwrap_or(i64::MAX);
+        tx.execute(&prune, &[&e.session_id, &e.stream_id, &max_bytes])
+            .await
+            .map_err(db_error)?;
         tx.commit().await.map_err(db_error)
     }
 
@@ -532,6 +531,10 @@ impl Store for PgStore {
     async fn flush(&self) -> StoreResult<()> {
         // Every write above is committed before its method returns.
         Ok(())
+    }
+
+    fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        self.notices()
     }
 
     async fn find_org(&self, name: &str) -> StoreResult<Option<String>> {
@@ -665,6 +668,7 @@ impl Store for PgStore {
         )
         .await
         .map_err(db_error)?;
+        notify(&tx, CATALOG_CHANNEL, &r.org_id).await?;
         tx.commit().await.map_err(db_error)
     }
 
@@ -711,6 +715,7 @@ impl Store for PgStore {
             .map_err(db_error)?;
         if n > 0 {
             bump_catalog_version(&tx, org_id).await?;
+            notify(&tx, CATALOG_CHANNEL, org_id).await?;
         }
         tx.commit().await.map_err(db_error)?;
         Ok(n > 0)
@@ -901,6 +906,25 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn claim_job(
+        &self,
+        name: &str,
+        holder: &str,
+        every_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        // The row lock makes one of racing claimers see the moved `next_at`.
+        let n = self
+            .execute(
+                "INSERT INTO jobs (name, holder, next_at) VALUES ($1, $2, $3::int8 + $4::int8) \
+                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, next_at = excluded.next_at \
+                 WHERE jobs.next_at <= $3::int8",
+                &[&name, &holder, &now_ms, &every_ms],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
     async fn insert_pending_login(&self, p: PendingLoginRecord) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
@@ -997,13 +1021,19 @@ impl Store for PgStore {
     }
 
     async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool> {
-        let n = self
-            .execute(
-                "UPDATE execution_states SET decision = $2 WHERE id = $1 AND decision IS NULL",
+        // The notice goes out with the commit, so the node holding the run
+        // takes the decision at once instead of at its next poll.
+        let posted = self
+            .query_opt(
+                &format!(
+                    "WITH posted AS (UPDATE execution_states SET decision = $2 \
+                       WHERE id = $1 AND decision IS NULL RETURNING id) \
+                     SELECT pg_notify('{DECISIONS_CHANNEL}', id) FROM posted"
+                ),
                 &[&id, &action],
             )
             .await?;
-        Ok(n > 0)
+        Ok(posted.is_some())
     }
 
     async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>> {
@@ -1099,6 +1129,18 @@ async fn bump_catalog_version(
         .await
         .map_err(db_error)?;
     col(&row, 0)
+}
+
+/// A notice sent when the transaction commits (never if it rolls back).
+async fn notify(
+    tx: &deadpool_postgres::Transaction<'_>,
+    channel: &str,
+    payload: &str,
+) -> StoreResult<()> {
+    tx.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])
+        .await
+        .map_err(db_error)?;
+    Ok(())
 }
 
 /// Serialises the writers of one org's policy positions until commit.

@@ -1,0 +1,126 @@
+//! Changes pushed between nodes: Postgres `LISTEN/NOTIFY` (SPEC §10).
+//!
+//! Writers notify inside their own statement or transaction, so a notice
+//! is delivered when (and only when) the change is committed: an
+//! integration write notifies `executor_catalog` with the org id, a posted
+//! decision `executor_decisions` with the execution id. Payloads are ids
+//! only (NOTIFY carries at most 8000 bytes).
+//!
+//! Each process listens on one dedicated connection (not a pooled one: a
+//! pooled connection is handed to other requests), started on the first
+//! [`Store::subscribe`](crate::Store::subscribe) and fanned out to every
+//! subscriber through a broadcast channel. Notices can be lost — while the
+//! connection is down, or by a subscriber that fell behind — and both say
+//! so with [`Notice::Lagged`], after which a reader re-checks what it
+//! watches; every reader also keeps a slow poll. A lost notice costs
+//! latency, never a change.
+
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::Notice;
+
+pub(super) const CATALOG_CHANNEL: &str = "executor_catalog";
+pub(super) const DECISIONS_CHANNEL: &str = "executor_decisions";
+
+/// Notices a slow subscriber may be behind before it is told it lagged.
+const BUFFER: usize = 1024;
+/// Waits between reconnects, doubled from the first to the last.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const LAST_RETRY: Duration = Duration::from_secs(5);
+
+/// The listening connection of one store, running while the store lives.
+pub(super) struct Listener {
+    sender: broadcast::Sender<Notice>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// Starts listening on the current runtime.
+    pub(super) fn start(config: tokio_postgres::Config) -> Listener {
+        let (sender, _) = broadcast::channel(BUFFER);
+        let task = tokio::spawn(listen(config, sender.clone()));
+        Listener { sender, task }
+    }
+
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<Notice> {
+        self.sender.subscribe()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Connects, listens, forwards; on any loss says `Lagged` and starts over.
+async fn listen(config: tokio_postgres::Config, sender: broadcast::Sender<Notice>) {
+    let mut retry = FIRST_RETRY;
+    loop {
+        match listen_once(&config, &sender).await {
+            // The connection was up (and is now gone): retry at once.
+            Ok(()) => retry = FIRST_RETRY,
+            Err(e) => {
+                tracing::warn!(error = %super::describe(&e), "the store's notice connection failed; retrying");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(LAST_RETRY);
+            }
+        }
+        // Whatever was notified meanwhile was missed.
+        let _ = sender.send(Notice::Lagged);
+    }
+}
+
+/// One connection's life: LISTEN, then forward until it closes.
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    sender: &broadcast::Sender<Notice>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    // The connection must be polled for the LISTEN to be sent; this task
+    // polls it from here on and forwards what it carries.
+    let forward = {
+        let sender = sender.clone();
+        tokio::spawn(async move {
+            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) => {
+                        if let Some(notice) = parse(n.channel(), n.payload()) {
+                            let _ = sender.send(notice);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %super::describe(&e), "the store's notice connection closed");
+                        return;
+                    }
+                }
+            }
+        })
+    };
+    client
+        .batch_execute(&format!(
+            "LISTEN {CATALOG_CHANNEL}; LISTEN {DECISIONS_CHANNEL}"
+        ))
+        .await?;
+    // Listening from here: anything before it may have been missed.
+    let _ = sender.send(Notice::Lagged);
+    let _ = forward.await;
+    drop(client);
+    Ok(())
+}
+
+fn parse(channel: &str, payload: &str) -> Option<Notice> {
+    match channel {
+        CATALOG_CHANNEL => Some(Notice::Catalog {
+            org_id: payload.to_string(),
+        }),
+        DECISIONS_CHANNEL => Some(Notice::Decision {
+            execution_id: payload.to_string(),
+        }),
+        _ => None,
+    }
+}

@@ -1,0 +1,127 @@
+//! Notices between processes (SPEC §10): a commit on one handle of a
+//! Postgres store is pushed to every other handle's subscribers, a write
+//! that changes nothing pushes nothing, and a lost listening connection is
+//! reported (`Lagged`) and comes back.
+
+use std::time::Duration;
+
+use executor_store::testing::{PgTestDb, sqlite_store};
+use executor_store::*;
+use tokio::sync::broadcast::Receiver;
+
+async fn next(rx: &mut Receiver<Notice>) -> Notice {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a notice within 10 s")
+        .expect("the channel is open")
+}
+
+fn integration(namespace: &str) -> IntegrationRecord {
+    IntegrationRecord {
+        org_id: "org_n".into(),
+        namespace: namespace.into(),
+        kind: "openapi".into(),
+        source: "s".into(),
+        base_url: None,
+        tool_count: 0,
+        document: "{}".into(),
+        updated_at_ms: 1,
+        revision: 0,
+        search_index: None,
+    }
+}
+
+#[tokio::test]
+async fn sqlite_has_no_push_and_says_so() {
+    let (store, _dir) = sqlite_store();
+    assert!(store.subscribe().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_on_one_handle_reach_the_subscribers_of_another() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (writer, reader) = (db.store().await, db.store().await);
+    let mut rx = reader.subscribe().expect("postgres pushes");
+    assert_eq!(next(&mut rx).await, Notice::Lagged, "listening from here");
+
+    writer.upsert_integration(integration("a")).await.unwrap();
+    assert_eq!(
+        next(&mut rx).await,
+        Notice::Catalog {
+            org_id: "org_n".into()
+        }
+    );
+    writer
+        .save_execution_state("exec_n", "org_n", "{}".into())
+        .await
+        .unwrap();
+    assert!(
+        writer
+            .post_execution_decision("exec_n", "accept")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        next(&mut rx).await,
+        Notice::Decision {
+            execution_id: "exec_n".into()
+        }
+    );
+    // Writes that change nothing notify nothing: the next notice is the
+    // removal that did happen.
+    assert!(
+        !writer
+            .post_execution_decision("exec_n", "decline")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !writer
+            .post_execution_decision("exec_none", "accept")
+            .await
+            .unwrap()
+    );
+    assert!(!writer.remove_integration("org_n", "missing").await.unwrap());
+    assert!(writer.remove_integration("org_n", "a").await.unwrap());
+    assert_eq!(
+        next(&mut rx).await,
+        Notice::Catalog {
+            org_id: "org_n".into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_listening_connection_says_lagged_and_comes_back() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let store = db.store().await;
+    let mut rx = store.subscribe().expect("postgres pushes");
+    assert_eq!(next(&mut rx).await, Notice::Lagged);
+    let (admin, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let killed = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'executor-listen' AND datname = current_database()",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(killed.len(), 1, "one listening connection per store");
+    assert_eq!(next(&mut rx).await, Notice::Lagged, "the loss is reported");
+    // Listening again: wait for its own Lagged, then a write comes through.
+    assert_eq!(next(&mut rx).await, Notice::Lagged, "and listening again");
+    store.upsert_integration(integration("b")).await.unwrap();
+    assert_eq!(
+        next(&mut rx).await,
+        Notice::Catalog {
+            org_id: "org_n".into()
+        }
+    );
+}
