@@ -1280,7 +1280,7 @@ fn sealed_connections(conn: &Connection) -> StoreResult<Vec<String>> {
     let mut sealed = Vec::new();
     for row in rows {
         let (org, namespace, secret) = row?;
-        if matches!(SecretRef::parse(&secret), Ok(SecretRef::Sealed(_))) {
+        if SecretRef::is_sealed(&secret) {
             sealed.push(format!("{org}/{namespace}"));
         }
     }

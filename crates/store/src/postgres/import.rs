@@ -178,7 +178,7 @@ fn check_sealed_secrets(source: &rusqlite::Connection, key: &SecretKey) -> Store
     let mut unopened = Vec::new();
     for row in rows {
         let (org, org_id, namespace, secret) = row?;
-        if matches!(SecretRef::parse(&secret), Ok(SecretRef::Sealed(_)))
+        if SecretRef::is_sealed(&secret)
             && open(key, &secret, &connection_aad(&org_id, &namespace)).is_err()
         {
             unopened.push(format!("{org}/{namespace}"));

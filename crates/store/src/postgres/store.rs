@@ -171,7 +171,7 @@ pub(super) async fn sealed_connections(store: &PgStore) -> StoreResult<Vec<Strin
     for row in &found {
         let (org, namespace, secret): (&str, &str, &str) =
             (col(row, 0)?, col(row, 1)?, col(row, 2)?);
-        if matches!(SecretRef::parse(secret), Ok(SecretRef::Sealed(_))) {
+        if SecretRef::is_sealed(secret) {
             sealed.push(format!("{org}/{namespace}"));
         }
     }

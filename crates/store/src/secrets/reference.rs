@@ -30,6 +30,12 @@ pub enum SecretRef {
 }
 
 impl SecretRef {
+    /// Whether a stored secret is sealed with the key (not an `env://`
+    /// reference): the ones a key check and a store copy must open.
+    pub fn is_sealed(value: &str) -> bool {
+        matches!(SecretRef::parse(value), Ok(SecretRef::Sealed(_)))
+    }
+
     /// Parses `env://NAME` or a sealed `vN:…` value. NAME is letters, digits
     /// and `_`, not starting with a digit, and not `EXECUTOR_*`. An invalid
     /// input is not echoed: it may be a pasted credential.
