@@ -614,8 +614,8 @@ impl Engine {
                 _ = interval.tick() => None,
                 notice = next_notice(&mut notices) => match notice {
                     Notice::Decision { execution_id } => Some(execution_id),
-                    Notice::Catalog { .. } => continue,
                     Notice::Lagged => None,
+                    _ => continue,
                 },
                 _ = stop.wait_for(|s| *s) => return,
             };
@@ -915,7 +915,7 @@ async fn save_state(
 ) -> Result<(), executor_store::StoreError> {
     let state = serde_json::to_string(saved).unwrap_or_default();
     store
-        .save_execution_state(&saved.id, &saved.owner.org_id, state)
+        .save_execution_state(&saved.id, &saved.owner.org_id, state, None)
         .await
 }
 

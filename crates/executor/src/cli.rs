@@ -400,6 +400,21 @@ pub enum PoliciesCommand {
 pub struct ServeOpts {
     #[arg(long, env = "EXECUTOR_LISTEN", default_value = "127.0.0.1:4788")]
     pub listen: String,
+    /// Where the other nodes on the store reach this one, over plain HTTP,
+    /// e.g. http://10.0.0.5:4788 (default: the address listened on).
+    /// Needed on Postgres when listening on an unspecified address
+    /// (0.0.0.0, [::]).
+    #[arg(long, env = "EXECUTOR_NODE_URL")]
+    pub node_url: Option<String>,
+    /// This node's lease on the store, in ms: renewed every fifth of it; a
+    /// node that stops renewing is taken over by its peers after it.
+    #[arg(
+        long = "node-lease-ms",
+        env = "EXECUTOR_NODE_LEASE_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(500..)
+    )]
+    pub node_lease: u64,
     #[command(flatten)]
     pub public: PublicOpts,
     /// Dispose a session's runtime after this many ms without requests.

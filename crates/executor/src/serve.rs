@@ -131,6 +131,9 @@ pub(crate) async fn serve(
 ) -> AnyResult<()> {
     let (engine, outbound) = engine_and_outbound(store.clone(), global, &opts.engine)?;
     let server = Arc::new(McpServer::new(engine));
+    let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
+    let local = listener.local_addr()?;
+    let node_url = node_url(&opts, local, global.shared_store())?;
     let sessions = Sessions::new(
         store.clone(),
         server,
@@ -147,6 +150,8 @@ pub(crate) async fn serve(
                 max_bytes: opts.sse_replay_bytes,
             },
             slow_reader_bytes: opts.slow_reader_bytes,
+            node_url: Some(node_url),
+            node_lease: Duration::from_millis(opts.node_lease),
         },
     );
     // Background loops end when `stop` flips, after the drain; serve awaits them.
@@ -161,8 +166,6 @@ pub(crate) async fn serve(
                 .apply_posted_decisions(stopped),
         ),
     ];
-    let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
-    let local = listener.local_addr()?;
     let hosts = match (&opts.allowed_hosts, local.ip().is_loopback()) {
         (Some(list), _) => HostPolicy {
             allowed_hosts: Some(list.clone()),
@@ -285,4 +288,34 @@ pub(crate) async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down");
+}
+
+/// Where peers reach this node: `--node-url`, else the address it listens
+/// on. A node listening on every address has no one address to give, and on
+/// a shared store its peers are on other machines: it must be told.
+fn node_url(opts: &ServeOpts, local: std::net::SocketAddr, shared: bool) -> AnyResult<String> {
+    if let Some(url) = &opts.node_url {
+        let url = url.trim_end_matches('/');
+        // Nodes talk plain HTTP on the network they share (see forward.rs).
+        if !url.starts_with("http://") {
+            return Err(format!("--node-url must be an http:// URL, got {url:?}").into());
+        }
+        return Ok(url.to_string());
+    }
+    if local.ip().is_unspecified() {
+        if shared {
+            return Err(format!(
+                "listening on {local} with a shared store: set --node-url (EXECUTOR_NODE_URL) to the address the other nodes reach this one at"
+            )
+            .into());
+        }
+        // One machine (nodes sharing a SQLite file): loopback reaches it.
+        let loopback = if local.is_ipv4() {
+            "127.0.0.1"
+        } else {
+            "[::1]"
+        };
+        return Ok(format!("http://{loopback}:{}", local.port()));
+    }
+    Ok(format!("http://{local}"))
 }

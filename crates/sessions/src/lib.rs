@@ -7,13 +7,15 @@
 //! reaper; the record stays and the next request restores it.
 
 mod lifecycle;
+mod remote;
 mod runtime;
 mod streams;
 
 pub use lifecycle::{
-    AcquireError, BUSY_CEILING, MAX_GET_STREAMS_PER_SESSION, MAX_SESSIONS_PER_PRINCIPAL,
+    AcquireError, BUSY_CEILING, Holder, MAX_GET_STREAMS_PER_SESSION, MAX_SESSIONS_PER_PRINCIPAL,
     REPLAY_WINDOW, Sessions, SessionsConfig, SessionsMetrics,
 };
+pub use remote::RemoteListen;
 pub use runtime::{ClientResponse, Lease, Runtime};
 pub use streams::{
     Listener, OutboundStream, SLOW_READER_BYTES, SseEvent, StreamLimit, mark_delivered,

@@ -9,7 +9,16 @@
 //!                             └────────────────────────────────────┘
 //!   Live | Dormant ── DELETE ──► Terminated (record kept, 404 "terminated")
 //!   Dormant ── retention GC ──► (none)
+//!   Dormant, held by another live node ── request ──► HeldElsewhere
 //! ```
+//!
+//! Several nodes may share one store (SPEC §10). A runtime is built only by
+//! the node that claims the session's lease (`Store::claim_session`: a new
+//! epoch, refused while another live node holds it); its writes as the
+//! holder carry that fence. A request for a session another live node holds
+//! gets [`AcquireError::HeldElsewhere`], and the wire hands it to that node
+//! (or serves a GET here from the log, `remote.rs`). Disposal releases the
+//! lease; a node whose own lease lapsed disposes every runtime it holds.
 //!
 //! `Dormant` is a durable record with no runtime; `Building` is the short
 //! window in which exactly one task restores it while any number of
@@ -33,7 +42,8 @@ use std::time::{Duration, Instant};
 
 use executor_mcp::McpServer;
 use executor_store::{
-    ElicitationMode, LogBounds, Notice, Principal, SessionRecord, Store, next_notice, now_ms,
+    ElicitationMode, FIRST_EPOCH, Fence, LogBounds, NODE_LEASE, NodeLease, Notice, Principal,
+    Renewal, SessionClaim, SessionRecord, Store, StoreError, next_notice, now_ms,
 };
 use futures::FutureExt;
 use futures::future::Shared;
@@ -43,8 +53,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
+use crate::remote::{RemoteListen, RemoteListeners};
 use crate::runtime::{Lease, Runtime};
-use crate::streams::{OutboundStream, SLOW_READER_BYTES};
+use crate::streams::{OutboundStream, SLOW_READER_BYTES, StreamLimit};
 
 #[derive(Debug, Clone)]
 pub struct SessionsConfig {
@@ -69,6 +80,11 @@ pub struct SessionsConfig {
     /// Unflushed bytes a GET stream may queue before it is cut off (see
     /// [`SLOW_READER_BYTES`]).
     pub slow_reader_bytes: usize,
+    /// Where other nodes on the store reach this one (`--node-url`); None
+    /// for a process that serves no HTTP.
+    pub node_url: Option<String>,
+    /// This node's lease on the store (see [`NODE_LEASE`]).
+    pub node_lease: Duration,
 }
 
 /// Default cap on live sessions per (account, org) (SPEC §12).
@@ -94,6 +110,8 @@ impl Default for SessionsConfig {
             replay_window: REPLAY_WINDOW,
             sse_replay: LogBounds::DEFAULT,
             slow_reader_bytes: SLOW_READER_BYTES,
+            node_url: None,
+            node_lease: NODE_LEASE,
         }
     }
 }
@@ -117,6 +135,20 @@ pub enum AcquireError {
         "Too many live sessions for this account and org (limit {0}): end unused sessions with DELETE or let idle ones expire"
     )]
     SessionLimit(usize),
+    /// Another live node holds the session (SPEC §10): the request is
+    /// that node's to serve. The caller owns the session.
+    #[error("the session is held by another node")]
+    HeldElsewhere(Box<Holder>),
+}
+
+/// The node holding a session, for a request this node hands over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    pub node_id: String,
+    /// None for a node that serves no HTTP (a CLI command).
+    pub url: Option<String>,
+    /// The session's owner, checked here before anything is handed over.
+    pub owner: Principal,
 }
 
 /// Counters for `/metrics` (SPEC §11), as `prometheus-client` metrics:
@@ -135,6 +167,12 @@ pub struct SessionsMetrics {
     /// implicit `+Inf` bucket: what it adds to the exposition is the
     /// `executor_session_restore_seconds_sum` and `_count` series of before.
     pub restore_seconds: Histogram,
+    /// Session leases this node claimed (restores, takeovers).
+    pub claims: Counter,
+    /// Requests this node handed to a session's holder (counted by the wire).
+    pub forwarded: Counter,
+    /// Writes refused because this node's lease had moved on.
+    pub fenced_writes: Counter,
 }
 
 impl Default for SessionsMetrics {
@@ -145,6 +183,9 @@ impl Default for SessionsMetrics {
             disposed: Counter::default(),
             builds: AtomicU64::new(0),
             restore_seconds: Histogram::new(std::iter::empty::<f64>()),
+            claims: Counter::default(),
+            forwarded: Counter::default(),
+            fenced_writes: Counter::default(),
         }
     }
 }
@@ -181,6 +222,21 @@ impl SessionsMetrics {
             "executor_session_restore_seconds",
             "Time taken to restore session runtimes, in seconds",
             self.restore_seconds.clone(),
+        );
+        registry.register(
+            "executor_session_claims",
+            "Session leases this node claimed",
+            self.claims.clone(),
+        );
+        registry.register(
+            "executor_forwarded",
+            "Requests handed to the node holding their session",
+            self.forwarded.clone(),
+        );
+        registry.register(
+            "executor_fenced_writes",
+            "Writes refused because the session moved to another node",
+            self.fenced_writes.clone(),
         );
     }
 }
@@ -225,9 +281,11 @@ struct Inner {
     /// Turns true once shutdown begins: standalone GET streams end and
     /// `/healthz` answers 503, while in-flight requests finish.
     draining: tokio::sync::watch::Sender<bool>,
-    /// This server among those sharing the store, as the holder of the
-    /// periodic jobs it claims.
-    server_id: String,
+    /// This process as a node on the store: its id holds session leases
+    /// and the periodic jobs it claims.
+    node: Arc<NodeLease>,
+    /// GET streams here of sessions other nodes hold.
+    remote: RemoteListeners,
 }
 
 /// The one entry point to sessions. Cheap to clone.
@@ -242,12 +300,13 @@ impl Sessions {
             inner: Arc::new(Inner {
                 store,
                 server,
-                config,
                 slots: Mutex::new(HashMap::new()),
                 usage: Mutex::new(HashMap::new()),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
-                server_id: format!("server_{}", executor_store::tokens::random_id(16)),
+                node: Arc::new(NodeLease::new(config.node_url.clone(), config.node_lease)),
+                remote: RemoteListeners::default(),
+                config,
             }),
         }
     }
@@ -280,11 +339,27 @@ impl Sessions {
         self.inner.draining.subscribe()
     }
 
-    /// A new stream of `session_id` whose events the log keeps within the
-    /// configured replay bounds.
-    pub fn outbound_stream(&self, session_id: &str, stream_id: String) -> OutboundStream {
-        OutboundStream::new(self.inner.store.clone(), session_id, stream_id, 0)
+    /// A new stream of the lease's session whose events the log keeps
+    /// within the configured replay bounds, written as its holder.
+    pub fn outbound_stream(&self, lease: &Lease, stream_id: String) -> OutboundStream {
+        OutboundStream::new(self.inner.store.clone(), lease.id(), stream_id, 0)
             .with_bounds(self.inner.config.sse_replay)
+            .fenced(lease.fence().clone())
+    }
+
+    /// This node's id on the store.
+    pub fn node_id(&self) -> &str {
+        self.inner.node.id()
+    }
+
+    /// This node's lease on the store.
+    pub fn node_lease(&self) -> Duration {
+        self.inner.config.node_lease
+    }
+
+    /// Where this node is reached by its peers.
+    pub fn node_url(&self) -> Option<&str> {
+        self.inner.node.url()
     }
 
     /// Runtimes in memory now.
@@ -354,6 +429,7 @@ impl Sessions {
         elicitation_mode: ElicitationMode,
     ) -> Result<Lease, AcquireError> {
         let reservation = self.reserve(&owner, true)?;
+        self.ensure_node().await?;
         let now = now_ms();
         let record = SessionRecord {
             id: executor_store::tokens::random_id(24),
@@ -366,15 +442,20 @@ impl Sessions {
             last_activity_at_ms: now,
             terminated_at_ms: None,
         };
+        let node = self.inner.node.id().to_string();
         self.inner
             .store
-            .insert_session(record.clone())
+            .insert_session(record.clone(), &node)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "could not persist new session");
                 AcquireError::Unavailable
             })?;
-        let runtime = Arc::new(self.build_runtime(record).await);
+        let fence = Fence {
+            node,
+            epoch: FIRST_EPOCH,
+        };
+        let runtime = Arc::new(self.build_runtime(record, fence).await);
         self.inner.metrics.created.inc();
         let mut slots = self.slots();
         slots.insert(runtime.id().to_string(), Slot::Live(runtime.clone()));
@@ -390,6 +471,11 @@ impl Sessions {
         session_id: &str,
         caller: &Principal,
     ) -> Result<Lease, AcquireError> {
+        // Past its local deadline this node may have lost every lease it
+        // held: none of its runtimes may serve until it claims again.
+        if self.inner.node.is_registered() && !self.inner.node.valid() {
+            self.lapse_locally();
+        }
         loop {
             let pending = {
                 let mut slots = self.slots();
@@ -412,7 +498,12 @@ impl Sessions {
             };
             // All waiters share the one build; on success they loop back and
             // take the Live path (with its owner check) under the lock.
-            pending.await?;
+            match pending.await {
+                Err(AcquireError::HeldElsewhere(holder)) if holder.owner != *caller => {
+                    return Err(AcquireError::Forbidden);
+                }
+                other => other?,
+            }
         }
     }
 
@@ -452,27 +543,78 @@ impl Sessions {
 
     async fn restore(&self, session_id: &str) -> Result<Runtime, AcquireError> {
         self.inner.metrics.builds.fetch_add(1, Ordering::Relaxed);
-        let record = self
-            .inner
-            .store
-            .get_session(session_id)
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "could not load session");
-                AcquireError::Unavailable
-            })?
-            .ok_or(AcquireError::NotFound)?;
-        if record.terminated_at_ms.is_some() {
-            return Err(AcquireError::Terminated);
-        }
-        let reservation = self.reserve(&record.owner, false)?;
-        let runtime = self.build_runtime(record).await;
+        let (record, fence) = match self.claim(session_id).await? {
+            SessionClaim::Claimed { record, fence } => (record, fence),
+            SessionClaim::Held { record, holder } => {
+                return Err(AcquireError::HeldElsewhere(Box::new(Holder {
+                    node_id: holder.id,
+                    url: holder.url,
+                    owner: record.owner,
+                })));
+            }
+            SessionClaim::NotFound => return Err(AcquireError::NotFound),
+            SessionClaim::Terminated => return Err(AcquireError::Terminated),
+            // `claim` registers and asks again; a second lapse is an outage.
+            SessionClaim::Lapsed => return Err(AcquireError::Unavailable),
+        };
+        self.inner.metrics.claims.inc();
+        let reservation = match self.reserve(&record.owner, false) {
+            Ok(r) => r,
+            Err(e) => {
+                self.release_leases(vec![(record.id.clone(), fence.epoch)]);
+                return Err(e);
+            }
+        };
+        let runtime = self.build_runtime(record, fence).await;
         // The caller inserts the runtime as `Live` without awaiting.
         reservation.keep();
         Ok(runtime)
     }
 
-    async fn build_runtime(&self, record: SessionRecord) -> Runtime {
+    /// Claims the session's lease for this node, registering the node
+    /// first when the store says it is not alive.
+    async fn claim(&self, session_id: &str) -> Result<SessionClaim, AcquireError> {
+        let unavailable = |e: StoreError| {
+            tracing::error!(error = %e, "could not claim a session");
+            AcquireError::Unavailable
+        };
+        let store = &self.inner.store;
+        let node = &self.inner.node;
+        let claim = store
+            .claim_session(session_id, node.id())
+            .await
+            .map_err(unavailable)?;
+        if claim != SessionClaim::Lapsed {
+            return Ok(claim);
+        }
+        // Not alive on the store: never registered, or lapsed (stopped,
+        // evicted). What this node held may be held elsewhere by now.
+        if node.is_registered() {
+            self.lapse_locally();
+        }
+        node.register(store).await.map_err(unavailable)?;
+        store
+            .claim_session(session_id, node.id())
+            .await
+            .map_err(unavailable)
+    }
+
+    /// Registers this node unless it is alive by its own clock.
+    async fn ensure_node(&self) -> Result<(), AcquireError> {
+        let node = &self.inner.node;
+        if node.valid() {
+            return Ok(());
+        }
+        if node.is_registered() {
+            self.lapse_locally();
+        }
+        node.register(&self.inner.store).await.map_err(|e| {
+            tracing::error!(error = %e, "could not register this node on the store");
+            AcquireError::Unavailable
+        })
+    }
+
+    async fn build_runtime(&self, record: SessionRecord, fence: Fence) -> Runtime {
         let native = record.elicitation_mode == ElicitationMode::Native;
         // Read before the tool list is built, so a change made meanwhile is
         // still picked up by the next refresh.
@@ -490,12 +632,147 @@ impl Sessions {
         let config = &self.inner.config;
         let runtime = Runtime::new(
             record,
+            fence,
             tools,
             config.max_get_streams_per_session,
             config.slow_reader_bytes,
         );
         runtime.set_catalog_version(version);
         runtime
+    }
+
+    /// Disposes every runtime without a write: this node's lease lapsed
+    /// (or may have), so another node may hold any of them by now.
+    fn lapse_locally(&self) {
+        let live: Vec<Arc<Runtime>> = self
+            .slots()
+            .drain()
+            .filter_map(|(_, s)| match s {
+                Slot::Live(rt) => Some(rt),
+                Slot::Building(_) => None,
+            })
+            .collect();
+        if !live.is_empty() {
+            tracing::warn!(
+                node = self.inner.node.id(),
+                runtimes = live.len(),
+                "this node's lease on the store lapsed; disposing its session runtimes"
+            );
+        }
+        for rt in &live {
+            rt.dispose();
+            self.release(&rt.record.owner);
+        }
+    }
+
+    /// A write as the holder of `runtime`'s session was fenced: another
+    /// node holds it now. The runtime goes (its streams end); the next
+    /// request for the session is handed to the new holder.
+    pub fn fenced(&self, runtime: &Arc<Runtime>) {
+        self.inner.metrics.fenced_writes.inc();
+        let mut slots = self.slots();
+        if let Some(Slot::Live(current)) = slots.get(runtime.id())
+            && Arc::ptr_eq(current, runtime)
+        {
+            slots.remove(runtime.id());
+            drop(slots);
+            runtime.dispose();
+            self.release(&runtime.record.owner);
+        }
+    }
+
+    /// Gives the leases of disposed runtimes back, in the background.
+    fn release_leases(&self, sessions: Vec<(String, i64)>) {
+        if sessions.is_empty() {
+            return;
+        }
+        let store = self.inner.store.clone();
+        let node = self.inner.node.id().to_string();
+        tokio::spawn(async move {
+            if let Err(e) = store.release_sessions(&node, sessions).await {
+                tracing::warn!(error = %e, "could not release session leases");
+            }
+        });
+    }
+
+    /// Opens a GET stream here for a session another node holds (see
+    /// `remote.rs`); the caller checked the owner ([`Holder::owner`]).
+    pub fn listen_elsewhere(
+        &self,
+        session_id: &str,
+        stream_id: String,
+    ) -> Result<RemoteListen, StreamLimit> {
+        let c = &self.inner.config;
+        self.inner.remote.add(
+            session_id,
+            stream_id,
+            c.max_get_streams_per_session,
+            c.slow_reader_bytes,
+        )
+    }
+
+    /// An event of the session was logged that no stream here took: a GET
+    /// stream of it on another node (or this one's remote streams) may.
+    pub fn events_waiting(&self, session_id: &str) {
+        let this = self.clone();
+        let session_id = session_id.to_string();
+        tokio::spawn(async move {
+            let notice = Notice::Events {
+                session_id: session_id.clone(),
+            };
+            if let Err(e) = this.inner.store.publish(notice).await {
+                tracing::warn!(error = %e, "could not announce waiting events");
+            }
+            this.feed_remote(&session_id).await;
+        });
+    }
+
+    /// Writes the session's undelivered events to its GET streams here.
+    async fn feed_remote(&self, session_id: &str) {
+        self.inner
+            .remote
+            .feed(&self.inner.store, session_id, self.inner.config.sse_replay)
+            .await;
+    }
+
+    /// Acts on a notice about one session's streams.
+    async fn on_session_notice(&self, notice: Notice) {
+        match notice {
+            Notice::Events { session_id } => self.feed_remote(&session_id).await,
+            Notice::ListChanged { session_id } => {
+                let changed = executor_mcp::tools_list_changed().to_string();
+                self.inner.remote.broadcast(&session_id, &changed);
+            }
+            Notice::SessionGone { session_id } => self.inner.remote.end(&session_id),
+            _ => {}
+        }
+    }
+
+    /// The fallback for lost notices: every session with a GET stream here
+    /// that another node holds is fed from the log.
+    async fn feed_all_remote(&self) {
+        for session_id in self.inner.remote.open_sessions() {
+            self.feed_remote(&session_id).await;
+        }
+    }
+
+    /// Renews this node's lease; a lapse disposes every runtime it held.
+    async fn renew_node(&self) {
+        let node = &self.inner.node;
+        if !node.is_registered() {
+            return;
+        }
+        match node.renew(&self.inner.store).await {
+            Renewal::Alive => {}
+            Renewal::Lapsed => {
+                self.lapse_locally();
+                if let Err(e) = node.register(&self.inner.store).await {
+                    tracing::warn!(error = %e, "could not register this node again");
+                }
+            }
+            Renewal::Failed if !node.valid() => self.lapse_locally(),
+            Renewal::Failed => {}
+        }
     }
 
     /// DELETE: terminates the session for its owner.
@@ -506,6 +783,14 @@ impl Sessions {
     ) -> Result<(), AcquireError> {
         // Going through acquire applies the same lookup and owner check.
         let lease = self.acquire(session_id, caller).await?;
+        self.terminate_lease(lease).await
+    }
+
+    /// DELETE of a session whose runtime the caller holds a lease on (the
+    /// owner checked by [`Sessions::acquire`]).
+    pub async fn terminate_lease(&self, lease: Lease) -> Result<(), AcquireError> {
+        let session_id = lease.id().to_string();
+        let session_id = session_id.as_str();
         self.inner
             .store
             .terminate_session(session_id, now_ms())
@@ -520,6 +805,14 @@ impl Sessions {
             self.release(&rt.record.owner);
         }
         drop(lease);
+        // GET streams of the session on other nodes end too.
+        self.inner.remote.end(session_id);
+        let gone = Notice::SessionGone {
+            session_id: session_id.to_string(),
+        };
+        if let Err(e) = self.inner.store.publish(gone).await {
+            tracing::warn!(error = %e, "could not announce a terminated session");
+        }
         Ok(())
     }
 
@@ -559,6 +852,13 @@ impl Sessions {
             .iter()
             .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
             .collect();
+        // Released, a quiet session's next request is served where it lands.
+        self.release_leases(
+            disposed
+                .iter()
+                .map(|rt| (rt.id().to_string(), rt.fence().epoch))
+                .collect(),
+        );
         for rt in &disposed {
             tracing::debug!(session = rt.id(), "disposed idle session runtime");
             rt.dispose();
@@ -582,8 +882,10 @@ impl Sessions {
         count
     }
 
-    /// Disposes every runtime (shutdown): open streams end, records stay.
+    /// Disposes every runtime (shutdown): open streams end, records stay,
+    /// and the node leaves the store so its peers claim its sessions at once.
     pub async fn dispose_all(&self) {
+        self.inner.remote.end_all();
         let live: Vec<Arc<Runtime>> = self
             .slots()
             .drain()
@@ -602,6 +904,11 @@ impl Sessions {
             .collect();
         if let Err(e) = self.inner.store.touch_sessions(touches).await {
             tracing::warn!(error = %e, "could not record session activity");
+        }
+        if self.inner.node.is_registered()
+            && let Err(e) = self.inner.store.retire_node(self.inner.node.id()).await
+        {
+            tracing::warn!(error = %e, "could not release this node's sessions");
         }
     }
 
@@ -656,6 +963,13 @@ impl Sessions {
                 .await;
             if rt.replace_tools(tools) {
                 rt.notify_listeners(&notification);
+                // GET streams of the session on other nodes.
+                let changed = Notice::ListChanged {
+                    session_id: rt.id().to_string(),
+                };
+                if let Err(e) = self.inner.store.publish(changed).await {
+                    tracing::warn!(error = %e, "could not announce a changed tool list");
+                }
             }
         }
     }
@@ -683,7 +997,7 @@ impl Sessions {
         match self
             .inner
             .store
-            .claim_job(name, &self.inner.server_id, every_ms, now_ms())
+            .claim_job(name, self.inner.node.id(), every_ms, now_ms())
             .await
         {
             Ok(claimed) => claimed,
@@ -706,6 +1020,8 @@ impl Sessions {
         let mut last_gc: Option<Instant> = None;
         let mut last_event_sweep: Option<Instant> = None;
         let mut last_catalog_check = Instant::now();
+        let mut renewal = tokio::time::interval(self.inner.node.renew_every());
+        renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A store that pushes catalog changes (Postgres) is polled only as a
         // fallback for a lost notice; one that cannot is polled each second.
         let mut notices = self.inner.store.subscribe();
@@ -717,12 +1033,27 @@ impl Sessions {
         loop {
             // Awaited after the select: none of its branches' outputs (the
             // stop flag's read guard) may live across an await.
-            let notice = tokio::select! {
-                _ = interval.tick() => None,
-                notice = next_notice(&mut notices) => Some(notice),
+            let (notice, renew) = tokio::select! {
+                _ = interval.tick() => (None, false),
+                notice = next_notice(&mut notices) => (Some(notice), false),
+                _ = renewal.tick() => (None, true),
                 _ = stop.wait_for(|s| *s) => return,
             };
+            if renew {
+                self.renew_node().await;
+                continue;
+            }
             if let Some(notice) = notice {
+                if matches!(
+                    notice,
+                    Notice::Events { .. } | Notice::ListChanged { .. } | Notice::SessionGone { .. }
+                ) {
+                    self.on_session_notice(notice).await;
+                    continue;
+                }
+                if notice == Notice::Lagged {
+                    self.feed_all_remote().await;
+                }
                 if matches!(notice, Notice::Catalog { .. } | Notice::Lagged) {
                     // One check answers a burst of notices.
                     if let Some(pending) = notices.as_mut() {
@@ -737,6 +1068,7 @@ impl Sessions {
             if last_catalog_check.elapsed() >= catalog_check_every {
                 last_catalog_check = Instant::now();
                 self.refresh_tool_lists().await;
+                self.feed_all_remote().await;
             }
             // The store-wide sweeps: every server asks each minute, one of
             // all the servers on the store runs each per interval.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use executor_engine::CallContext;
 use executor_mcp::ToolList;
-use executor_store::{ElicitationMode, SessionRecord, now_ms};
+use executor_store::{ElicitationMode, Fence, SessionRecord, now_ms};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
@@ -17,6 +17,9 @@ use crate::streams::{Listener, ListenerRegistry, SseEvent, StreamLimit};
 pub struct Runtime {
     pub record: SessionRecord,
     pub ctx: CallContext,
+    /// This node's lease on the session: every write as its holder
+    /// carries it (SPEC §10).
+    fence: Fence,
     /// The `tools/list` snapshot, with the `execute` description built from
     /// the integration inventory; replaced when the org's catalog changes.
     tools: RwLock<Arc<ToolList>>,
@@ -39,6 +42,7 @@ pub struct Runtime {
 impl Runtime {
     pub(crate) fn new(
         record: SessionRecord,
+        fence: Fence,
         tools: Arc<ToolList>,
         max_listeners: usize,
         slow_reader_bytes: usize,
@@ -50,6 +54,7 @@ impl Runtime {
         Runtime {
             record,
             ctx,
+            fence,
             tools: RwLock::new(tools),
             catalog_version: AtomicI64::new(-1),
             last_activity_ms: AtomicI64::new(now_ms()),
@@ -64,6 +69,10 @@ impl Runtime {
 
     pub fn id(&self) -> &str {
         &self.record.id
+    }
+
+    pub fn fence(&self) -> &Fence {
+        &self.fence
     }
 
     pub fn protocol_version(&self) -> &str {

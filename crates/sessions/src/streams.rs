@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
-use executor_store::{EventRecord, LogBounds, Store, StoreResult, now_ms};
+use executor_store::{EventRecord, Fence, LogBounds, Store, StoreResult, now_ms};
 use tokio::sync::mpsc;
 
 /// Unflushed bytes a GET stream may queue before it is cut off, by default
@@ -73,6 +73,9 @@ pub struct OutboundStream {
     stream_id: String,
     next_seq: i64,
     bounds: LogBounds,
+    /// The holder's lease, carried by every append (None: not a holder's
+    /// stream, as in tests of the log alone).
+    fence: Option<Fence>,
 }
 
 impl OutboundStream {
@@ -83,7 +86,14 @@ impl OutboundStream {
             stream_id,
             next_seq: after_seq + 1,
             bounds: LogBounds::DEFAULT,
+            fence: None,
         }
+    }
+
+    /// Appends only while `fence` holds the session.
+    pub(crate) fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// Keeps the stream's events in the log within `bounds` rather than
@@ -125,6 +135,7 @@ impl OutboundStream {
                     created_at_ms: now_ms(),
                 },
                 self.bounds,
+                self.fence.as_ref(),
             )
             .await?;
         Ok(event)

@@ -216,7 +216,8 @@ async fn a_stream_keeps_the_configured_number_of_events_for_replay() {
     })
     .await;
     let id = create(&f, &f.alice).await.unwrap();
-    let mut stream = f.sessions.outbound_stream(&id, "s".into());
+    let lease = f.sessions.acquire(&id, &f.alice).await.unwrap();
+    let mut stream = f.sessions.outbound_stream(&lease, "s".into());
     for n in 1..=3 {
         stream
             .log(&json!({"jsonrpc": "2.0", "method": "n", "params": {"n": n}}))

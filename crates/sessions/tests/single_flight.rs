@@ -189,6 +189,29 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
         Arc::new(McpServer::new(engine)),
         SessionsConfig::default(),
     );
+    // While the first process is alive it holds the session: the second
+    // hands requests to it rather than build a second runtime.
+    match restarted.acquire(&id, &f.owner).await {
+        Err(AcquireError::HeldElsewhere(holder)) => {
+            assert_eq!(holder.node_id, f.sessions.node_id());
+            assert_eq!(holder.owner, f.owner);
+        }
+        other => panic!(
+            "expected the live first process to hold it: {:?}",
+            other.err()
+        ),
+    }
+    // A stranger learns nothing of where it is held.
+    let stranger = Principal {
+        account_id: "acct_other".into(),
+        org_id: f.owner.org_id.clone(),
+    };
+    assert_eq!(
+        restarted.acquire(&id, &stranger).await.err(),
+        Some(AcquireError::Forbidden)
+    );
+    // Shut down, the first process leaves the store and its sessions go free.
+    f.sessions.dispose_all().await;
     let lease = restarted
         .acquire(&id, &f.owner)
         .await

@@ -7,6 +7,8 @@
 //! same trait.
 
 mod kinds;
+mod leases;
+mod node;
 mod orgs;
 mod packed;
 mod postgres;
@@ -22,6 +24,7 @@ mod writer;
 pub use kinds::{
     CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
 };
+pub use node::{NODE_LEASE, NodeLease, Renewal};
 pub use postgres::{ImportReport, PgOptions, PgStore, redact as redact_database_url};
 pub use preflight::Refusal;
 pub use records::*;
@@ -55,6 +58,11 @@ pub enum StoreError {
     /// answers 503 with `Retry-After` rather than queue without bound.
     #[error("the store is busy: too many writes are queued")]
     Busy,
+    /// A write as the holder of a session or a paused execution carried an
+    /// epoch that is no longer its own: another node claimed it since (SPEC
+    /// §10). The caller stops acting as the holder.
+    #[error("{id} moved to another node")]
+    Fenced { id: String },
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -74,6 +82,14 @@ pub enum Notice {
     Catalog { org_id: String },
     /// A decision was posted for this paused execution.
     Decision { execution_id: String },
+    /// The session's holder logged events that found no stream on its own
+    /// node: a GET stream elsewhere may take them.
+    Events { session_id: String },
+    /// The session's tool list changed: its GET streams elsewhere send
+    /// `notifications/tools/list_changed`.
+    ListChanged { session_id: String },
+    /// The session was terminated: its GET streams end everywhere.
+    SessionGone { session_id: String },
     /// Notices may have been missed (a reconnect, a reader behind).
     Lagged,
 }
@@ -96,7 +112,8 @@ pub trait Store: Send + Sync + 'static {
     async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
 
     // --- sessions ----------------------------------------------------------
-    async fn insert_session(&self, session: SessionRecord) -> StoreResult<()>;
+    /// Inserts a new session held by `holder` at [`FIRST_EPOCH`].
+    async fn insert_session(&self, session: SessionRecord, holder: &str) -> StoreResult<()>;
     async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
     /// Records activity for sessions (batched by the caller).
     async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()>;
@@ -105,10 +122,46 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes session records (and their events) untouched since `before_ms`.
     async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64>;
 
+    // --- nodes and session leases (SPEC §10) ---------------------------------
+    // Lease times are the store's clock (Postgres: the database's), so nodes
+    // whose clocks differ agree on who is alive.
+    /// Registers `id` (again) as alive for `ttl_ms`, reachable at `url`.
+    async fn register_node(&self, id: &str, url: Option<&str>, ttl_ms: i64) -> StoreResult<()>;
+    /// Extends a live node's lease by `ttl_ms`; false when it had lapsed
+    /// (or was evicted): the node then stops acting as any session's holder.
+    async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool>;
+    /// Ends another node's lease at once (it refused a connection), so its
+    /// sessions can be claimed without waiting for its lease to run out.
+    async fn evict_node(&self, id: &str) -> StoreResult<()>;
+    /// Whether the node's lease runs now.
+    async fn node_alive(&self, id: &str) -> StoreResult<bool>;
+    /// A node leaving on purpose: its sessions are released and its row is
+    /// gone, so peers claim them at once.
+    async fn retire_node(&self, id: &str) -> StoreResult<()>;
+    /// Makes `node` the session's holder, with a new epoch, unless a live
+    /// node other than `node` holds it. One conditional write: of racing
+    /// claimers one wins.
+    async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim>;
+    /// Gives up the leases of sessions whose runtimes `node` disposed; a
+    /// session claimed by another node since is left alone.
+    async fn release_sessions(&self, node: &str, sessions: Vec<(String, i64)>) -> StoreResult<()>;
+    /// Sends a notice to every process on the store (Postgres: `NOTIFY`);
+    /// nothing where the store cannot push.
+    async fn publish(&self, _notice: Notice) -> StoreResult<()> {
+        Ok(())
+    }
+
     // --- SSE event log -----------------------------------------------------
     /// Appends one event; prunes the stream to the newest `keep_events`
-    /// events and `keep_bytes` bytes (never evicting the newest).
-    async fn append_event(&self, event: EventRecord, bounds: LogBounds) -> StoreResult<()>;
+    /// events and `keep_bytes` bytes (never evicting the newest). With a
+    /// fence, only while it still holds the session
+    /// ([`StoreError::Fenced`] otherwise).
+    async fn append_event(
+        &self,
+        event: EventRecord,
+        bounds: LogBounds,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()>;
     async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()>;
     /// Events of one stream after `after_seq`, oldest first.
     async fn events_after(
@@ -264,8 +317,26 @@ pub trait Store: Send + Sync + 'static {
     async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>>;
 
     // --- executions --------------------------------------------------------
-    /// Saves the resumable state of a paused execution (opaque JSON).
-    async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()>;
+    /// Saves the resumable state of a paused execution (opaque JSON). With
+    /// a fence, as the run's holder: the first save makes the fence's node
+    /// the holder; a later one is refused ([`StoreError::Fenced`]) once
+    /// another node claimed the run.
+    async fn save_execution_state(
+        &self,
+        id: &str,
+        org_id: &str,
+        state: String,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()>;
+    /// Makes `node` the holder of a paused execution, with a new epoch,
+    /// unless another live node holds it (SPEC §10: the run is replayed on
+    /// one node, never two).
+    async fn claim_execution(&self, id: &str, node: &str) -> StoreResult<ExecutionClaim>;
+    /// Records that the holder starts call `index` of a run it holds: the
+    /// fenced write every tool call of a resumed run makes before it leaves
+    /// for the integration ([`StoreError::Fenced`] once another node claimed
+    /// the run).
+    async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()>;
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>>;
     /// Posts a decision for a paused execution from outside the process
     /// that runs it (`executor resume`). False when the execution is

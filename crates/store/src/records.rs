@@ -40,6 +40,68 @@ pub struct SessionRecord {
     pub terminated_at_ms: Option<i64>,
 }
 
+/// A node's proof that it holds a session's lease (SPEC §10): the node and
+/// the epoch its claim gave the session. Every write a node makes as the
+/// session's holder carries it, and the store refuses one whose epoch is no
+/// longer the session's ([`crate::StoreError::Fenced`]): a node that lost
+/// the lease cannot write as the holder.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fence {
+    pub node: String,
+    pub epoch: i64,
+}
+
+/// The epoch of a session's lease when the node that created it holds it.
+pub const FIRST_EPOCH: i64 = 1;
+
+/// A node serving sessions on a shared store, as another node sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecord {
+    pub id: String,
+    /// Where other nodes reach it (`--node-url`); None for a process that
+    /// serves no HTTP (a CLI command).
+    pub url: Option<String>,
+}
+
+/// What [`crate::Store::claim_session`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionClaim {
+    /// The caller holds the session now, with this fence.
+    Claimed {
+        record: SessionRecord,
+        fence: Fence,
+    },
+    /// Another node holds the session and is alive.
+    Held {
+        record: SessionRecord,
+        holder: NodeRecord,
+    },
+    NotFound,
+    Terminated,
+    /// The caller's own node is not alive on the store (never registered,
+    /// or its lease lapsed): it must register again before it claims.
+    Lapsed,
+}
+
+/// What [`crate::Store::claim_execution`] found for a paused execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecutionClaim {
+    /// The caller holds the run now. `calling` is the highest call index a
+    /// holder started after a resume (-1: none): a replay answers calls up
+    /// to it that have no journaled answer as in doubt.
+    Claimed {
+        fence: Fence,
+        calling: i64,
+    },
+    /// Another live node holds the run (it is in that node's memory).
+    Held {
+        holder: NodeRecord,
+    },
+    NotFound,
+    /// The caller's own node is not alive on the store.
+    Lapsed,
+}
+
 /// One SSE event of a session's stream, in the durable log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::leases::{ClaimRefusal, ExecutionRefusal};
 use crate::orgs::OrgChoice;
 use crate::packed::{Document, pack};
 use crate::secrets::{KEY_ENV_VAR, SecretRef};
@@ -188,6 +189,25 @@ CREATE TABLE jobs (
     holder TEXT NOT NULL,
     next_at INTEGER NOT NULL
 );
+"#,
+    // Nodes and session leases (SPEC §10): a session's runtime lives on the
+    // node named by `holder` while that node is alive; `epoch` grows with
+    // each claim and fences the holder's writes.
+    r#"
+CREATE TABLE nodes (
+    id TEXT PRIMARY KEY,
+    url TEXT,
+    started_at INTEGER NOT NULL,
+    alive_until INTEGER NOT NULL
+);
+ALTER TABLE sessions ADD COLUMN holder TEXT;
+ALTER TABLE sessions ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+-- A paused execution's run lives on one node too: `calling` is the highest
+-- call index it started after a resume (a replay answers calls up to it
+-- that have no journaled answer as in doubt, never sending them again).
+ALTER TABLE execution_states ADD COLUMN holder TEXT;
+ALTER TABLE execution_states ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE execution_states ADD COLUMN calling INTEGER NOT NULL DEFAULT -1;
 "#,
 ];
 
@@ -552,10 +572,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn insert_session(&self, s: SessionRecord) -> StoreResult<()> {
+    async fn insert_session(&self, s: SessionRecord, holder: &str) -> StoreResult<()> {
+        let holder = holder.to_string();
         self.writer.write(move |conn| {
             conn.prepare_cached(
-                "INSERT INTO sessions (id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO sessions (id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at, holder, epoch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?
             .execute(params![
                 s.id,
@@ -567,7 +588,9 @@ impl Store for SqliteStore {
                 s.elicitation_mode,
                 s.created_at_ms,
                 s.last_activity_at_ms,
-                s.terminated_at_ms
+                s.terminated_at_ms,
+                holder,
+                FIRST_EPOCH
             ])?;
             Ok(())
         })
@@ -636,9 +659,18 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn append_event(&self, e: EventRecord, bounds: LogBounds) -> StoreResult<()> {
+    async fn append_event(
+        &self,
+        e: EventRecord,
+        bounds: LogBounds,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        let fence = fence.cloned();
         self.writer.write(move |conn| {
             let tx = conn;
+            if let Some(fence) = &fence {
+                holds_session(tx, &e.session_id, fence)?;
+            }
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO events (session_id, stream_id, seq, data, undelivered, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
@@ -846,18 +878,103 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()> {
-        let (id, org_id) = (id.to_string(), org_id.to_string());
+    async fn save_execution_state(
+        &self,
+        id: &str,
+        org_id: &str,
+        state: String,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        let (id, org_id, fence) = (id.to_string(), org_id.to_string(), fence.cloned());
         self.writer
             .write(move |conn| {
                 // An upsert, not a replace: a decision `executor resume`
                 // posted meanwhile stays for the run to take.
-                conn.prepare_cached(
-                    "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES (?1, ?2, ?3, ?4) \
-                     ON CONFLICT (id) DO UPDATE SET org_id = ?2, state = ?3, updated_at = ?4",
-                )?
-                .execute(params![id, org_id, state, now_ms()])?;
-                Ok(())
+                let Some(fence) = fence else {
+                    conn.prepare_cached(
+                        "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES (?1, ?2, ?3, ?4) \
+                         ON CONFLICT (id) DO UPDATE SET org_id = ?2, state = ?3, updated_at = ?4",
+                    )?
+                    .execute(params![id, org_id, state, now_ms()])?;
+                    return Ok(());
+                };
+                let saved = conn
+                    .prepare_cached(
+                        "INSERT INTO execution_states (id, org_id, state, updated_at, holder, epoch) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                         ON CONFLICT (id) DO UPDATE SET org_id = ?2, state = ?3, updated_at = ?4 \
+                         WHERE execution_states.holder = ?5 AND execution_states.epoch = ?6",
+                    )?
+                    .execute(params![id, org_id, state, now_ms(), fence.node, fence.epoch])?;
+                if saved == 1 {
+                    Ok(())
+                } else {
+                    Err(StoreError::Fenced { id })
+                }
+            })
+            .await
+    }
+
+    async fn claim_execution(&self, id: &str, node: &str) -> StoreResult<ExecutionClaim> {
+        let (id, node) = (id.to_string(), node.to_string());
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                let claimed = conn
+                    .prepare_cached(
+                        "UPDATE execution_states SET holder = ?2, epoch = epoch + 1 \
+                         WHERE id = ?1 \
+                           AND EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                           AND (holder IS NULL OR holder = ?2 OR NOT EXISTS \
+                                (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= ?3)) \
+                         RETURNING epoch, calling",
+                    )?
+                    .query_row(params![id, node, now], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                if let Some((epoch, calling)) = claimed {
+                    return Ok(ExecutionClaim::Claimed {
+                        fence: Fence { node, epoch },
+                        calling,
+                    });
+                }
+                let found = conn
+                    .prepare_cached(
+                        "SELECT holder, (SELECT url FROM nodes n WHERE n.id = execution_states.holder), \
+                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= ?3), \
+                           EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                         FROM execution_states WHERE id = ?1",
+                    )?
+                    .query_row(params![id, node, now], |r| {
+                        Ok(ExecutionRefusal {
+                            holder: r.get(0)?,
+                            holder_url: r.get(1)?,
+                            holder_alive: r.get(2)?,
+                            caller_alive: r.get(3)?,
+                        })
+                    })
+                    .optional()?;
+                // One transaction: a claim refused here cannot have raced.
+                ExecutionRefusal::outcome(found, &node).ok_or_else(|| {
+                    StoreError::Database("execution claim refused without a cause".into())
+                })
+            })
+            .await
+    }
+
+    async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()> {
+        let (id, fence) = (id.to_string(), fence.clone());
+        self.writer
+            .write(move |conn| {
+                let moved = conn
+                    .prepare_cached(
+                        "UPDATE execution_states SET calling = MAX(calling, ?4) \
+                         WHERE id = ?1 AND holder = ?2 AND epoch = ?3",
+                    )?
+                    .execute(params![id, fence.node, fence.epoch, index])?;
+                if moved == 1 {
+                    Ok(())
+                } else {
+                    Err(StoreError::Fenced { id })
+                }
             })
             .await
     }
@@ -1177,6 +1294,142 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn register_node(&self, id: &str, url: Option<&str>, ttl_ms: i64) -> StoreResult<()> {
+        let (id, url) = (id.to_string(), url.map(str::to_string));
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                // A node gone for a day has no session left that names it
+                // as a live holder; its row is only clutter.
+                conn.prepare_cached("DELETE FROM nodes WHERE alive_until < ?1")?
+                    .execute([now - NODE_ROW_KEPT_MS])?;
+                conn.prepare_cached(
+                    "INSERT INTO nodes (id, url, started_at, alive_until) VALUES (?1, ?2, ?3, ?3 + ?4) \
+                     ON CONFLICT (id) DO UPDATE SET url = excluded.url, alive_until = excluded.alive_until",
+                )?
+                .execute(params![id, url, now, ttl_ms])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                Ok(conn
+                    .prepare_cached(
+                        "UPDATE nodes SET alive_until = ?2 + ?3 WHERE id = ?1 AND alive_until >= ?2",
+                    )?
+                    .execute(params![id, now, ttl_ms])?
+                    == 1)
+            })
+            .await
+    }
+
+    async fn evict_node(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached("UPDATE nodes SET alive_until = 0 WHERE id = ?1")?
+                    .execute([id])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn node_alive(&self, id: &str) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM nodes WHERE id = ?1 AND alive_until >= ?2")?
+                .exists(params![id, now_ms()])?)
+        })
+    }
+
+    async fn retire_node(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached("UPDATE sessions SET holder = NULL WHERE holder = ?1")?
+                    .execute([&id])?;
+                conn.prepare_cached("DELETE FROM nodes WHERE id = ?1")?
+                    .execute([&id])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim> {
+        let (id, node) = (id.to_string(), node.to_string());
+        // The writer runs the claim and, when it fails, the read of why in
+        // one transaction: the answer is exact, not a hint.
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                let claimed = conn
+                    .prepare_cached(&format!(
+                        "UPDATE sessions SET holder = ?2, epoch = epoch + 1 \
+                         WHERE id = ?1 AND terminated_at IS NULL \
+                           AND EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                           AND (holder IS NULL OR holder = ?2 OR NOT EXISTS \
+                                (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= ?3)) \
+                         RETURNING {SESSION_COLUMNS}, epoch"
+                    ))?
+                    .query_row(params![id, node, now], |r| {
+                        Ok((session_from_row(r)?, r.get::<_, i64>(10)?))
+                    })
+                    .optional()?;
+                if let Some((record, epoch)) = claimed {
+                    return Ok(SessionClaim::Claimed {
+                        record,
+                        fence: Fence { node, epoch },
+                    });
+                }
+                let found = conn
+                    .prepare_cached(&format!(
+                        "SELECT {SESSION_COLUMNS}, holder, \
+                           (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
+                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= ?3), \
+                           EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                         FROM sessions WHERE id = ?1"
+                    ))?
+                    .query_row(params![id, node, now], |r| {
+                        Ok(ClaimRefusal {
+                            record: session_from_row(r)?,
+                            holder: r.get(10)?,
+                            holder_url: r.get(11)?,
+                            holder_alive: r.get(12)?,
+                            caller_alive: r.get(13)?,
+                        })
+                    })
+                    .optional()?;
+                // One transaction: a claim refused here cannot have raced.
+                ClaimRefusal::outcome(found, &node)
+                    .ok_or_else(|| StoreError::Database("session claim refused without a cause".into()))
+            })
+            .await
+    }
+
+    async fn release_sessions(&self, node: &str, sessions: Vec<(String, i64)>) -> StoreResult<()> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        let node = node.to_string();
+        self.writer
+            .write(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "UPDATE sessions SET holder = NULL WHERE id = ?1 AND holder = ?2 AND epoch = ?3",
+                )?;
+                for (id, epoch) in &sessions {
+                    stmt.execute(params![id, node, epoch])?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
     async fn claim_job(
         &self,
         name: &str,
@@ -1347,6 +1600,26 @@ fn connection_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConnectionRecord> {
 
 const PENDING_LOGIN_COLUMNS: &str =
     "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
+
+/// The session columns in `session_from_row`'s order.
+const SESSION_COLUMNS: &str = "id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at";
+
+/// How long a dead node's row stays (see `register_node`).
+const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
+
+/// Refuses a holder's write whose fence is no longer the session's.
+fn holds_session(conn: &Connection, session_id: &str, fence: &Fence) -> StoreResult<()> {
+    let holds = conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1 AND holder = ?2 AND epoch = ?3")?
+        .exists(params![session_id, fence.node, fence.epoch])?;
+    if holds {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced {
+            id: session_id.to_string(),
+        })
+    }
+}
 
 /// Inserts the job as due again after `every`, or moves it on only where
 /// it is due: one row changed means this caller runs it.

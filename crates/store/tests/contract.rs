@@ -58,6 +58,11 @@ contract!(
     executions_round_trip_and_list_newest_first,
     text_with_nul_is_stored_not_refused,
     a_periodic_job_runs_once_per_interval_across_processes,
+    a_session_has_one_holder_and_each_claim_fences_the_last,
+    racing_claimers_get_one_lease,
+    a_lapsed_node_claims_nothing_until_it_registers_again,
+    released_and_retired_sessions_are_claimed_at_once,
+    a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
 );
 
 fn session(id: &str, owner: &Principal, at: i64) -> SessionRecord {
@@ -247,7 +252,7 @@ async fn sessions_round_trip_and_activity_only_moves_forward(t: TestStore) {
     let s = t.store();
     let owner = s.ensure_account("s@s.test", None).await.unwrap();
     let record = session("sess_1", &owner, 1_000);
-    s.insert_session(record.clone()).await.unwrap();
+    s.insert_session(record.clone(), "node_test").await.unwrap();
     assert_eq!(s.get_session("sess_1").await.unwrap(), Some(record));
     s.touch_sessions(vec![
         ("sess_1".into(), 3_000),
@@ -268,8 +273,10 @@ async fn sessions_round_trip_and_activity_only_moves_forward(t: TestStore) {
 async fn terminating_a_session_drops_its_events(t: TestStore) {
     let s = t.store();
     let owner = s.ensure_account("term@t.test", None).await.unwrap();
-    s.insert_session(session("s", &owner, 1)).await.unwrap();
-    s.append_event(event("x", 1, "{}"), LogBounds::default())
+    s.insert_session(session("s", &owner, 1), "node_test")
+        .await
+        .unwrap();
+    s.append_event(event("x", 1, "{}"), LogBounds::default(), None)
         .await
         .unwrap();
     s.terminate_session("s", 50).await.unwrap();
@@ -282,10 +289,10 @@ async fn terminating_a_session_drops_its_events(t: TestStore) {
 async fn retention_removes_only_untouched_sessions_and_their_events(t: TestStore) {
     let s = t.store();
     let owner = s.ensure_account("gc@example.com", None).await.unwrap();
-    s.insert_session(session("old", &owner, 1_000))
+    s.insert_session(session("old", &owner, 1_000), "node_test")
         .await
         .unwrap();
-    s.insert_session(session("recent", &owner, 5_000))
+    s.insert_session(session("recent", &owner, 5_000), "node_test")
         .await
         .unwrap();
     s.append_event(
@@ -294,6 +301,7 @@ async fn retention_removes_only_untouched_sessions_and_their_events(t: TestStore
             ..event("x", 1, "{}")
         },
         LogBounds::default(),
+        None,
     )
     .await
     .unwrap();
@@ -303,7 +311,7 @@ async fn retention_removes_only_untouched_sessions_and_their_events(t: TestStore
     assert!(s.get_session("recent").await.unwrap().is_some());
     assert!(s.events_after("old", "x", 0).await.unwrap().is_empty());
     // Saved execution states follow the same retention.
-    s.save_execution_state("exec_old", "org", "{}".into())
+    s.save_execution_state("exec_old", "org", "{}".into(), None)
         .await
         .unwrap();
     s.gc_sessions(now_ms() - 60_000).await.unwrap();
@@ -319,19 +327,23 @@ async fn event_log_keeps_the_newest_within_bounds(t: TestStore) {
         max_bytes: 1024,
     };
     for seq in 1..=5 {
-        s.append_event(event("x", seq, "{}"), bounds).await.unwrap();
+        s.append_event(event("x", seq, "{}"), bounds, None)
+            .await
+            .unwrap();
     }
     assert_eq!(seqs(&s.events_after("s", "x", 0).await.unwrap()), [3, 4, 5]);
     assert_eq!(seqs(&s.events_after("s", "x", 4).await.unwrap()), [5]);
     // A single event larger than the byte bound is still kept (never evict the newest).
     let big = "x".repeat(2000);
-    s.append_event(event("x", 6, &big), bounds).await.unwrap();
+    s.append_event(event("x", 6, &big), bounds, None)
+        .await
+        .unwrap();
     assert_eq!(seqs(&s.events_after("s", "x", 0).await.unwrap()), [6]);
     // The byte bound counts bytes: three events of 400 two-byte
     // characters (800 bytes each) do not fit in 1024 bytes together.
     let wide = "é".repeat(400);
     for seq in 7..=9 {
-        s.append_event(event("x", seq, &wide), bounds)
+        s.append_event(event("x", seq, &wide), bounds, None)
             .await
             .unwrap();
     }
@@ -339,7 +351,9 @@ async fn event_log_keeps_the_newest_within_bounds(t: TestStore) {
     assert_eq!(seqs(&kept), [9]);
     assert_eq!(kept[0].data, wide);
     // Other streams are untouched by this one's bounds.
-    s.append_event(event("y", 1, "{}"), bounds).await.unwrap();
+    s.append_event(event("y", 1, "{}"), bounds, None)
+        .await
+        .unwrap();
     assert_eq!(seqs(&s.events_after("s", "y", 0).await.unwrap()), [1]);
 }
 
@@ -352,6 +366,7 @@ async fn undelivered_events_are_taken_once(t: TestStore) {
                 ..event(stream, seq, data)
             },
             LogBounds::default(),
+            None,
         )
         .await
         .unwrap();
@@ -372,7 +387,7 @@ async fn undelivered_events_are_taken_once_by_racing_takers(t: TestStore) {
     let stores = [t.store(), t.reopen().await];
     for seq in 1..=40 {
         stores[0]
-            .append_event(event("x", seq, "{}"), LogBounds::default())
+            .append_event(event("x", seq, "{}"), LogBounds::default(), None)
             .await
             .unwrap();
     }
@@ -394,7 +409,7 @@ async fn undelivered_events_are_taken_once_by_racing_takers(t: TestStore) {
 async fn replayed_events_go_once_their_stream_is_quiet(t: TestStore) {
     let s = t.store();
     for (stream, seq) in [("quiet", 1), ("quiet", 2), ("busy", 1), ("busy", 50)] {
-        s.append_event(event(stream, seq, "{}"), LogBounds::default())
+        s.append_event(event(stream, seq, "{}"), LogBounds::default(), None)
             .await
             .unwrap();
         if seq == 1 {
@@ -414,7 +429,7 @@ async fn replayed_events_go_once_their_stream_is_quiet(t: TestStore) {
 
 async fn flush_returns_once_queued_writes_are_committed(t: TestStore) {
     let s = t.store();
-    s.append_event(event("x", 1, "{}"), LogBounds::default())
+    s.append_event(event("x", 1, "{}"), LogBounds::default(), None)
         .await
         .unwrap();
     // Fire-and-forget on SQLite: queued, not awaited.
@@ -732,7 +747,7 @@ async fn a_pending_login_is_taken_once_and_never_after_expiry(t: TestStore) {
 async fn a_posted_decision_is_taken_exactly_once(t: TestStore) {
     let s = t.store();
     assert!(!s.post_execution_decision("exec_x", "accept").await.unwrap());
-    s.save_execution_state("exec_x", "org", "{}".into())
+    s.save_execution_state("exec_x", "org", "{}".into(), None)
         .await
         .unwrap();
     assert_eq!(s.take_execution_decision("exec_x").await.unwrap(), None);
@@ -757,7 +772,7 @@ async fn a_posted_decision_is_taken_exactly_once(t: TestStore) {
             .await
             .unwrap()
     );
-    s.save_execution_state("exec_x", "org", "{\"journal\":[1]}".into())
+    s.save_execution_state("exec_x", "org", "{\"journal\":[1]}".into(), None)
         .await
         .unwrap();
     assert_eq!(
@@ -777,7 +792,7 @@ async fn a_posted_decision_is_taken_exactly_once(t: TestStore) {
 async fn racing_takers_get_a_posted_decision_once(t: TestStore) {
     let stores = [t.store(), t.reopen().await];
     stores[0]
-        .save_execution_state("exec_r", "org", "{}".into())
+        .save_execution_state("exec_r", "org", "{}".into(), None)
         .await
         .unwrap();
     for round in 0..5 {
@@ -848,9 +863,13 @@ async fn text_with_nul_is_stored_not_refused(t: TestStore) {
     assert!(stored.code.starts_with("return '"));
     assert_eq!(stored.logs, ["\0"], "JSON keeps it escaped");
     assert_eq!(stored.result, Some(serde_json::json!("\0")));
-    s.append_event(event("x", 1, "{\"s\":\"\\u0000\"}"), LogBounds::default())
-        .await
-        .unwrap();
+    s.append_event(
+        event("x", 1, "{\"s\":\"\\u0000\"}"),
+        LogBounds::default(),
+        None,
+    )
+    .await
+    .unwrap();
 }
 
 /// Every node schedules the sweeps; each interval, one of them runs each.
@@ -875,4 +894,281 @@ async fn a_periodic_job_runs_once_per_interval_across_processes(t: TestStore) {
     assert!(s.claim_job("sweep", "next", 60_000, 61_000).await.unwrap());
     // Jobs are independent.
     assert!(s.claim_job("gc", "next", 60_000, 61_000).await.unwrap());
+}
+
+const MINUTE: i64 = 60_000;
+
+fn fence(node: &str, epoch: i64) -> Fence {
+    Fence {
+        node: node.into(),
+        epoch,
+    }
+}
+
+fn claimed_epoch(claim: SessionClaim) -> i64 {
+    match claim {
+        SessionClaim::Claimed { fence, .. } => fence.epoch,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+fn held_by(claim: SessionClaim) -> NodeRecord {
+    match claim {
+        SessionClaim::Held { holder, .. } => holder,
+        other => panic!("expected the session held elsewhere, got {other:?}"),
+    }
+}
+
+async fn a_session_has_one_holder_and_each_claim_fences_the_last(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("lease@l.test", None).await.unwrap();
+    s.register_node("node_a", Some("http://a"), MINUTE)
+        .await
+        .unwrap();
+    s.register_node("node_b", Some("http://b"), MINUTE)
+        .await
+        .unwrap();
+    s.insert_session(session("s", &owner, 1), "node_a")
+        .await
+        .unwrap();
+    // The creator holds it at the first epoch and writes as its holder.
+    s.append_event(
+        event("x", 1, "{}"),
+        LogBounds::default(),
+        Some(&fence("node_a", FIRST_EPOCH)),
+    )
+    .await
+    .unwrap();
+    let holder = held_by(s.claim_session("s", "node_b").await.unwrap());
+    assert_eq!(
+        holder,
+        NodeRecord {
+            id: "node_a".into(),
+            url: Some("http://a".into())
+        }
+    );
+    // Claiming again (a restore on the same node) moves the epoch on, and
+    // the old epoch's writes are refused from then on.
+    assert_eq!(
+        claimed_epoch(s.claim_session("s", "node_a").await.unwrap()),
+        FIRST_EPOCH + 1
+    );
+    let stale = s
+        .append_event(
+            event("x", 2, "{}"),
+            LogBounds::default(),
+            Some(&fence("node_a", FIRST_EPOCH)),
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    // Evicted, node A loses the session to B, and A's current fence is stale.
+    s.evict_node("node_a").await.unwrap();
+    let epoch_b = claimed_epoch(s.claim_session("s", "node_b").await.unwrap());
+    assert_eq!(epoch_b, FIRST_EPOCH + 2);
+    let stale = s
+        .append_event(
+            event("x", 3, "{}"),
+            LogBounds::default(),
+            Some(&fence("node_a", FIRST_EPOCH + 1)),
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    s.append_event(
+        event("x", 3, "{}"),
+        LogBounds::default(),
+        Some(&fence("node_b", epoch_b)),
+    )
+    .await
+    .unwrap();
+    let logged: Vec<i64> = s
+        .events_after("s", "x", 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(logged, vec![1, 3], "no refused write was logged");
+    // A registered again, it sees B holding the session.
+    s.register_node("node_a", Some("http://a"), MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(
+        held_by(s.claim_session("s", "node_a").await.unwrap()).id,
+        "node_b"
+    );
+    assert_eq!(
+        s.claim_session("nope", "node_a").await.unwrap(),
+        SessionClaim::NotFound
+    );
+    s.terminate_session("s", 5).await.unwrap();
+    assert_eq!(
+        s.claim_session("s", "node_a").await.unwrap(),
+        SessionClaim::Terminated
+    );
+}
+
+async fn racing_claimers_get_one_lease(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("race@l.test", None).await.unwrap();
+    // Created by a node that never registered: free for any live node.
+    s.insert_session(session("s", &owner, 1), "node_gone")
+        .await
+        .unwrap();
+    let nodes: Vec<String> = (0..8).map(|i| format!("node_{i}")).collect();
+    for node in &nodes {
+        s.register_node(node, None, MINUTE).await.unwrap();
+    }
+    let claims = nodes.iter().map(|node| {
+        let s = s.clone();
+        let node = node.clone();
+        tokio::spawn(async move { (node.clone(), s.claim_session("s", &node).await.unwrap()) })
+    });
+    let mut winners = Vec::new();
+    let mut seen_holders = BTreeSet::new();
+    for claim in claims {
+        let (node, outcome) = claim.await.unwrap();
+        match outcome {
+            SessionClaim::Claimed { fence, .. } => winners.push((node, fence.epoch)),
+            SessionClaim::Held { holder, .. } => {
+                seen_holders.insert(holder.id);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "one claimer wins: {winners:?}");
+    let (winner, epoch) = &winners[0];
+    assert_eq!(*epoch, FIRST_EPOCH + 1);
+    assert_eq!(
+        seen_holders,
+        BTreeSet::from([winner.clone()]),
+        "the losers see the winner"
+    );
+}
+
+async fn a_lapsed_node_claims_nothing_until_it_registers_again(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("lapse@l.test", None).await.unwrap();
+    s.insert_session(session("s", &owner, 1), "node_x")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.claim_session("s", "node_a").await.unwrap(),
+        SessionClaim::Lapsed,
+        "never registered"
+    );
+    s.register_node("node_a", None, 1).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    assert!(
+        !s.heartbeat_node("node_a", MINUTE).await.unwrap(),
+        "its lease ran out"
+    );
+    assert_eq!(
+        s.claim_session("s", "node_a").await.unwrap(),
+        SessionClaim::Lapsed
+    );
+    s.register_node("node_a", None, MINUTE).await.unwrap();
+    assert!(s.heartbeat_node("node_a", MINUTE).await.unwrap());
+    assert_eq!(
+        claimed_epoch(s.claim_session("s", "node_a").await.unwrap()),
+        FIRST_EPOCH + 1
+    );
+}
+
+async fn released_and_retired_sessions_are_claimed_at_once(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("release@l.test", None).await.unwrap();
+    for node in ["node_a", "node_b", "node_c"] {
+        s.register_node(node, None, MINUTE).await.unwrap();
+    }
+    for id in ["s1", "s2"] {
+        s.insert_session(session(id, &owner, 1), "node_a")
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        held_by(s.claim_session("s1", "node_b").await.unwrap()).id,
+        "node_a"
+    );
+    s.release_sessions("node_a", vec![("s1".into(), FIRST_EPOCH)])
+        .await
+        .unwrap();
+    let epoch = claimed_epoch(s.claim_session("s1", "node_b").await.unwrap());
+    assert_eq!(epoch, FIRST_EPOCH + 1);
+    // A late release by the old holder leaves the new one alone.
+    s.release_sessions("node_a", vec![("s1".into(), FIRST_EPOCH)])
+        .await
+        .unwrap();
+    assert_eq!(
+        held_by(s.claim_session("s1", "node_c").await.unwrap()).id,
+        "node_b"
+    );
+    // A node leaving on purpose lets its sessions go before its lease ends.
+    assert_eq!(
+        held_by(s.claim_session("s2", "node_c").await.unwrap()).id,
+        "node_a"
+    );
+    s.retire_node("node_a").await.unwrap();
+    assert_eq!(
+        claimed_epoch(s.claim_session("s2", "node_c").await.unwrap()),
+        FIRST_EPOCH + 1
+    );
+    assert!(
+        !s.heartbeat_node("node_a", MINUTE).await.unwrap(),
+        "a retired node is gone"
+    );
+}
+
+async fn a_paused_run_has_one_holder_and_a_stale_one_cannot_write(t: TestStore) {
+    let s = t.store();
+    for node in ["node_a", "node_b"] {
+        s.register_node(node, Some("http://n"), MINUTE)
+            .await
+            .unwrap();
+    }
+    // The first save as holder makes node A the run's holder.
+    let a = fence("node_a", FIRST_EPOCH);
+    s.save_execution_state("exec_l", "org", "{\"v\":1}".into(), Some(&a))
+        .await
+        .unwrap();
+    s.save_execution_state("exec_l", "org", "{\"v\":2}".into(), Some(&a))
+        .await
+        .unwrap();
+    match s.claim_execution("exec_l", "node_b").await.unwrap() {
+        ExecutionClaim::Held { holder } => assert_eq!(holder.id, "node_a"),
+        other => panic!("expected node A to hold the run, got {other:?}"),
+    }
+    s.advance_execution("exec_l", &a, 3).await.unwrap();
+    s.advance_execution("exec_l", &a, 2).await.unwrap();
+    // A is gone: B takes the run over, and learns which calls A started.
+    s.evict_node("node_a").await.unwrap();
+    let b = match s.claim_execution("exec_l", "node_b").await.unwrap() {
+        ExecutionClaim::Claimed { fence, calling } => {
+            assert_eq!(calling, 3, "the highest call A started");
+            assert_eq!(fence, self::fence("node_b", FIRST_EPOCH + 1));
+            fence
+        }
+        other => panic!("expected a takeover, got {other:?}"),
+    };
+    // A, stale, can neither save nor start a call.
+    let stale = s
+        .save_execution_state("exec_l", "org", "{\"v\":3}".into(), Some(&a))
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    let stale = s.advance_execution("exec_l", &a, 4).await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert_eq!(
+        s.load_execution_state("exec_l").await.unwrap().as_deref(),
+        Some("{\"v\":2}")
+    );
+    s.save_execution_state("exec_l", "org", "{\"v\":4}".into(), Some(&b))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.claim_execution("exec_none", "node_b").await.unwrap(),
+        ExecutionClaim::NotFound
+    );
+    assert_eq!(
+        s.claim_execution("exec_l", "node_c").await.unwrap(),
+        ExecutionClaim::Lapsed
+    );
 }

@@ -28,17 +28,20 @@ async fn filled(store: &dyn Store, key: &SecretKey) -> Principal {
         .await
         .unwrap();
     store
-        .insert_session(SessionRecord {
-            id: "sess_m".into(),
-            owner: owner.clone(),
-            protocol_version: "2025-06-18".into(),
-            client_info: serde_json::json!({"name": "c"}),
-            client_capabilities: serde_json::json!({}),
-            elicitation_mode: ElicitationMode::Model,
-            created_at_ms: 3,
-            last_activity_at_ms: 4,
-            terminated_at_ms: None,
-        })
+        .insert_session(
+            SessionRecord {
+                id: "sess_m".into(),
+                owner: owner.clone(),
+                protocol_version: "2025-06-18".into(),
+                client_info: serde_json::json!({"name": "c"}),
+                client_capabilities: serde_json::json!({}),
+                elicitation_mode: ElicitationMode::Model,
+                created_at_ms: 3,
+                last_activity_at_ms: 4,
+                terminated_at_ms: None,
+            },
+            "node_test",
+        )
         .await
         .unwrap();
     for seq in 1..=3 {
@@ -53,6 +56,7 @@ async fn filled(store: &dyn Store, key: &SecretKey) -> Principal {
                     created_at_ms: seq,
                 },
                 LogBounds::default(),
+                None,
             )
             .await
             .unwrap();
@@ -86,7 +90,7 @@ async fn filled(store: &dyn Store, key: &SecretKey) -> Principal {
         .await
         .unwrap();
     store
-        .save_execution_state("exec_m", &owner.org_id, "{\"paused\":true}".into())
+        .save_execution_state("exec_m", &owner.org_id, "{\"paused\":true}".into(), None)
         .await
         .unwrap();
     store

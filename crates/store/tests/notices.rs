@@ -54,7 +54,7 @@ async fn commits_on_one_handle_reach_the_subscribers_of_another() {
         }
     );
     writer
-        .save_execution_state("exec_n", "org_n", "{}".into())
+        .save_execution_state("exec_n", "org_n", "{}".into(), None)
         .await
         .unwrap();
     assert!(

@@ -41,6 +41,10 @@ pub enum WireError {
     /// The server is shutting down: new work goes to another instance.
     #[error("Service Unavailable: the server is shutting down")]
     Draining,
+    /// The session's holder could not be reached and has not lapsed yet,
+    /// or the request already came from another node (SPEC §10): retry.
+    #[error("Service Unavailable: the session is moving between nodes; retry shortly")]
+    Moving,
     /// Every execution slot of the server is taken (SPEC §4); retry soon.
     #[error(
         "Service Unavailable: the server is running as many executions as it may; retry shortly"
@@ -58,7 +62,10 @@ impl WireError {
                 StatusCode::NOT_FOUND
             }
             WireError::Session(AcquireError::Forbidden) => StatusCode::FORBIDDEN,
-            WireError::Session(AcquireError::Unavailable) => StatusCode::SERVICE_UNAVAILABLE,
+            WireError::Session(AcquireError::Unavailable | AcquireError::HeldElsewhere(_)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            WireError::Moving => StatusCode::SERVICE_UNAVAILABLE,
             WireError::Session(AcquireError::SessionLimit(_)) | WireError::Streams(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -105,7 +112,8 @@ impl WireError {
                     h.insert(header::WWW_AUTHENTICATE, v);
                 }
             }
-            WireError::Session(AcquireError::Unavailable)
+            WireError::Session(AcquireError::Unavailable | AcquireError::HeldElsewhere(_))
+            | WireError::Moving
             | WireError::Draining
             | WireError::Overloaded => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -9,16 +9,19 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, BodyDataStream};
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use bytes::Bytes;
 use executor_engine::CallContext;
 use executor_mcp::{
     Approvals, Incoming, McpServer, Message, Method as RpcMethod, Request, RequestScope, RpcError,
     versions,
 };
-use executor_sessions::{Lease, OutboundStream, Sessions, parse_event_id, replay};
-use executor_store::{ElicitationMode, Principal, Store, tokens::random_id};
+use executor_sessions::{
+    AcquireError, Holder, Lease, OutboundStream, Sessions, parse_event_id, replay,
+};
+use executor_store::{ElicitationMode, Principal, Store, StoreError, tokens::random_id};
 use futures::{FutureExt, StreamExt};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
@@ -33,9 +36,10 @@ use tracing::Instrument;
 use crate::WireError;
 use crate::auth::{self, Authenticated, MetricsToken, authenticate};
 use crate::drain::{InFlight, InFlightGuard};
+use crate::forward::{self, HandOver};
 use crate::guard::HostPolicy;
 use crate::oauth::{SharedCallbacks, oauth_router};
-use crate::sse::{self, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source};
+use crate::sse::{self, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source, StreamOwner};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -104,7 +108,7 @@ pub struct App {
 }
 
 impl App {
-    fn store(&self) -> &Arc<dyn Store> {
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
         self.sessions.store()
     }
     fn server(&self) -> &Arc<McpServer> {
@@ -199,6 +203,7 @@ impl McpQuery {
 async fn mcp_endpoint(
     State(app): State<App>,
     method: Method,
+    uri: Uri,
     Query(query): Query<McpQuery>,
     headers: HeaderMap,
     body: Body,
@@ -210,7 +215,12 @@ async fn mcp_endpoint(
     let span = tracing::debug_span!("mcp", %request_id, %method);
     // A panic anywhere below costs this request a 500, nothing more: no
     // state is held across it that a later request could trip on.
-    let routed = AssertUnwindSafe(route(&app, method, query, &headers, body).instrument(span))
+    let request = RequestParts {
+        method,
+        uri,
+        headers,
+    };
+    let routed = AssertUnwindSafe(route(&app, &request, query, body).instrument(span))
         .catch_unwind()
         .await
         .unwrap_or_else(|_| {
@@ -246,14 +256,21 @@ fn held_until_sent(response: Response, in_flight: InFlightGuard) -> Response {
     Response::from_parts(parts, Body::from_stream(guarded))
 }
 
+/// What a request came with besides its body, as a hand-over resends it.
+struct RequestParts {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
 /// The checks of SPEC §2, in order.
 async fn route(
     app: &App,
-    method: Method,
+    request: &RequestParts,
     query: McpQuery,
-    headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, WireError> {
+    let (method, headers) = (request.method.clone(), &request.headers);
     if method == Method::OPTIONS {
         return Ok(preflight());
     }
@@ -283,10 +300,45 @@ async fn route(
                 principal,
                 token_id,
             };
-            post(app, caller, session_id, query, headers, body).await
+            post(app, caller, session_id, query, request, body).await
         }
         Method::GET => listen(app, principal, token_id, session_id, headers).await,
-        _ => delete(app, principal, session_id).await,
+        _ => delete(app, principal, session_id, request).await,
+    }
+}
+
+/// The session's runtime here, or the holder's answer when another node
+/// holds it: the request (with `body`) is handed over, and served here
+/// after all when the holder turns out to be dead.
+async fn acquire_or_hand_over(
+    app: &App,
+    session_id: &str,
+    principal: &Principal,
+    request: &RequestParts,
+    body: Bytes,
+) -> Result<Result<Lease, Response>, WireError> {
+    let holder: Box<Holder> = match app.sessions.acquire(session_id, principal).await {
+        Ok(lease) => return Ok(Ok(lease)),
+        Err(AcquireError::HeldElsewhere(holder)) => holder,
+        Err(e) => return Err(e.into()),
+    };
+    let incoming = forward::Forward {
+        method: request.method.clone(),
+        uri: &request.uri,
+        headers: &request.headers,
+        body,
+    };
+    match forward::hand_over(app, &holder, incoming).await? {
+        HandOver::Answered(response) => Ok(Err(response)),
+        HandOver::Unreachable => {
+            forward::evict(app, &holder).await;
+            match app.sessions.acquire(session_id, principal).await {
+                Ok(lease) => Ok(Ok(lease)),
+                // Another node claimed it first: the client retries.
+                Err(AcquireError::HeldElsewhere(_)) => Err(WireError::Moving),
+                Err(e) => Err(e.into()),
+            }
+        }
     }
 }
 
@@ -301,12 +353,26 @@ async fn post(
     caller: Caller,
     session_id: Option<String>,
     query: McpQuery,
-    headers: &HeaderMap,
-    body: Body,
+    request: &RequestParts,
+    mut body: Body,
 ) -> Result<Response, WireError> {
+    let headers = &request.headers;
     let principal = caller.principal;
     let lease = match &session_id {
-        Some(id) => Some(app.sessions.acquire(id, &principal).await?),
+        Some(id) => match app.sessions.acquire(id, &principal).await {
+            Ok(lease) => Some(lease),
+            Err(AcquireError::HeldElsewhere(_)) => {
+                let bytes = read_bytes(app, headers, body).await?;
+                match acquire_or_hand_over(app, id, &principal, request, bytes.clone()).await? {
+                    Ok(lease) => {
+                        body = Body::from(bytes);
+                        Some(lease)
+                    }
+                    Err(answered) => return Ok(answered),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        },
         // Draining: no new sessions and no sessionless work.
         None if app.sessions.is_draining() => return Err(WireError::Draining),
         None => None,
@@ -480,13 +546,14 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
 fn stream_one(app: &App, lease: Lease, req: Request, token_id: String) -> Response {
     let store = app.store().clone();
     let server = app.server().clone();
-    let out = app.sessions.outbound_stream(lease.id(), random_id(9));
+    let out = app.sessions.outbound_stream(&lease, random_id(9));
     let preamble = vec![out.priming().frame()];
     let (tx, rx) = mpsc::channel(4);
     let stream = RequestStream {
         out: Arc::new(tokio::sync::Mutex::new(out)),
         tx,
         lease: lease.clone(),
+        sessions: app.sessions.clone(),
     };
     let stream_lease = lease.clone();
     // The work outlives a client that goes away; shutdown still waits for it.
@@ -517,7 +584,7 @@ fn stream_one(app: &App, lease: Lease, req: Request, token_id: String) -> Respon
         rotate_after: None,
     };
     sse::response(
-        stream_lease,
+        StreamOwner::lease(stream_lease),
         store,
         preamble,
         Source::Post(rx),
@@ -535,6 +602,7 @@ struct RequestStream {
     out: Arc<tokio::sync::Mutex<OutboundStream>>,
     tx: mpsc::Sender<executor_sessions::SseEvent>,
     lease: Lease,
+    sessions: Sessions,
 }
 
 impl RequestStream {
@@ -543,6 +611,16 @@ impl RequestStream {
             let mut out = self.out.lock().await;
             match out.log(message).await {
                 Ok(event) => event,
+                Err(StoreError::Fenced { .. }) => {
+                    // Another node holds the session now: this one's
+                    // runtime goes, and its streams end with it.
+                    tracing::warn!(
+                        session = self.lease.id(),
+                        "the session moved to another node; its stream here ends"
+                    );
+                    self.sessions.fenced(self.lease.runtime());
+                    return;
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "could not log a message; sending it unlogged");
                     executor_sessions::SseEvent {
@@ -555,7 +633,11 @@ impl RequestStream {
         };
         if let Err(mpsc::error::SendError(event)) = self.tx.send(event).await {
             let stream_id = event.stream_id.clone();
-            self.lease.deliver_to_listener(&stream_id, event);
+            if !self.lease.deliver_to_listener(&stream_id, event) {
+                // Logged and undelivered: a GET stream on another node may
+                // take it now, or the session's next GET will.
+                self.sessions.events_waiting(self.lease.id());
+            }
         }
     }
 }
@@ -673,7 +755,13 @@ async fn listen(
 ) -> Result<Response, WireError> {
     let session_id = session_id
         .ok_or_else(|| WireError::BadRequest("Mcp-Session-Id header is required".into()))?;
-    let lease = app.sessions.acquire(&session_id, &principal).await?;
+    // Another live node holds the session: the stream is served here from
+    // the log, fed as that node logs (SPEC §10; the owner was checked).
+    let lease = match app.sessions.acquire(&session_id, &principal).await {
+        Ok(lease) => Some(lease),
+        Err(AcquireError::HeldElsewhere(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
     if !Accepts::of(headers).sse {
         return Err(WireError::NotAcceptable(
             "the client must accept text/event-stream",
@@ -692,7 +780,21 @@ async fn listen(
         .unwrap_or_else(|| random_id(9));
     // Registered before the replay, which takes the undelivered events: a
     // stream refused over the limit must leave them for the next GET.
-    let listener = lease.add_listener(stream_id.clone())?;
+    let (listener, owner) = match lease {
+        Some(lease) => (
+            lease.add_listener(stream_id.clone())?,
+            StreamOwner::lease(lease),
+        ),
+        None => {
+            let remote = app
+                .sessions
+                .listen_elsewhere(&session_id, stream_id.clone())?;
+            (
+                remote.listener,
+                StreamOwner::elsewhere(&session_id, remote.gone),
+            )
+        }
+    };
     let replayed = replay(app.store(), &session_id, last_event)
         .await
         .map_err(|e| {
@@ -720,7 +822,7 @@ async fn listen(
         }
     });
     let mut res = sse::response(
-        lease,
+        owner,
         app.store().clone(),
         preamble,
         Source::Listen(listener),
@@ -738,10 +840,14 @@ async fn delete(
     app: &App,
     principal: Principal,
     session_id: Option<String>,
+    request: &RequestParts,
 ) -> Result<Response, WireError> {
     let session_id = session_id
         .ok_or_else(|| WireError::BadRequest("Mcp-Session-Id header is required".into()))?;
-    app.sessions.terminate(&session_id, &principal).await?;
+    match acquire_or_hand_over(app, &session_id, &principal, request, Bytes::new()).await? {
+        Ok(lease) => app.sessions.terminate_lease(lease).await?,
+        Err(answered) => return Ok(answered),
+    }
     Ok(StatusCode::OK.into_response())
 }
 
@@ -794,6 +900,12 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), WireError> {
 }
 
 async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Incoming, WireError> {
+    let bytes = read_bytes(app, headers, body).await?;
+    executor_mcp::parse(&bytes, app.config.max_batch).map_err(WireError::Rpc)
+}
+
+/// The request body, within the size and stall limits (SPEC §12).
+async fn read_bytes(app: &App, headers: &HeaderMap, body: Body) -> Result<Bytes, WireError> {
     let limit = app.config.max_body_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -825,7 +937,7 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Incomin
         }
         bytes.extend_from_slice(&chunk);
     }
-    executor_mcp::parse(&bytes, app.config.max_batch).map_err(WireError::Rpc)
+    Ok(Bytes::from(bytes))
 }
 
 /// Reads and discards the rest of an oversized body (bounded in bytes and

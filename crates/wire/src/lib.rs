@@ -9,6 +9,7 @@
 mod auth;
 mod drain;
 mod error;
+mod forward;
 mod guard;
 mod http;
 mod oauth;

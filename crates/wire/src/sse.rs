@@ -42,19 +42,47 @@ impl Source {
     }
 }
 
+/// What a stream belongs to: a lease on the session's runtime here (kept
+/// busy while the stream is open, and ending it when disposed), or a
+/// session another node holds (ending it when the session is terminated).
+pub struct StreamOwner {
+    session_id: String,
+    ended: watch::Receiver<bool>,
+    _lease: Option<Lease>,
+}
+
+impl StreamOwner {
+    pub fn lease(lease: Lease) -> Self {
+        StreamOwner {
+            session_id: lease.id().to_string(),
+            ended: lease.disposed(),
+            _lease: Some(lease),
+        }
+    }
+
+    pub fn elsewhere(session_id: &str, gone: watch::Receiver<bool>) -> Self {
+        StreamOwner {
+            session_id: session_id.to_string(),
+            ended: gone,
+            _lease: None,
+        }
+    }
+}
+
 struct StreamState {
     preamble: VecDeque<Bytes>,
     source: Source,
     keepalive: Interval,
     rotate_at: Option<Instant>,
-    disposed: watch::Receiver<bool>,
+    /// Turns true when the owner goes (runtime disposed, session gone).
+    ended: watch::Receiver<bool>,
     /// Ends a standalone GET stream before its rotation: the server
     /// begins to drain, or the token that opened it is revoked.
     until: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     store: Arc<dyn Store>,
     session_id: String,
     /// Keeps the runtime counted as busy while the stream is open.
-    _lease: Lease,
+    _owner: StreamOwner,
     finished: bool,
 }
 
@@ -73,7 +101,7 @@ pub struct Timing {
 /// stream ends after `timing.rotate_after` when set, and when `until`
 /// resolves.
 pub fn response(
-    lease: Lease,
+    owner: StreamOwner,
     store: Arc<dyn Store>,
     preamble: Vec<String>,
     source: Source,
@@ -85,12 +113,12 @@ pub fn response(
         preamble: preamble.into_iter().map(Bytes::from).collect(),
         keepalive: tokio::time::interval_at(Instant::now() + keepalive, keepalive),
         rotate_at: timing.rotate_after.map(|after| Instant::now() + after),
-        disposed: lease.disposed(),
+        ended: owner.ended.clone(),
         until,
-        session_id: lease.id().to_string(),
+        session_id: owner.session_id.clone(),
         store,
         source,
-        _lease: lease,
+        _owner: owner,
         finished: false,
     };
     let stream = futures::stream::unfold(state, next_chunk);
@@ -124,7 +152,7 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, S
         },
         _ = st.keepalive.tick() => Step::Keepalive,
         _ = async { tokio::time::sleep_until(rotate_at.unwrap_or_else(Instant::now)).await }, if rotate_at.is_some() => Step::Rotate,
-        _ = st.disposed.wait_for(|d| *d) => Step::End,
+        _ = st.ended.wait_for(|d| *d) => Step::End,
         _ = async { if let Some(until) = st.until.as_mut() { until.await } }, if st.until.is_some() => Step::End,
     };
     let chunk = match step {

@@ -24,6 +24,8 @@ use crate::Notice;
 
 pub(super) const CATALOG_CHANNEL: &str = "executor_catalog";
 pub(super) const DECISIONS_CHANNEL: &str = "executor_decisions";
+/// Per-session notices between nodes: `ev:`, `lc:` or `gone:` and the id.
+pub(super) const SESSIONS_CHANNEL: &str = "executor_sessions";
 
 /// Notices a slow subscriber may be behind before it is told it lagged.
 const BUFFER: usize = 1024;
@@ -103,7 +105,7 @@ async fn listen_once(
     };
     client
         .batch_execute(&format!(
-            "LISTEN {CATALOG_CHANNEL}; LISTEN {DECISIONS_CHANNEL}"
+            "LISTEN {CATALOG_CHANNEL}; LISTEN {DECISIONS_CHANNEL}; LISTEN {SESSIONS_CHANNEL}"
         ))
         .await?;
     // Listening from here: anything before it may have been missed.
@@ -121,6 +123,31 @@ fn parse(channel: &str, payload: &str) -> Option<Notice> {
         DECISIONS_CHANNEL => Some(Notice::Decision {
             execution_id: payload.to_string(),
         }),
+        SESSIONS_CHANNEL => {
+            let (kind, id) = payload.split_once(':')?;
+            let session_id = id.to_string();
+            match kind {
+                "ev" => Some(Notice::Events { session_id }),
+                "lc" => Some(Notice::ListChanged { session_id }),
+                "gone" => Some(Notice::SessionGone { session_id }),
+                _ => None,
+            }
+        }
         _ => None,
+    }
+}
+
+/// The channel and payload that carry `notice`; None for one that is never
+/// sent (catalog and decision notices go out with their writes).
+pub(super) fn payload(notice: &Notice) -> Option<(&'static str, String)> {
+    match notice {
+        Notice::Events { session_id } => Some((SESSIONS_CHANNEL, format!("ev:{session_id}"))),
+        Notice::ListChanged { session_id } => Some((SESSIONS_CHANNEL, format!("lc:{session_id}"))),
+        Notice::SessionGone { session_id } => {
+            Some((SESSIONS_CHANNEL, format!("gone:{session_id}")))
+        }
+        Notice::Catalog { org_id } => Some((CATALOG_CHANNEL, org_id.clone())),
+        Notice::Decision { execution_id } => Some((DECISIONS_CHANNEL, execution_id.clone())),
+        Notice::Lagged => None,
     }
 }

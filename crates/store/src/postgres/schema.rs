@@ -161,6 +161,23 @@ CREATE TABLE jobs (
     next_at BIGINT NOT NULL
 );
 "#,
+    // Nodes and session leases (SQLite migration 12). Lease times are the
+    // database's clock, so nodes on machines whose clocks differ agree.
+    r#"
+CREATE TABLE nodes (
+    id TEXT PRIMARY KEY,
+    url TEXT,
+    started_at BIGINT NOT NULL,
+    alive_until BIGINT NOT NULL
+);
+ALTER TABLE sessions ADD COLUMN holder TEXT;
+ALTER TABLE sessions ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE execution_states ADD COLUMN holder TEXT;
+ALTER TABLE execution_states ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE execution_states ADD COLUMN calling BIGINT NOT NULL DEFAULT -1;
+CREATE FUNCTION executor_now_ms() RETURNS BIGINT LANGUAGE sql VOLATILE
+    AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+"#,
 ];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).

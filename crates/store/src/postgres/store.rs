@@ -6,12 +6,16 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::notices::{CATALOG_CHANNEL, DECISIONS_CHANNEL};
+use super::notices::{self, CATALOG_CHANNEL, DECISIONS_CHANNEL};
 use super::{PgStore, col, db_error, pg_text, word};
+use crate::leases::{ClaimRefusal, ExecutionRefusal};
 use crate::orgs::OrgChoice;
 use crate::packed::{pack, unpack_bytes};
 use crate::secrets::SecretRef;
 use crate::*;
+
+/// How long a dead node's row stays (see `register_node`).
+const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
 
 const SESSION_COLUMNS: &str = "id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at";
 const EVENT_COLUMNS: &str = "session_id, stream_id, seq, data, undelivered, created_at";
@@ -21,6 +25,21 @@ const CONNECTION_COLUMNS: &str =
 const PENDING_LOGIN_COLUMNS: &str =
     "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
 const POLICY_COLUMNS: &str = "id, org_id, pattern, action, position, created_at";
+
+/// One event, as it comes.
+const EVENT_INSERT: &str = "INSERT INTO events (session_id, stream_id, seq, data, undelivered, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6) \
+     ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
+     undelivered = excluded.undelivered, created_at = excluded.created_at";
+/// One event of the session's holder: the row comes from the session's own
+/// row, locked FOR SHARE, so it is inserted only while the fence holds — a
+/// racing claim waits for this statement, or this one sees the claim and
+/// inserts nothing.
+const FENCED_EVENT_INSERT: &str = "INSERT INTO events (session_id, stream_id, seq, data, undelivered, created_at) \
+     SELECT $1, $2, $3, $4, $5, $6 FROM sessions \
+     WHERE id = $1 AND holder = $7 AND epoch = $8 FOR SHARE \
+     ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
+     undelivered = excluded.undelivered, created_at = excluded.created_at";
 
 /// Serialises `ensure_account` across nodes, as SQLite's IMMEDIATE
 /// transaction does: two first logins of one email make one account.
@@ -311,9 +330,9 @@ impl Store for PgStore {
         Ok(n > 0)
     }
 
-    async fn insert_session(&self, s: SessionRecord) -> StoreResult<()> {
+    async fn insert_session(&self, s: SessionRecord, holder: &str) -> StoreResult<()> {
         self.execute(
-            &format!("INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}, holder, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"),
             &[
                 &s.id,
                 &s.owner.account_id,
@@ -325,6 +344,8 @@ impl Store for PgStore {
                 &s.created_at_ms,
                 &s.last_activity_at_ms,
                 &s.terminated_at_ms,
+                &holder,
+                &FIRST_EPOCH,
             ],
         )
         .await?;
@@ -407,32 +428,50 @@ impl Store for PgStore {
         Ok(n)
     }
 
-    async fn append_event(&self, e: EventRecord, bounds: LogBounds) -> StoreResult<()> {
-        let insert_sql = format!(
-            "INSERT INTO events ({EVENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
-             undelivered = excluded.undelivered, created_at = excluded.created_at"
-        );
-        let row: [&(dyn ToSql + Sync); 6] = [
+    async fn append_event(
+        &self,
+        e: EventRecord,
+        bounds: LogBounds,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        // Fenced: the row comes from the session's own row, locked FOR
+        // SHARE, so it is inserted only while the fence holds and a claim
+        // waits for it (or it sees the claim and inserts nothing).
+        let (insert_sql, holder, epoch) = match fence {
+            Some(f) => (FENCED_EVENT_INSERT, f.node.as_str(), f.epoch),
+            None => (EVENT_INSERT, "", 0),
+        };
+        let row: [&(dyn ToSql + Sync); 8] = [
             &e.session_id,
             &e.stream_id,
             &e.seq,
             &e.data,
             &e.undelivered,
             &e.created_at_ms,
+            &holder,
+            &epoch,
         ];
+        let row = if fence.is_some() { &row[..] } else { &row[..6] };
+        let inserted = |n: u64| {
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::Fenced {
+                    id: e.session_id.clone(),
+                })
+            }
+        };
         // Prune only when the stream can be over its bounds: streams of a
         // single request hold one or two events and take one statement.
         let may_overflow =
             e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2;
         if !may_overflow {
-            self.execute(&insert_sql, &row).await?;
-            return Ok(());
+            return inserted(self.execute(insert_sql, row).await?);
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
-        let insert = tx.prepare_cached(&insert_sql).await.map_err(db_error)?;
-        tx.execute(&insert, &row).await.map_err(db_error)?;
+        let insert = tx.prepare_cached(insert_sql).await.map_err(db_error)?;
+        inserted(tx.execute(&insert, row).await.map_err(db_error)?)?;
         tx.execute(
             "DELETE FROM events WHERE session_id = $1 AND stream_id = $2 AND seq <= $3",
             &[
@@ -906,6 +945,149 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn register_node(&self, id: &str, url: Option<&str>, ttl_ms: i64) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // A node gone for a day has no session left that names it as a
+        // live holder; its row is only clutter.
+        tx.execute(
+            "DELETE FROM nodes WHERE alive_until < executor_now_ms() - $1",
+            &[&NODE_ROW_KEPT_MS],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO nodes (id, url, started_at, alive_until) \
+             VALUES ($1, $2, executor_now_ms(), executor_now_ms() + $3) \
+             ON CONFLICT (id) DO UPDATE SET url = excluded.url, alive_until = excluded.alive_until",
+            &[&id, &url, &ttl_ms],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool> {
+        let n = self
+            .execute(
+                "UPDATE nodes SET alive_until = executor_now_ms() + $2 \
+                 WHERE id = $1 AND alive_until >= executor_now_ms()",
+                &[&id, &ttl_ms],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn evict_node(&self, id: &str) -> StoreResult<()> {
+        self.execute("UPDATE nodes SET alive_until = 0 WHERE id = $1", &[&id])
+            .await?;
+        Ok(())
+    }
+
+    async fn node_alive(&self, id: &str) -> StoreResult<bool> {
+        let alive = self
+            .query_opt(
+                "SELECT 1 FROM nodes WHERE id = $1 AND alive_until >= executor_now_ms()",
+                &[&id],
+            )
+            .await?;
+        Ok(alive.is_some())
+    }
+
+    async fn retire_node(&self, id: &str) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "UPDATE sessions SET holder = NULL WHERE holder = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute("DELETE FROM nodes WHERE id = $1", &[&id])
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim> {
+        // Racing claimers serialise on the row lock; the loser's WHERE is
+        // evaluated again against the winner's row (READ COMMITTED) and
+        // fails. A refusal is read by a second statement; when that read
+        // finds the way clear (the holder lapsed in between), claim again.
+        for _ in 0..3 {
+            let claimed = self
+                .query_opt(
+                    &format!(
+                        "UPDATE sessions SET holder = $2, epoch = epoch + 1 \
+                         WHERE id = $1 AND terminated_at IS NULL \
+                           AND EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                           AND (holder IS NULL OR holder = $2 OR NOT EXISTS \
+                                (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms())) \
+                         RETURNING {SESSION_COLUMNS}, epoch"
+                    ),
+                    &[&id, &node],
+                )
+                .await?;
+            if let Some(row) = claimed {
+                return Ok(SessionClaim::Claimed {
+                    record: session_from_row(&row)?,
+                    fence: Fence {
+                        node: node.to_string(),
+                        epoch: col(&row, 10)?,
+                    },
+                });
+            }
+            let found = self
+                .query_opt(
+                    &format!(
+                        "SELECT {SESSION_COLUMNS}, holder, \
+                           (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
+                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms()), \
+                           EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                         FROM sessions WHERE id = $1"
+                    ),
+                    &[&id, &node],
+                )
+                .await?;
+            let found = match found {
+                Some(row) => Some(ClaimRefusal {
+                    record: session_from_row(&row)?,
+                    holder: col(&row, 10)?,
+                    holder_url: col(&row, 11)?,
+                    holder_alive: col(&row, 12)?,
+                    caller_alive: col(&row, 13)?,
+                }),
+                None => None,
+            };
+            if let Some(outcome) = ClaimRefusal::outcome(found, node) {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::Busy)
+    }
+
+    async fn release_sessions(&self, node: &str, sessions: Vec<(String, i64)>) -> StoreResult<()> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        let (ids, epochs): (Vec<String>, Vec<i64>) = sessions.into_iter().unzip();
+        self.execute(
+            "UPDATE sessions s SET holder = NULL FROM unnest($2::text[], $3::int8[]) AS r(id, epoch) \
+             WHERE s.id = r.id AND s.holder = $1 AND s.epoch = r.epoch",
+            &[&node, &ids, &epochs],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn publish(&self, notice: Notice) -> StoreResult<()> {
+        if let Some((channel, payload)) = notices::payload(&notice) {
+            self.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn claim_job(
         &self,
         name: &str,
@@ -997,17 +1179,105 @@ impl Store for PgStore {
         }
     }
 
-    async fn save_execution_state(&self, id: &str, org_id: &str, state: String) -> StoreResult<()> {
+    async fn save_execution_state(
+        &self,
+        id: &str,
+        org_id: &str,
+        state: String,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
         // An upsert, not a replace: a decision `executor resume` posted
         // meanwhile stays for the run to take.
-        self.execute(
-            "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, state = excluded.state, \
-             updated_at = excluded.updated_at",
-            &[&id, &org_id, &state, &now_ms()],
-        )
-        .await?;
-        Ok(())
+        let Some(fence) = fence else {
+            self.execute(
+                "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, state = excluded.state, \
+                 updated_at = excluded.updated_at",
+                &[&id, &org_id, &state, &now_ms()],
+            )
+            .await?;
+            return Ok(());
+        };
+        // The row lock of the conflicting row orders this against a claim.
+        let saved = self
+            .execute(
+                "INSERT INTO execution_states (id, org_id, state, updated_at, holder, epoch) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, state = excluded.state, \
+                 updated_at = excluded.updated_at \
+                 WHERE execution_states.holder = excluded.holder AND execution_states.epoch = excluded.epoch",
+                &[&id, &org_id, &state, &now_ms(), &fence.node, &fence.epoch],
+            )
+            .await?;
+        if saved == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced { id: id.to_string() })
+        }
+    }
+
+    async fn claim_execution(&self, id: &str, node: &str) -> StoreResult<ExecutionClaim> {
+        // As `claim_session`: the row lock orders racing claimers, and a
+        // refusal whose read finds the way clear claims again.
+        for _ in 0..3 {
+            let claimed = self
+                .query_opt(
+                    "UPDATE execution_states SET holder = $2, epoch = epoch + 1 \
+                     WHERE id = $1 \
+                       AND EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                       AND (holder IS NULL OR holder = $2 OR NOT EXISTS \
+                            (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= executor_now_ms())) \
+                     RETURNING epoch, calling",
+                    &[&id, &node],
+                )
+                .await?;
+            if let Some(row) = claimed {
+                return Ok(ExecutionClaim::Claimed {
+                    fence: Fence {
+                        node: node.to_string(),
+                        epoch: col(&row, 0)?,
+                    },
+                    calling: col(&row, 1)?,
+                });
+            }
+            let found = self
+                .query_opt(
+                    "SELECT holder, (SELECT url FROM nodes n WHERE n.id = execution_states.holder), \
+                       EXISTS (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= executor_now_ms()), \
+                       EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                     FROM execution_states WHERE id = $1",
+                    &[&id, &node],
+                )
+                .await?;
+            let found = match found {
+                Some(row) => Some(ExecutionRefusal {
+                    holder: col(&row, 0)?,
+                    holder_url: col(&row, 1)?,
+                    holder_alive: col(&row, 2)?,
+                    caller_alive: col(&row, 3)?,
+                }),
+                None => None,
+            };
+            if let Some(outcome) = ExecutionRefusal::outcome(found, node) {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::Busy)
+    }
+
+    async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()> {
+        let moved = self
+            .execute(
+                "UPDATE execution_states SET calling = GREATEST(calling, $4) \
+                 WHERE id = $1 AND holder = $2 AND epoch = $3",
+                &[&id, &fence.node, &fence.epoch, &index],
+            )
+            .await?;
+        if moved == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced { id: id.to_string() })
+        }
     }
 
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
