@@ -7,6 +7,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import {
   startServer,
   initSession,
@@ -23,13 +25,14 @@ import {
   noStickyFailure,
   EXECUTE_ONE,
   STORE,
+  connectSdk,
+  recordingUpstream,
 } from "./harness.mjs";
 
 /** A second node on the first one's store. */
+const ARGS = ["--node-lease-ms", "2000", "--allow-local-network"];
 const peerOf = (first) =>
-  first.pg
-    ? startServer({ store: "sqlite", env: first.pg.env, args: ["--node-lease-ms", "2000"] })
-    : startServer({ dataDir: first.dataDir, args: ["--node-lease-ms", "2000"] });
+  first.pg ? startServer({ store: "sqlite", env: first.pg.env, args: ARGS }) : startServer({ dataDir: first.dataDir, args: ARGS });
 
 const counter = async (srv, re) => metricMatching(await scrapeMetrics(srv), re);
 const FORWARDED = /^executor_forwarded(_total)?$/;
@@ -40,7 +43,7 @@ let b;
 let bearer;
 
 before(async () => {
-  a = await startServer({ args: ["--node-lease-ms", "2000"] });
+  a = await startServer({ args: ARGS });
   b = await peerOf(a);
   bearer = a.mint("nodes@example.com");
 });
@@ -149,3 +152,107 @@ test(
     }
   },
 );
+
+const ledger = {
+  openapi: "3.0.3",
+  info: { title: "ledger", version: "1" },
+  paths: {
+    "/entries": {
+      post: {
+        operationId: "addEntry",
+        tags: ["entries"],
+        requestBody: { required: true, content: { "application/json": { schema: { type: "object", properties: { amount: { type: "integer" } } } } } },
+        responses: { 200: { description: "ok" } },
+      },
+    },
+  },
+};
+
+test("a paused approval is resumed from any node, and after its holder is killed, sent exactly once", async () => {
+  const upstream = await recordingUpstream((_, res) => res.end(JSON.stringify({ booked: true })));
+  const org = ["--org", "nodes@example.com", "--data-dir", a.dataDir];
+  try {
+    const specFile = join(a.dataDir, "ledger.json");
+    writeFileSync(specFile, JSON.stringify(ledger));
+    a.cli(["integrations", "add", "openapi", "--spec", specFile, "--namespace", "ledger", "--base-url", upstream.base, ...org]);
+    a.cli(["policies", "add", "ledger.*", "require_approval", ...org]);
+    const pause = async (amount) => {
+      const { client } = await connectSdk(a, bearer);
+      const paused = await client.callTool({ name: "execute", arguments: { code: `return (await tools.ledger.entries.addEntry({ body: { amount: ${amount} } })).data;` } });
+      await client.close().catch(() => {});
+      const id = paused.structuredContent?.executionId;
+      assert.match(id ?? "", /^exec_/, JSON.stringify(paused));
+      return id;
+    };
+    const resumeOnB = async (executionId) => {
+      const { client } = await connectSdk(b, bearer);
+      try {
+        return await client.callTool({ name: "resume", arguments: { executionId, action: "accept" } }, undefined, { timeout: 60_000 });
+      } finally {
+        await client.close().catch(() => {});
+      }
+    };
+
+    // The holder is alive: the decision goes to it, and it runs the call.
+    const first = await pause(1);
+    const done = await resumeOnB(first);
+    assert.deepEqual(done.structuredContent?.result, { booked: true }, JSON.stringify(done));
+    assert.equal(upstream.seen.length, 1, "sent once, by the holder");
+
+    // The holder is killed while the run waits: the other node takes the
+    // run over once the holder's lease lapses, and sends the call once.
+    const second = await pause(2);
+    await a.kill9();
+    const resumed = await resumeOnB(second);
+    assert.deepEqual(resumed.structuredContent?.result, { booked: true }, JSON.stringify(resumed));
+    const again = await resumeOnB(second);
+    assert.deepEqual(again.structuredContent, resumed.structuredContent, "a repeat answers the same, sending nothing");
+    assert.equal(upstream.seen.length, 2, "each approved call reached the upstream exactly once");
+    assert.deepEqual(JSON.parse(upstream.seen[1].body), { amount: 2 });
+  } finally {
+    if (a.child.exitCode !== null || a.child.signalCode !== null) await a.restart();
+    upstream.close();
+  }
+});
+
+test("a node stopped past its lease cannot act as the holder once it wakes (fencing)", async () => {
+  const s = await initSession(a, bearer);
+  const headers = { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion };
+  // A call in flight on the holder when it is stopped.
+  const st = await openStream(a.mcpUrl, {
+    method: "POST",
+    headers: mcpHeaders(headers),
+    body: rpc("tools/call", { name: "execute", arguments: { code: "await new Promise((r) => setTimeout(r, 1500)); return 'stale';" } }, 50),
+  });
+  assert.equal(st.status, 200);
+  await st.waitFor((evs) => evs.find((e) => e.id), 5000);
+  const claims = await counter(b, CLAIMS);
+  a.child.kill("SIGSTOP");
+  try {
+    // Past its lease (2 s), the session is the other node's to claim.
+    await new Promise((r) => setTimeout(r, 3000));
+    const list = await post(b, rpc("tools/list", {}, 51), headers);
+    assert.equal(list.status, 200, list.body);
+    assert.equal(await counter(b, CLAIMS), claims + 1, "taken over");
+  } finally {
+    a.child.kill("SIGCONT");
+  }
+  // Awake, the old holder finishes its call, but cannot log its answer as
+  // the session's holder: the write is fenced, and nothing reaches the log.
+  await waitUntil("the stale holder's write to be fenced", async () => (await counter(a, /^executor_fenced_writes(_total)?$/)) >= 1, { ms: 15_000, every: 200 });
+  st.close();
+  const g = await openGet(b, headers);
+  try {
+    assert.equal(g.status, 200);
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.ok(!g.events.some((e) => e.message?.id === 50), "the stale answer never reached the log");
+  } finally {
+    g.close();
+  }
+  // The session works on either node.
+  for (const srv of [a, b]) {
+    const res = await post(srv, rpc("tools/call", EXECUTE_ONE, 52), headers);
+    assert.equal(res.status, 200, res.body);
+    assert.equal(responseTo(res, 52)?.result?.content?.[0]?.text, "1", res.body);
+  }
+});

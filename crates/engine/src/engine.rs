@@ -5,7 +5,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use executor_sandbox::{AgentError, HostBridge, Limits, Pool, RunOutcome, SandboxError, Stop};
-use executor_store::{ExecutionRecord, ExecutionStatus, Notice, Store, next_notice, now_ms};
+use executor_store::{
+    ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, NODE_LEASE, NodeLease,
+    Notice, Store, next_notice, now_ms,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -16,8 +19,8 @@ use crate::envelope::{
 };
 use crate::execution::{
     Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, ExecutionState, Executions,
-    LiveExecution, MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, SavedExecution, is_paused,
-    paused_envelope,
+    LiveExecution, MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, RunLease, SavedExecution,
+    is_paused, paused_envelope,
 };
 use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
@@ -32,6 +35,13 @@ const POSTED_DECISION_FALLBACK: Duration = Duration::from_secs(2);
 
 /// How long `executor resume` follows a run a server has taken over.
 const FOLLOW_RESUMED_RUN: Duration = Duration::from_secs(600);
+/// How long a finished run that had paused stays in memory (see
+/// `Executions::forget_after`).
+const FINISHED_RUN_KEPT: Duration = Duration::from_secs(30);
+/// How long the node holding a paused run has to take a decision posted
+/// for it by another node (a notice wakes it at once; SQLite's poll is
+/// 200 ms) before the decision is taken back.
+const HOLDER_TAKES_DECISION: Duration = Duration::from_secs(5);
 
 /// Integration namespaces listed in the `execute` description, at most.
 const MAX_LISTED_INTEGRATIONS: usize = 50;
@@ -107,6 +117,10 @@ pub struct Engine {
     text_limits: TextLimits,
     /// Longest argument preview of a paused call, in characters.
     approval_preview_chars: usize,
+    /// This process as a node on the store: the holder of the paused runs
+    /// in its memory (shared with the sessions in a server, see
+    /// [`Engine::attach_node`]).
+    node: std::sync::OnceLock<Arc<NodeLease>>,
 }
 
 impl Engine {
@@ -142,7 +156,20 @@ impl Engine {
                 emitted_chars: config.max_emitted_text_chars,
             },
             approval_preview_chars: config.max_approval_preview_chars,
+            node: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes `node` (the server's, renewed by its sessions) the holder of
+    /// the runs this engine pauses. Without it, an engine (a CLI command)
+    /// registers a node of its own when it first needs one.
+    pub fn attach_node(&self, node: Arc<NodeLease>) {
+        let _ = self.node.set(node);
+    }
+
+    fn node(&self) -> &Arc<NodeLease> {
+        self.node
+            .get_or_init(|| Arc::new(NodeLease::new(None, NODE_LEASE)))
     }
 
     /// Longest argument preview of a paused call: what a transport that
@@ -323,7 +350,7 @@ impl Engine {
             decided: Vec::new(),
             journal_dropped: false,
         };
-        match self.start(saved, None, slot).await {
+        match self.start(saved, None, slot, None).await {
             Ok(live) => {
                 let mut events = live.events.lock().await;
                 let answer = self.advance(&live, &mut events).await;
@@ -410,6 +437,7 @@ impl Engine {
         saved: SavedExecution,
         decision: Option<Decision>,
         slot: Slot,
+        claimed: Option<(Fence, i64)>,
     ) -> Result<Arc<LiveExecution>, Value> {
         let org = saved.owner.org_id.clone();
         let catalog = self.catalogs.catalog(&org).await;
@@ -431,16 +459,23 @@ impl Engine {
                     .map(|(d, p)| (p.index, d)),
             )
             .collect();
-        let gate = Arc::new(
-            ApprovalGate::new(
-                events_tx.clone(),
-                saved.journal.clone(),
-                preset,
-                self.approval_window,
-            )
-            .with_journal_bound(self.max_journal_bytes)
-            .with_slot(slot),
-        );
+        let mut gate = ApprovalGate::new(
+            events_tx.clone(),
+            saved.journal.clone(),
+            preset,
+            self.approval_window,
+        )
+        .with_journal_bound(self.max_journal_bytes)
+        .with_slot(slot);
+        if let Some((fence, calling)) = claimed {
+            let lease = RunLease {
+                store: self.store.clone(),
+                execution_id: saved.id.clone(),
+                fence,
+            };
+            gate = gate.with_lease(lease, calling);
+        }
+        let gate = Arc::new(gate);
         let ctx = saved.owner_context();
         // The sandbox's memory cap bounds what its answers may hold on the host.
         let budget = HostBudget::new(self.pool.limits().memory_bytes);
@@ -512,7 +547,19 @@ impl Engine {
             return internal_error("execution state lock poisoned", &"poisoned");
         };
         self.executions.register(&saved.id, live.clone());
-        if let Err(e) = self.save(&saved).await {
+        // Paused, the run is this node's to hold (SPEC §10).
+        if let Err(e) = self.node().ensure_alive(&self.store).await {
+            return internal_error("could not register this node", &e);
+        }
+        let lease = live.gate.lease_or(|| RunLease {
+            store: self.store.clone(),
+            execution_id: saved.id.clone(),
+            fence: Fence {
+                node: self.node().id().to_string(),
+                epoch: FIRST_EPOCH,
+            },
+        });
+        if let Err(e) = save_state(&self.store, &saved, lease.as_deref()).await {
             return internal_error("could not save paused execution", &e);
         }
         if !live.persisting.swap(true, Ordering::AcqRel) {
@@ -536,10 +583,6 @@ impl Engine {
             return internal_error("could not record execution", &e);
         }
         paused_envelope(&saved.id, pending, self.approval_preview_chars)
-    }
-
-    async fn save(&self, saved: &SavedExecution) -> Result<(), executor_store::StoreError> {
-        save_state(&self.store, saved).await
     }
 
     /// `resume {executionId, action}` (SPEC §9).
@@ -751,15 +794,169 @@ impl Engine {
             return Err(ResumeRefusal::NotReplayable.envelope(id));
         }
         // One restore at a time: two resumes arriving together after a
-        // restart must not replay the program twice.
+        // restart must not replay the program twice (in this process; the
+        // claim below is what keeps two nodes from it).
         let _restoring = self.restoring.lock().await;
         if let Some(live) = self.executions.get(id) {
             return Ok(live);
         }
+        let mut claimed = None;
+        // Each round either claims, answers, or finds the holder gone.
+        for _ in 0..3 {
+            match self.claim_run(id).await {
+                Ok(ExecutionClaim::Claimed { fence, calling }) => {
+                    claimed = Some((fence, calling));
+                    break;
+                }
+                Ok(ExecutionClaim::Held { holder }) => {
+                    if holder.url.is_some() && holder.url.as_deref() == self.node().url() {
+                        // A previous run of this node at this address,
+                        // killed before it could leave: gone.
+                        self.evict(&holder.id).await;
+                        continue;
+                    }
+                    match self.hand_to_holder(id, action, &holder.id).await {
+                        Handed::Answered(answer) => return Err(answer),
+                        Handed::HolderGone => self.evict(&holder.id).await,
+                    }
+                }
+                Ok(ExecutionClaim::NotFound) => return Err(ResumeRefusal::NotFound.envelope(id)),
+                Ok(ExecutionClaim::Lapsed) => {
+                    return Err(internal_error(
+                        "this node is not alive on the store",
+                        &"lapsed",
+                    ));
+                }
+                Err(e) => return Err(internal_error("could not claim the execution", &e)),
+            }
+        }
+        let Some(claimed) = claimed else {
+            return Err(internal_error(
+                "could not claim the execution",
+                &"claims kept failing",
+            ));
+        };
+        // Read again as its holder: the journal as the last holder left it
+        // (or the answer it settled with meanwhile).
+        let saved = self.load_saved(id).await?;
+        still_waiting(&saved, action, ResumeRefusal::NotFound)?;
+        if saved.journal_dropped {
+            return Err(ResumeRefusal::NotReplayable.envelope(id));
+        }
         let slot = self.admission.readmit(&saved.owner.org_id);
-        let live = self.start(saved, Some(decision_of(action)), slot).await?;
+        let live = self
+            .start(saved, Some(decision_of(action)), slot, Some(claimed))
+            .await?;
         let live = self.executions.register(id, live);
         Ok(live)
+    }
+
+    /// Claims a paused run for this node, registering the node first when
+    /// the store says it is not alive.
+    async fn claim_run(&self, id: &str) -> Result<ExecutionClaim, executor_store::StoreError> {
+        let node = self.node();
+        node.ensure_alive(&self.store).await?;
+        match self.store.claim_execution(id, node.id()).await? {
+            ExecutionClaim::Lapsed => {
+                node.register(&self.store).await?;
+                self.store.claim_execution(id, node.id()).await
+            }
+            claim => Ok(claim),
+        }
+    }
+
+    /// Another live node holds the paused run in its memory: the decision
+    /// is posted for it (its notice wakes that node) and followed until the
+    /// run settles or pauses again. A holder whose lease lapses before it
+    /// takes the decision is gone: the decision is taken back and the
+    /// caller claims the run. One that stays alive without taking it gets
+    /// it taken back after [`HOLDER_TAKES_DECISION`] times two leases.
+    async fn hand_to_holder(&self, id: &str, action: Action, holder: &str) -> Handed {
+        let answered = |answer| Handed::Answered(answer);
+        let pending_index = match self.load_saved(id).await {
+            Ok(saved) => match still_waiting(&saved, action, ResumeRefusal::NotFound) {
+                Ok(pending) => pending.index,
+                Err(answer) => return answered(answer),
+            },
+            Err(answer) => return answered(answer),
+        };
+        match self
+            .store
+            .post_execution_decision(id, action.as_str())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return answered(envelope::tool_error(
+                    &format!("a decision for {id} is already waiting to be applied"),
+                    &[],
+                ));
+            }
+            Err(e) => return answered(internal_error("could not post the decision", &e)),
+        }
+        let give_up = Instant::now() + HOLDER_TAKES_DECISION + 2 * self.node().ttl();
+        let mut next_liveness_check = Instant::now();
+        let mut taken_at: Option<Instant> = None;
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Ok(saved) = self.load_saved(id).await {
+                if let Some(answer) = settled_answer(&saved, action) {
+                    return answered(answer);
+                }
+                if let Some(next) = saved.state.pending()
+                    && next.index != pending_index
+                {
+                    return answered(paused_envelope(id, next, self.approval_preview_chars));
+                }
+            }
+            if taken_at.is_some_and(|t| t.elapsed() >= FOLLOW_RESUMED_RUN) {
+                return answered(envelope::tool_error(
+                    &format!(
+                        "{id} was resumed on another node but has not finished yet; see `executor executions show {id}`"
+                    ),
+                    &[],
+                ));
+            }
+            if Instant::now() < next_liveness_check {
+                continue;
+            }
+            next_liveness_check = Instant::now() + Duration::from_millis(500);
+            if !self.store.node_alive(holder).await.unwrap_or(true) {
+                // Gone, with or without our decision: what it did not
+                // finish is replayed here (calls it started are in doubt).
+                let _ = self.store.take_execution_decision(id).await;
+                return Handed::HolderGone;
+            }
+            if taken_at.is_some() || Instant::now() < give_up {
+                continue;
+            }
+            match self.store.take_execution_decision(id).await {
+                Ok(Some(_)) => {
+                    tracing::warn!(
+                        execution = id,
+                        node = holder,
+                        "the node holding a paused run did not take its decision"
+                    );
+                    return answered(envelope::tool_error(
+                        &format!(
+                            "{id} is held by a node that did not take the decision; it was not applied: retry resume"
+                        ),
+                        &[],
+                    ));
+                }
+                // Taken meanwhile: the holder runs it; follow it.
+                Ok(None) => taken_at = Some(Instant::now()),
+                Err(e) => return answered(internal_error("could not take the decision back", &e)),
+            }
+        }
+    }
+
+    /// Ends a node's lease on the store: it refused, or it is a previous
+    /// run of this one.
+    async fn evict(&self, node: &str) {
+        if let Err(e) = self.store.evict_node(node).await {
+            tracing::warn!(error = %e, "could not evict a node");
+        }
     }
 
     /// Remembers the final answer of a resumed execution, for repeats.
@@ -772,7 +969,7 @@ impl Engine {
                 action,
                 envelope: answer.clone(),
             };
-        }) && let Err(e) = self.save(&saved).await
+        }) && let Err(e) = save_state(&self.store, &saved, live.gate.lease().as_deref()).await
         {
             tracing::warn!(error = %e, "could not save settled execution");
         }
@@ -836,6 +1033,13 @@ fn execution_record(
         started_at_ms,
         duration_ms,
     }
+}
+
+/// What handing a decision to a paused run's holder came to.
+enum Handed {
+    Answered(Value),
+    /// The holder's lease lapsed before it took the decision.
+    HolderGone,
 }
 
 /// Runs one execution to its end on its own task, so a pause can answer the
@@ -904,18 +1108,25 @@ impl Runner {
             tracing::error!(error_id = %id, error = %e, "could not record execution");
             outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
         }
-        self.executions.forget(&saved.id);
+        self.executions.forget_after(&saved.id, FINISHED_RUN_KEPT);
         let _ = events.send(RunEvent::Finished(outcome));
     }
 }
 
+/// Saves the run's state, as its holder once it has a lease.
 async fn save_state(
     store: &Arc<dyn Store>,
     saved: &SavedExecution,
+    lease: Option<&RunLease>,
 ) -> Result<(), executor_store::StoreError> {
     let state = serde_json::to_string(saved).unwrap_or_default();
     store
-        .save_execution_state(&saved.id, &saved.owner.org_id, state, None)
+        .save_execution_state(
+            &saved.id,
+            &saved.owner.org_id,
+            state,
+            lease.map(|l| &l.fence),
+        )
         .await
 }
 
@@ -951,7 +1162,7 @@ async fn persist_journal(store: Arc<dyn Store>, live: std::sync::Weak<LiveExecut
             return;
         };
         if saved.state.pending().is_some()
-            && let Err(e) = save_state(&store, &saved).await
+            && let Err(e) = save_state(&store, &saved, live.gate.lease().as_deref()).await
         {
             tracing::warn!(error = %e, "could not save a paused execution's journal");
         }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use executor_sandbox::{AgentError, RunOutcome};
 
 use crate::admission::Slot;
-use executor_store::{Principal, now_ms};
+use executor_store::{Fence, Principal, Store, now_ms};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -176,6 +176,17 @@ struct Journal {
     overflowed: bool,
 }
 
+/// A paused run's lease on the store (SPEC §10): taken when the run first
+/// pauses, or claimed for a replay. From then on every save of its state
+/// and every tool call it starts is a write fenced by it, so a node that
+/// lost the run (stopped past its lease) can neither save it nor send a
+/// call of it.
+pub(crate) struct RunLease {
+    pub store: Arc<dyn Store>,
+    pub execution_id: String,
+    pub fence: Fence,
+}
+
 /// Answers "may this call run?" for one execution. Created per run.
 pub(crate) struct ApprovalGate {
     events: mpsc::UnboundedSender<RunEvent>,
@@ -203,6 +214,12 @@ pub(crate) struct ApprovalGate {
     /// Woken whenever the calls in flight change (see
     /// [`ApprovalGate::until_paused_or_idle`]).
     calls_changed: Notify,
+    /// The run's lease, once it has paused (or was claimed for a replay).
+    lease: Mutex<Option<Arc<RunLease>>>,
+    /// Calls up to this index that have no journaled answer were started
+    /// by a holder that stopped (-1: none): a replay answers them as in
+    /// doubt instead of sending them again (at most once).
+    in_doubt_through: i64,
 }
 
 /// Call `index` waiting for a human in [`ApprovalGate::decide`]; dropping
@@ -256,7 +273,36 @@ impl ApprovalGate {
             journal_version: watch::channel(0).0,
             active: AtomicUsize::new(0),
             calls_changed: Notify::new(),
+            lease: Mutex::new(None),
+            in_doubt_through: -1,
         }
+    }
+
+    /// A replay of a run claimed from another node, with its lease and the
+    /// highest call index that node started.
+    pub(crate) fn with_lease(mut self, lease: RunLease, calling: i64) -> Self {
+        self.in_doubt_through = calling;
+        if let Ok(mut l) = self.lease.lock() {
+            *l = Some(Arc::new(lease));
+        }
+        self
+    }
+
+    /// The run's lease, if it has one.
+    pub(crate) fn lease(&self) -> Option<Arc<RunLease>> {
+        self.lease.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Gives the run its lease at its first pause; a lease it has stays.
+    pub(crate) fn lease_or(&self, lease: impl FnOnce() -> RunLease) -> Option<Arc<RunLease>> {
+        let mut current = self.lease.lock().ok()?;
+        Some(current.get_or_insert_with(|| Arc::new(lease())).clone())
+    }
+
+    /// Whether call `index` was started by a holder that stopped and left
+    /// no answer: it may or may not have reached the integration.
+    pub(crate) fn in_doubt(&self, index: usize) -> bool {
+        i64::try_from(index).is_ok_and(|i| i <= self.in_doubt_through)
     }
 
     /// Holds `slot` for the run: paused while calls wait, released by
@@ -702,6 +748,17 @@ impl Executions {
         if let Ok(mut map) = self.live.lock() {
             map.remove(id);
         }
+    }
+
+    /// The run ended; it stays findable for `after`, so that a duplicate
+    /// resume arriving while the first one saves the settled answer waits
+    /// for that answer instead of replaying a finished run.
+    pub(crate) fn forget_after(self: &Arc<Self>, id: &str, after: Duration) {
+        let (this, id) = (self.clone(), id.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            this.forget(&id);
+        });
     }
 
     /// The executions waiting for a decision now.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use executor_sandbox::{AgentError, HeldAnswer, HostBridge};
-use executor_store::PolicyRecord;
+use executor_store::{PolicyRecord, StoreError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -128,6 +128,19 @@ impl HostBridge for ExecutionBridge {
                 inner.record(&path, &answer, started);
                 return (answer, None);
             }
+            // Started by a node that stopped before it journaled an answer:
+            // never sent twice (SPEC §10), so it is answered, not sent.
+            if inner.gate.in_doubt(index) {
+                let answer = Ok(result_value(Err(ToolError::new(
+                    "integration_unavailable",
+                    format!(
+                        "{path}: the node running this execution stopped while this call was in flight; it may or may not have reached the integration, and it is not sent again"
+                    ),
+                ))));
+                inner.gate.remember(index, &path, &args, &answer);
+                inner.record(&path, &answer, started);
+                return (answer, None);
+            }
             let answered = std::panic::AssertUnwindSafe(inner.answer(index, &path, args.clone()))
                 .catch_unwind()
                 .await;
@@ -220,6 +233,29 @@ impl BridgeInner {
                     return Err(AgentError::new(declined_message(path, reason)));
                 }
                 Decision::Unavailable(message) => return Err(AgentError::new(message)),
+            }
+        }
+        // A run that has paused is held through its lease: the call is
+        // recorded as started, fenced, before it leaves (SPEC §10).
+        if let Some(lease) = self.gate.lease() {
+            match lease
+                .store
+                .advance_execution(&lease.execution_id, &lease.fence, index as i64)
+                .await
+            {
+                Ok(()) => {}
+                Err(StoreError::Fenced { .. }) => {
+                    return Err(AgentError::new(
+                        "this execution was taken over by another node; its run here stops",
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not record a tool call as started");
+                    return Ok(Err(ToolError::new(
+                        "integration_unavailable",
+                        format!("{path} was not called: the store could not record the call first"),
+                    )));
+                }
             }
         }
         let invocation = ToolInvocation {

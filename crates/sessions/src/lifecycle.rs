@@ -296,6 +296,9 @@ pub struct Sessions {
 
 impl Sessions {
     pub fn new(store: Arc<dyn Store>, server: Arc<McpServer>, config: SessionsConfig) -> Self {
+        let node = Arc::new(NodeLease::new(config.node_url.clone(), config.node_lease));
+        // The paused runs in the engine's memory are this node's too.
+        server.engine().attach_node(node.clone());
         Sessions {
             inner: Arc::new(Inner {
                 store,
@@ -304,7 +307,7 @@ impl Sessions {
                 usage: Mutex::new(HashMap::new()),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
-                node: Arc::new(NodeLease::new(config.node_url.clone(), config.node_lease)),
+                node,
                 remote: RemoteListeners::default(),
                 config,
             }),
