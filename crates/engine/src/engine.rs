@@ -711,19 +711,8 @@ impl Engine {
         };
         let owner = saved.owner_context();
         let args = json!({ "executionId": id, "action": action });
-        match self
-            .store
-            .post_execution_decision(id, action.as_str())
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                return envelope::tool_error(
-                    &format!("a decision for {id} is already waiting to be applied"),
-                    &[],
-                );
-            }
-            Err(e) => return internal_error("could not post the decision", &e),
+        if let Err(answer) = self.post_decision(id, action).await {
+            return answer;
         }
         // Taken by a server within `wait`: follow the run until it settles
         // or pauses again (bounded by the execution's own limits).
@@ -880,19 +869,8 @@ impl Engine {
             },
             Err(answer) => return answered(answer),
         };
-        match self
-            .store
-            .post_execution_decision(id, action.as_str())
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                return answered(envelope::tool_error(
-                    &format!("a decision for {id} is already waiting to be applied"),
-                    &[],
-                ));
-            }
-            Err(e) => return answered(internal_error("could not post the decision", &e)),
+        if let Err(answer) = self.post_decision(id, action).await {
+            return answered(answer);
         }
         let give_up = Instant::now() + HOLDER_TAKES_DECISION + 2 * self.node().ttl();
         let mut next_liveness_check = Instant::now();
@@ -948,6 +926,22 @@ impl Engine {
                 Ok(None) => taken_at = Some(Instant::now()),
                 Err(e) => return answered(internal_error("could not take the decision back", &e)),
             }
+        }
+    }
+
+    /// Posts a decision for the process holding the run to apply.
+    async fn post_decision(&self, id: &str, action: Action) -> Result<(), Value> {
+        match self
+            .store
+            .post_execution_decision(id, action.as_str())
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(envelope::tool_error(
+                &format!("a decision for {id} is already waiting to be applied"),
+                &[],
+            )),
+            Err(e) => Err(internal_error("could not post the decision", &e)),
         }
     }
 
