@@ -117,6 +117,8 @@ class ExecutorServer:
     # the server and every CLI command run against it.
     env: dict[str, str] = field(default_factory=dict)
     pg: PgDatabase | None = None
+    # Extra `serve` arguments.
+    args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir.parent / "server.log"
@@ -134,6 +136,7 @@ class ExecutorServer:
         cmd = [EXECUTOR_BIN, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir)]
         if self.idle_timeout_ms is not None:
             cmd += ["--session-idle-timeout", str(self.idle_timeout_ms)]
+        cmd += self.args
         self.starts += 1
         log = open(self.log_path, "ab")
         log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
