@@ -1362,6 +1362,16 @@ impl Store for SqliteStore {
     }
 
     async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim> {
+        // A read first, off the writer: a request for a session another
+        // live node holds (the common case on a node that hands requests
+        // over) costs a read, not a write.
+        let read = {
+            let (id, node) = (id.to_string(), node.to_string());
+            self.read(move |conn| claim_refusal(conn, &id, &node))?
+        };
+        if let Some(outcome) = ClaimRefusal::outcome(read, node) {
+            return Ok(outcome);
+        }
         let (id, node) = (id.to_string(), node.to_string());
         // The writer runs the claim and, when it fails, the read of why in
         // one transaction: the answer is exact, not a hint.
@@ -1387,24 +1397,7 @@ impl Store for SqliteStore {
                         fence: Fence { node, epoch },
                     });
                 }
-                let found = conn
-                    .prepare_cached(&format!(
-                        "SELECT {SESSION_COLUMNS}, holder, \
-                           (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
-                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= ?3), \
-                           EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
-                         FROM sessions WHERE id = ?1"
-                    ))?
-                    .query_row(params![id, node, now], |r| {
-                        Ok(ClaimRefusal {
-                            record: session_from_row(r)?,
-                            holder: r.get(10)?,
-                            holder_url: r.get(11)?,
-                            holder_alive: r.get(12)?,
-                            caller_alive: r.get(13)?,
-                        })
-                    })
-                    .optional()?;
+                let found = claim_refusal(conn, &id, &node)?;
                 // One transaction: a claim refused here cannot have raced.
                 ClaimRefusal::outcome(found, &node)
                     .ok_or_else(|| StoreError::Database("session claim refused without a cause".into()))
@@ -1606,6 +1599,29 @@ const SESSION_COLUMNS: &str = "id, account_id, org_id, protocol_version, client_
 
 /// How long a dead node's row stays (see `register_node`).
 const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
+
+/// The session row with its holder's liveness and the caller's, as a
+/// claim reads it.
+fn claim_refusal(conn: &Connection, id: &str, node: &str) -> StoreResult<Option<ClaimRefusal>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS}, holder, \
+               (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
+               EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= ?3), \
+               EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+             FROM sessions WHERE id = ?1"
+        ))?
+        .query_row(params![id, node, now_ms()], |r| {
+            Ok(ClaimRefusal {
+                record: session_from_row(r)?,
+                holder: r.get(10)?,
+                holder_url: r.get(11)?,
+                holder_alive: r.get(12)?,
+                caller_alive: r.get(13)?,
+            })
+        })
+        .optional()?)
+}
 
 /// Refuses a holder's write whose fence is no longer the session's.
 fn holds_session(conn: &Connection, session_id: &str, fence: &Fence) -> StoreResult<()> {

@@ -67,6 +67,53 @@ impl PgStore {
         client.query(&statement, params).await.map_err(db_error)
     }
 
+    /// A lease write (a claim) committed without waiting for its WAL flush:
+    /// a claim lost in a database crash leaves the old epoch in place, and
+    /// the claimer's fenced writes are then refused, so losing one is safe;
+    /// waiting for the flush would double the restore time.
+    pub(super) async fn lease_write_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> StoreResult<Option<Row>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await
+            .map_err(db_error)?;
+        let statement = tx.prepare_cached(sql).await.map_err(db_error)?;
+        let row = tx.query_opt(&statement, params).await.map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(row)
+    }
+
+    /// The session row with its holder's liveness and the caller's, as a
+    /// claim reads it.
+    async fn claim_refusal(&self, id: &str, node: &str) -> StoreResult<Option<ClaimRefusal>> {
+        let found = self
+            .query_opt(
+                &format!(
+                    "SELECT {SESSION_COLUMNS}, holder, \
+                       (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
+                       EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms()), \
+                       EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                     FROM sessions WHERE id = $1"
+                ),
+                &[&id, &node],
+            )
+            .await?;
+        match found {
+            Some(row) => Ok(Some(ClaimRefusal {
+                record: session_from_row(&row)?,
+                holder: col(&row, 10)?,
+                holder_url: col(&row, 11)?,
+                holder_alive: col(&row, 12)?,
+                caller_alive: col(&row, 13)?,
+            })),
+            None => Ok(None),
+        }
+    }
+
     pub(super) async fn query_opt(
         &self,
         sql: &str,
@@ -1010,13 +1057,19 @@ impl Store for PgStore {
     }
 
     async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim> {
-        // Racing claimers serialise on the row lock; the loser's WHERE is
-        // evaluated again against the winner's row (READ COMMITTED) and
-        // fails. A refusal is read by a second statement; when that read
-        // finds the way clear (the holder lapsed in between), claim again.
+        // A read first: a request for a session another live node holds
+        // (the common case on a node that hands requests over) costs one
+        // read, not a write. Then the claim: racing claimers serialise on
+        // the row lock, and the loser's WHERE is evaluated again against
+        // the winner's row (READ COMMITTED) and fails; the next read says
+        // who won.
         for _ in 0..3 {
+            if let Some(outcome) = ClaimRefusal::outcome(self.claim_refusal(id, node).await?, node)
+            {
+                return Ok(outcome);
+            }
             let claimed = self
-                .query_opt(
+                .lease_write_opt(
                     &format!(
                         "UPDATE sessions SET holder = $2, epoch = epoch + 1 \
                          WHERE id = $1 AND terminated_at IS NULL \
@@ -1037,31 +1090,6 @@ impl Store for PgStore {
                     },
                 });
             }
-            let found = self
-                .query_opt(
-                    &format!(
-                        "SELECT {SESSION_COLUMNS}, holder, \
-                           (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
-                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms()), \
-                           EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
-                         FROM sessions WHERE id = $1"
-                    ),
-                    &[&id, &node],
-                )
-                .await?;
-            let found = match found {
-                Some(row) => Some(ClaimRefusal {
-                    record: session_from_row(&row)?,
-                    holder: col(&row, 10)?,
-                    holder_url: col(&row, 11)?,
-                    holder_alive: col(&row, 12)?,
-                    caller_alive: col(&row, 13)?,
-                }),
-                None => None,
-            };
-            if let Some(outcome) = ClaimRefusal::outcome(found, node) {
-                return Ok(outcome);
-            }
         }
         Err(StoreError::Busy)
     }
@@ -1070,6 +1098,10 @@ impl Store for PgStore {
         if sessions.is_empty() {
             return Ok(());
         }
+        // Sorted: concurrent batches (and activity touches, also sorted)
+        // lock the rows in one order, so they cannot deadlock.
+        let mut sessions = sessions;
+        sessions.sort();
         let (ids, epochs): (Vec<String>, Vec<i64>) = sessions.into_iter().unzip();
         self.execute(
             "UPDATE sessions s SET holder = NULL FROM unnest($2::text[], $3::int8[]) AS r(id, epoch) \
