@@ -222,15 +222,18 @@ test("300 concurrent sessions x 10 executions across idle disposal through nginx
       const n = i * 1000 + k;
       const id = 1_000_000 + n;
       let res;
-      // 300 executions at once are more than three nodes on 2 cores run at
-      // once (SPEC §4): the overflow is told to retry (503, Retry-After), as
-      // a client does.
+      // 300 executions at once are more than three nodes run at once (SPEC
+      // §4: 64 per node): the overflow is told to retry (503, Retry-After),
+      // and a client does.
       for (let attempt = 0; ; attempt++) {
         res = await post(cluster.front, rpc("tools/call", { name: "execute", arguments: { code: `return ${n};` } }, id), {
           bearer: s.bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion, timeoutMs: 120_000,
         });
-        if (res.status !== 503 || attempt >= 50) break;
-        assert.ok(res.headers["retry-after"], `a 503 says when to retry: ${res.body}`);
+        // Or, admitted by the wire, the engine finds the node's execution
+        // slots full and says so in the tool result: retry in a moment.
+        const full = res.status === 200 && /retry in a moment/.test(responseTo(res, id)?.result?.structuredContent?.error ?? "");
+        if ((res.status !== 503 && !full) || attempt >= 50) break;
+        if (res.status === 503) assert.ok(res.headers["retry-after"], `a 503 says when to retry: ${res.body}`);
         retried++;
         await sleep(100 + Math.random() * 400);
       }
@@ -244,5 +247,5 @@ test("300 concurrent sessions x 10 executions across idle disposal through nginx
   await Promise.all(sessions.map((s, i) => runs(s, i, 1)));
   const bad = cluster.front.statuses().slice(from).filter((st) => st >= 500 && st !== 503);
   assert.deepEqual(bad, [], "no 5xx but the 503s that said to retry");
-  console.log(`# 300 x 10: ${retried} retries after 503`);
+  console.log(`# 300 x 10: ${retried} retries after 503 or a full node`);
 });

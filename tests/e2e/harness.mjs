@@ -123,7 +123,9 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
       { env: runEnv, stdio: ["ignore", "pipe", "pipe"] },
     );
     const keep = (d) => {
-      logFile.write(d);
+      // The child's last output can arrive after its exit, and after
+      // cleanup closed the file: the log keeps what it can.
+      if (!logFile.writableEnded) logFile.write(d);
       if (s.log.length < 4e6) s.log += d.toString();
       if (process.env.HARNESS_VERBOSE) process.stderr.write(d);
     };
