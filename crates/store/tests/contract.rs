@@ -626,6 +626,9 @@ async fn one_refresh_lease_across_two_handles(t: TestStore) {
         .unwrap()
         .unwrap()
         .generation;
+    // Real time: a store may keep the lease on its own clock (Postgres
+    // does, so that nodes with skewed clocks agree), keeping the span.
+    let now = now_ms();
     let mut tasks = Vec::new();
     for i in 0..16 {
         let store = if i % 2 == 0 {
@@ -640,8 +643,8 @@ async fn one_refresh_lease_across_two_handles(t: TestStore) {
                     "api",
                     generation,
                     &format!("holder-{i}"),
-                    30_000,
-                    1_000,
+                    now + 300,
+                    now,
                 )
                 .await
                 .unwrap()
@@ -652,16 +655,25 @@ async fn one_refresh_lease_across_two_handles(t: TestStore) {
         taken += usize::from(task.await.unwrap());
     }
     assert_eq!(taken, 1, "exactly one refresher holds the lease");
+    assert!(
+        !second
+            .lease_connection("org", "api", generation, "early", now + 60_000, now_ms())
+            .await
+            .unwrap(),
+        "a running lease is not taken"
+    );
     // A lapsed lease can be taken again; a moved generation cannot.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let later = now_ms();
     assert!(
         second
-            .lease_connection("org", "api", generation, "late", 90_000, 31_000)
+            .lease_connection("org", "api", generation, "late", later + 60_000, later)
             .await
             .unwrap()
     );
     assert!(
         !first
-            .lease_connection("org", "api", generation + 1, "x", 99_000, 95_000)
+            .lease_connection("org", "api", generation + 1, "x", later + 60_000, later)
             .await
             .unwrap()
     );
@@ -670,9 +682,10 @@ async fn one_refresh_lease_across_two_handles(t: TestStore) {
         .release_connection_lease("org", "api", "late")
         .await
         .unwrap();
+    let later = now_ms();
     assert!(
         first
-            .lease_connection("org", "api", generation, "next", 99_000, 32_000)
+            .lease_connection("org", "api", generation, "next", later + 60_000, later)
             .await
             .unwrap()
     );

@@ -71,6 +71,9 @@ pub struct Upstreams {
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
     maintaining: AtomicBool,
     opened: AtomicU64,
+    /// This process among those sharing the store, as the holder of the
+    /// periodic re-syncs it claims.
+    process_id: String,
 }
 
 /// The sessions of one (org, integration, credential).
@@ -195,6 +198,7 @@ impl Upstreams {
             pools: Mutex::new(HashMap::new()),
             maintaining: AtomicBool::new(false),
             opened: AtomicU64::new(0),
+            process_id: format!("upstreams_{}", executor_store::tokens::random_id(12)),
         })
     }
 
@@ -468,21 +472,41 @@ impl Upstreams {
         }
     }
 
+    /// Starts the re-syncs that are due. One the upstream asked for (its
+    /// `list_changed` reached this process) runs here; a periodic one runs
+    /// on one of the processes sharing the store per interval
+    /// (`Store::claim_job`), not on each.
     fn resync_due(self: &Arc<Self>) {
         let every = self.settings.resync_every;
-        let due: Vec<Arc<Pool>> = self
+        let due: Vec<(Arc<Pool>, bool)> = self
             .pools()
             .values()
-            .filter(|pool| {
-                pool.resync_wanted.swap(false, Ordering::AcqRel)
-                    || pool.last_sync().is_some_and(|at| at.elapsed() >= every)
+            .filter_map(|pool| {
+                let wanted = pool.resync_wanted.swap(false, Ordering::AcqRel);
+                let periodic = pool.last_sync().is_some_and(|at| at.elapsed() >= every);
+                (wanted || periodic).then(|| (pool.clone(), wanted))
             })
-            .cloned()
             .collect();
-        for pool in due {
+        for (pool, wanted) in due {
             pool.synced_now();
-            tokio::spawn(crate::sync::resync(self.clone(), pool));
+            let upstreams = self.clone();
+            tokio::spawn(async move {
+                if wanted || upstreams.claim_periodic_resync(&pool, every).await {
+                    crate::sync::resync(upstreams, pool).await;
+                }
+            });
         }
+    }
+
+    /// Whether this process runs the periodic re-sync of `pool` now. A
+    /// store error runs it (a re-sync writes only what changed).
+    async fn claim_periodic_resync(&self, pool: &Pool, every: Duration) -> bool {
+        let name = format!("resync:{}:{}", pool.key.org_id, pool.key.namespace);
+        let every_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
+        self.store
+            .claim_job(&name, &self.process_id, every_ms, executor_store::now_ms())
+            .await
+            .unwrap_or(true)
     }
 }
 

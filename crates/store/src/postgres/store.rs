@@ -959,11 +959,14 @@ impl Store for PgStore {
         until_ms: i64,
         now_ms: i64,
     ) -> StoreResult<bool> {
+        // The lease runs on the database's clock: nodes whose clocks differ
+        // agree on when it ends. The caller's span (until − now) is kept.
         let n = self
             .execute(
-                "UPDATE connections SET lease_holder = $4, lease_until = $5 \
+                "UPDATE connections SET lease_holder = $4, \
+                   lease_until = executor_now_ms() + ($5::int8 - $6::int8) \
                  WHERE org_id = $1 AND namespace = $2 AND generation = $3 \
-                 AND (lease_until IS NULL OR lease_until < $6 OR lease_holder = $4)",
+                 AND (lease_until IS NULL OR lease_until < executor_now_ms() OR lease_holder = $4)",
                 &[
                     &org_id,
                     &namespace,
