@@ -102,8 +102,14 @@ test("a GET on the other node receives what the holder logs for it", async () =>
 test("DELETE on the other node terminates the session everywhere", async () => {
   const s = await initSession(a, bearer);
   const headers = mcpHeaders({ bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion });
+  // A GET stream on the node that does not hold the session ends too.
+  const g = await openGet(b, { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion });
+  assert.equal(g.status, 200);
+  await g.waitFor((evs) => evs.length > 0, 5000);
   const del = await openStream(b.mcpUrl, { method: "DELETE", headers });
   assert.equal(del.status, 200, await drain(del));
+  await drain(g, 15_000);
+  assert.ok(g.ended, "the GET stream on the other node ended with the session");
   const after = await post(a, rpc("tools/list", {}, 5), { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion });
   assert.equal(after.status, 404, after.body);
 });

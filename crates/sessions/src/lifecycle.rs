@@ -753,9 +753,19 @@ impl Sessions {
 
     /// The fallback for lost notices: every session with a GET stream here
     /// that another node holds is fed from the log.
+    /// A session terminated meanwhile ends its streams here: its notice is
+    /// lost, or the store cannot push one (SQLite).
     async fn feed_all_remote(&self) {
         for session_id in self.inner.remote.open_sessions() {
-            self.feed_remote(&session_id).await;
+            match self.inner.store.get_session(&session_id).await {
+                Ok(Some(record)) if record.terminated_at_ms.is_none() => {
+                    self.feed_remote(&session_id).await;
+                }
+                Ok(_) => self.inner.remote.end(&session_id),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not check a session with a stream here")
+                }
+            }
         }
     }
 
