@@ -135,6 +135,10 @@ test("a revoked bearer stops working at once on a live session", { timeout: 30_0
     await callReturns(client, 1, "before revoke");
     const sessionId = transport.sessionId;
     const pv = transport.protocolVersion;
+    // The server now holds the token as verified (its token cache, kept
+    // per access revision); the revocation must still count at once.
+    const warm = await post(srv, rpc("tools/list", {}, 4), { bearer: token, sessionId, protocolVersion: pv });
+    assert.equal(warm.status, 200, warm.body);
     srv.revoke(token);
     const res = await post(srv, rpc("tools/list"), { bearer: token, sessionId, protocolVersion: pv });
     assert.equal(res.status, 401, res.body);

@@ -25,6 +25,7 @@ use crate::execution::{
 use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
 use crate::normalize::normalize;
+use crate::policy_cache::PolicyCache;
 use crate::skills::SKILLS;
 use executor_catalog::{CallContext, Catalog, CatalogSource, HostBudget, StaticCatalog};
 
@@ -121,6 +122,8 @@ pub struct Engine {
     /// in its memory (shared with the sessions in a server, see
     /// [`Engine::attach_node`]).
     node: std::sync::OnceLock<Arc<NodeLease>>,
+    /// Each org's policies at the store's access revision.
+    policies: PolicyCache,
 }
 
 impl Engine {
@@ -157,6 +160,7 @@ impl Engine {
             },
             approval_preview_chars: config.max_approval_preview_chars,
             node: std::sync::OnceLock::new(),
+            policies: PolicyCache::default(),
         }
     }
 
@@ -442,8 +446,8 @@ impl Engine {
         let org = saved.owner.org_id.clone();
         let catalog = self.catalogs.catalog(&org).await;
         let policies = self
-            .store
-            .list_policies(&org)
+            .policies
+            .policies(self.store.as_ref(), &org)
             .await
             .map_err(|e| internal_error("could not read policies", &e))?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();

@@ -15,6 +15,7 @@ mod invoke;
 mod metrics;
 mod normalize;
 pub mod policy;
+mod policy_cache;
 mod skills;
 
 pub use admission::{Refused, ShareLimits};

@@ -193,6 +193,7 @@ pub(crate) async fn serve(
         sessions,
         oauth: Some(Arc::new(callbacks)),
         in_flight: executor_wire::InFlight::default(),
+        tokens: Default::default(),
         config: Arc::new(WireConfig {
             hosts,
             cors_origin: opts.cors_origin.clone(),

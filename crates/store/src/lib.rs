@@ -108,6 +108,16 @@ pub trait Store: Send + Sync + 'static {
     async fn ensure_account(&self, email: &str, org: Option<&str>) -> StoreResult<Principal>;
     async fn insert_token(&self, token: TokenRecord) -> StoreResult<()>;
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>>;
+    /// A number that moves whenever a token or a policy changes, in any
+    /// process on this store, by the time the change is visible to reads
+    /// (SQLite: the same transaction; Postgres: its notification, sent at
+    /// commit). A token or policy read after the revision was `r` may be
+    /// reused while the revision is still `r`. None when the store cannot
+    /// tell at the moment (Postgres while its notice connection is down):
+    /// callers then read through. Cheap: no round trip.
+    fn access_revision(&self) -> Option<u64> {
+        None
+    }
     /// Marks the token revoked; returns false when no such token exists.
     async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
 

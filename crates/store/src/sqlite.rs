@@ -209,6 +209,29 @@ ALTER TABLE execution_states ADD COLUMN holder TEXT;
 ALTER TABLE execution_states ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE execution_states ADD COLUMN calling INTEGER NOT NULL DEFAULT -1;
 "#,
+    // The access revision (`Store::access_revision`): a counter every change
+    // to tokens or policies moves, in the same transaction, whichever process
+    // makes it (the server, a CLI command, another server on the data dir).
+    // Caches of tokens and policies stay valid while it stands still.
+    r#"
+CREATE TABLE revisions (
+    name TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+);
+INSERT INTO revisions (name, n) VALUES ('access', 0);
+CREATE TRIGGER tokens_insert_access AFTER INSERT ON tokens
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER tokens_update_access AFTER UPDATE ON tokens
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER tokens_delete_access AFTER DELETE ON tokens
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER policies_insert_access AFTER INSERT ON policies
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER policies_update_access AFTER UPDATE ON policies
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER policies_delete_access AFTER DELETE ON policies
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+"#,
 ];
 
 /// Connections kept open when idle; more are opened under load.
@@ -241,6 +264,50 @@ pub struct SqliteStore {
     /// the calling thread instead of paying a thread hand-off.
     pool: Arc<Mutex<Vec<Connection>>>,
     writer: Writer,
+    /// The connection that watches the access revision (see
+    /// [`SqliteStore::access_revision`]); it never writes.
+    watch: Arc<Mutex<RevisionWatch>>,
+}
+
+/// The last access revision read, and the connection's `data_version` at
+/// that read. `PRAGMA data_version` moves whenever another connection (any
+/// process) commits; while it stands still, nothing can have changed, so
+/// the common check costs one pragma and no table read.
+struct RevisionWatch {
+    conn: Connection,
+    data_version: i64,
+    revision: u64,
+}
+
+impl RevisionWatch {
+    fn open(path: &Path) -> StoreResult<Self> {
+        let conn = open_connection(path)?;
+        let mut watch = RevisionWatch {
+            conn,
+            data_version: -1,
+            revision: 0,
+        };
+        watch.current()?;
+        Ok(watch)
+    }
+
+    fn current(&mut self) -> StoreResult<u64> {
+        let version: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        if version != self.data_version {
+            // Read after the pragma: a commit between the two moves the
+            // version again, so the next check reads once more.
+            let n: i64 = self
+                .conn
+                .prepare_cached("SELECT n FROM revisions WHERE name = 'access'")?
+                .query_row([], |r| r.get(0))?;
+            self.data_version = version;
+            self.revision = n as u64;
+        }
+        Ok(self.revision)
+    }
 }
 
 impl SqliteStore {
@@ -268,6 +335,7 @@ impl SqliteStore {
             path: Arc::new(path.to_path_buf()),
             pool: Arc::new(Mutex::new(vec![conn])),
             writer: Writer::start(path, open_connection, options.max_queued_writes)?,
+            watch: Arc::new(Mutex::new(RevisionWatch::open(path)?)),
         })
     }
 
@@ -533,6 +601,17 @@ impl Store for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    fn access_revision(&self) -> Option<u64> {
+        let mut watch = self.watch.lock().ok()?;
+        match watch.current() {
+            Ok(revision) => Some(revision),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the access revision; reading through");
+                None
+            }
+        }
     }
 
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>> {

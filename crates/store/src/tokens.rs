@@ -89,6 +89,60 @@ impl TokenRejection {
     }
 }
 
+/// Tokens verified at an access revision ([`crate::Store::access_revision`]),
+/// so that a request on a store where no token or policy changed costs
+/// neither a read nor a hash. Not a time-based cache: an entry is used only
+/// while the revision it was read at is still the store's, and any change
+/// to any token (a revocation by the CLI included) moves the revision, so
+/// the next request reads the token again and sees the change.
+///
+/// An entry keeps the secret that verified, compared in constant time with
+/// the presented one; it lives in this process's memory only. At most
+/// [`TokenCache::MAX_ENTRIES`]; a full cache starts over.
+#[derive(Default)]
+pub struct TokenCache {
+    entries: std::sync::Mutex<std::collections::HashMap<String, Verified>>,
+}
+
+struct Verified {
+    revision: u64,
+    record: TokenRecord,
+    secret: Box<str>,
+}
+
+impl TokenCache {
+    pub const MAX_ENTRIES: usize = 4096;
+
+    /// The principal of a token verified at `revision` with this very
+    /// secret, if it is still current at `now_ms`.
+    pub fn lookup(&self, id: &str, secret: &str, revision: u64, now_ms: i64) -> Option<Principal> {
+        let entries = self.entries.lock().ok()?;
+        let entry = entries.get(id)?;
+        let same_secret = bool::from(entry.secret.as_bytes().ct_eq(secret.as_bytes()));
+        (entry.revision == revision && same_secret && is_current(&entry.record, now_ms))
+            .then(|| entry.record.principal.clone())
+    }
+
+    /// Keeps a record that `secret` verified, read after the store's
+    /// revision was `revision`.
+    pub fn keep(&self, revision: u64, record: &TokenRecord, secret: &str) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        if entries.len() >= Self::MAX_ENTRIES && !entries.contains_key(&record.id) {
+            entries.clear();
+        }
+        entries.insert(
+            record.id.clone(),
+            Verified {
+                revision,
+                record: record.clone(),
+                secret: secret.into(),
+            },
+        );
+    }
+}
+
 /// Checks a presented secret against its stored record.
 pub fn verify(
     record: &TokenRecord,

@@ -35,6 +35,7 @@ macro_rules! contract {
 
 contract!(
     accounts_are_idempotent_and_personal_org_defaults_to_email,
+    the_access_revision_moves_with_every_token_and_policy_change,
     hardening_personal_orgs_belong_to_their_account,
     one_account_and_one_org_when_first_logins_race,
     tokens_are_found_and_revoked_once,
@@ -611,6 +612,68 @@ async fn connections_round_trip_in_namespace_order(t: TestStore) {
     assert!(!s.remove_connection("org", "a").await.unwrap());
     assert!(s.get_connection("org", "a").await.unwrap().is_none());
     assert!(s.list_connections("other").await.unwrap().is_empty());
+}
+
+/// What caches of tokens and policies rely on: a change made through one
+/// handle (a CLI command, another node) moves the revision another handle
+/// reports — on SQLite by the time the change is readable, on Postgres once
+/// its notification arrives — and other writes do not move it.
+async fn the_access_revision_moves_with_every_token_and_policy_change(t: TestStore) {
+    let writer = t.store();
+    let watcher = t.reopen().await;
+    let at_once = matches!(t, TestStore::Sqlite(..));
+    let mut revision = moved(&watcher, None, at_once).await;
+    let owner = writer.ensure_account("rev@t.test", None).await.unwrap();
+    let quiet = watcher.access_revision();
+    assert_eq!(quiet, Some(revision), "an account is not an access change");
+    writer
+        .insert_token(TokenRecord {
+            id: "tok_rev".into(),
+            secret_hash: vec![1],
+            principal: owner.clone(),
+            created_at_ms: 1,
+            expires_at_ms: None,
+            revoked_at_ms: None,
+        })
+        .await
+        .unwrap();
+    revision = moved(&watcher, Some(revision), at_once).await;
+    assert!(writer.revoke_token("tok_rev", 2).await.unwrap());
+    revision = moved(&watcher, Some(revision), at_once).await;
+    let policy = writer
+        .add_policy(PolicyRecord {
+            id: "pol_rev".into(),
+            org_id: owner.org_id.clone(),
+            pattern: "ns.tool".into(),
+            action: PolicyAction::Block,
+            position: 0,
+            created_at_ms: 3,
+        })
+        .await
+        .unwrap();
+    revision = moved(&watcher, Some(revision), at_once).await;
+    assert!(
+        writer
+            .remove_policy(&owner.org_id, &policy.id)
+            .await
+            .unwrap()
+    );
+    moved(&watcher, Some(revision), at_once).await;
+}
+
+/// The watcher's revision once it differs from `before` (None: once it is
+/// known at all); `at_once` allows no wait.
+async fn moved(watcher: &std::sync::Arc<dyn Store>, before: Option<u64>, at_once: bool) -> u64 {
+    for _ in 0..500 {
+        if let Some(now) = watcher.access_revision()
+            && Some(now) != before
+        {
+            return now;
+        }
+        assert!(!at_once, "the revision stood still at {before:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the revision stood still at {before:?} for 5 s");
 }
 
 async fn one_refresh_lease_across_two_handles(t: TestStore) {

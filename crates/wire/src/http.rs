@@ -21,7 +21,8 @@ use executor_mcp::{
 use executor_sessions::{
     AcquireError, Holder, Lease, OutboundStream, Sessions, parse_event_id, replay,
 };
-use executor_store::{ElicitationMode, Principal, Store, StoreError, tokens::random_id};
+use executor_store::tokens::{TokenCache, random_id};
+use executor_store::{ElicitationMode, Principal, Store, StoreError};
 use futures::{FutureExt, StreamExt};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
@@ -105,6 +106,8 @@ pub struct App {
     pub in_flight: InFlight,
     /// `/oauth/callback` and the client metadata document, when wired.
     pub oauth: Option<SharedCallbacks>,
+    /// Bearers verified at the store's current access revision.
+    pub tokens: Arc<TokenCache>,
 }
 
 impl App {
@@ -287,11 +290,9 @@ async fn route(
     let Authenticated {
         principal,
         token_id,
-    } = authenticate(
-        app.store().as_ref(),
-        headers,
-        resource_metadata_url(headers),
-    )
+    } = authenticate(app.store().as_ref(), &app.tokens, headers, || {
+        resource_metadata_url(headers)
+    })
     .await?;
     let session_id = header_str(headers, SESSION_HEADER).map(str::to_string);
     match method {

@@ -141,6 +141,18 @@ impl PgStore {
         )
     }
 
+    /// See [`crate::Store::access_revision`]: None until the listening
+    /// connection (started here if need be) listens.
+    pub(super) fn access_revision(&self) -> Option<u64> {
+        match self.listener.get() {
+            Some(listener) => listener.access_revision(),
+            None => {
+                self.notices();
+                None
+            }
+        }
+    }
+
     /// A pooled connection; all of them busy past [`POOL_WAIT`] is Busy.
     async fn client(&self) -> StoreResult<Client> {
         self.pool.get().await.map_err(|e| match e {

@@ -15,6 +15,8 @@
 //! watches; every reader also keeps a slow poll. A lost notice costs
 //! latency, never a change.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::broadcast;
@@ -26,6 +28,42 @@ pub(super) const CATALOG_CHANNEL: &str = "executor_catalog";
 pub(super) const DECISIONS_CHANNEL: &str = "executor_decisions";
 /// Per-session notices between nodes: `ev:`, `lc:` or `gone:` and the id.
 pub(super) const SESSIONS_CHANNEL: &str = "executor_sessions";
+/// A token or a policy changed (a trigger notifies; no payload).
+pub(super) const ACCESS_CHANNEL: &str = "executor_access";
+
+/// This node's access revision on Postgres (`Store::access_revision`): a
+/// local counter that moves on every `executor_access` notification and
+/// on every loss or start of the listening connection. It is only
+/// trusted while the connection listens; otherwise readers read through.
+#[derive(Default)]
+pub(super) struct AccessWatch {
+    listening: AtomicBool,
+    revision: AtomicU64,
+}
+
+impl AccessWatch {
+    pub(super) fn current(&self) -> Option<u64> {
+        // The revision first: a loss sets `listening` false before it
+        // moves the revision, so a revision read here with `listening`
+        // still true was current while notices flowed.
+        let revision = self.revision.load(Ordering::SeqCst);
+        self.listening.load(Ordering::SeqCst).then_some(revision)
+    }
+
+    fn changed(&self) {
+        self.revision.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn set_listening(&self, listening: bool) {
+        if listening {
+            self.changed();
+            self.listening.store(true, Ordering::SeqCst);
+        } else {
+            self.listening.store(false, Ordering::SeqCst);
+            self.changed();
+        }
+    }
+}
 
 /// Notices a slow subscriber may be behind before it is told it lagged.
 const BUFFER: usize = 1024;
@@ -36,6 +74,7 @@ const LAST_RETRY: Duration = Duration::from_secs(5);
 /// The listening connection of one store, running while the store lives.
 pub(super) struct Listener {
     sender: broadcast::Sender<Notice>,
+    access: Arc<AccessWatch>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -43,8 +82,17 @@ impl Listener {
     /// Starts listening on the current runtime.
     pub(super) fn start(config: tokio_postgres::Config) -> Listener {
         let (sender, _) = broadcast::channel(BUFFER);
-        let task = tokio::spawn(listen(config, sender.clone()));
-        Listener { sender, task }
+        let access = Arc::new(AccessWatch::default());
+        let task = tokio::spawn(listen(config, sender.clone(), access.clone()));
+        Listener {
+            sender,
+            access,
+            task,
+        }
+    }
+
+    pub(super) fn access_revision(&self) -> Option<u64> {
+        self.access.current()
     }
 
     pub(super) fn subscribe(&self) -> broadcast::Receiver<Notice> {
@@ -59,10 +107,16 @@ impl Drop for Listener {
 }
 
 /// Connects, listens, forwards; on any loss says `Lagged` and starts over.
-async fn listen(config: tokio_postgres::Config, sender: broadcast::Sender<Notice>) {
+async fn listen(
+    config: tokio_postgres::Config,
+    sender: broadcast::Sender<Notice>,
+    access: Arc<AccessWatch>,
+) {
     let mut retry = FIRST_RETRY;
     loop {
-        match listen_once(&config, &sender).await {
+        let outcome = listen_once(&config, &sender, &access).await;
+        access.set_listening(false);
+        match outcome {
             // The connection was up (and is now gone): retry at once.
             Ok(()) => retry = FIRST_RETRY,
             Err(e) => {
@@ -80,15 +134,20 @@ async fn listen(config: tokio_postgres::Config, sender: broadcast::Sender<Notice
 async fn listen_once(
     config: &tokio_postgres::Config,
     sender: &broadcast::Sender<Notice>,
+    access: &Arc<AccessWatch>,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(NoTls).await?;
     // The connection must be polled for the LISTEN to be sent; this task
     // polls it from here on and forwards what it carries.
     let forward = {
         let sender = sender.clone();
+        let access = access.clone();
         tokio::spawn(async move {
             while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 match message {
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == ACCESS_CHANNEL => {
+                        access.changed();
+                    }
                     Ok(AsyncMessage::Notification(n)) => {
                         if let Some(notice) = parse(n.channel(), n.payload()) {
                             let _ = sender.send(notice);
@@ -105,10 +164,12 @@ async fn listen_once(
     };
     client
         .batch_execute(&format!(
-            "LISTEN {CATALOG_CHANNEL}; LISTEN {DECISIONS_CHANNEL}; LISTEN {SESSIONS_CHANNEL}"
+            "LISTEN {CATALOG_CHANNEL}; LISTEN {DECISIONS_CHANNEL}; LISTEN {SESSIONS_CHANNEL}; \
+             LISTEN {ACCESS_CHANNEL}"
         ))
         .await?;
     // Listening from here: anything before it may have been missed.
+    access.set_listening(true);
     let _ = sender.send(Notice::Lagged);
     let _ = forward.await;
     drop(client);

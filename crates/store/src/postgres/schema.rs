@@ -178,6 +178,17 @@ ALTER TABLE execution_states ADD COLUMN calling BIGINT NOT NULL DEFAULT -1;
 CREATE FUNCTION executor_now_ms() RETURNS BIGINT LANGUAGE sql VOLATILE
     AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
 "#,
+    // The access revision (SQLite migration 13): every change to tokens or
+    // policies notifies `executor_access` in its own transaction, so nodes
+    // drop their cached tokens and policies when it commits.
+    r#"
+CREATE FUNCTION executor_access_changed() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM pg_notify('executor_access', ''); RETURN NULL; END $$;
+CREATE TRIGGER tokens_access AFTER INSERT OR UPDATE OR DELETE ON tokens
+    FOR EACH STATEMENT EXECUTE FUNCTION executor_access_changed();
+CREATE TRIGGER policies_access AFTER INSERT OR UPDATE OR DELETE ON policies
+    FOR EACH STATEMENT EXECUTE FUNCTION executor_access_changed();
+"#,
 ];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).

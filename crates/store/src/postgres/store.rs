@@ -623,6 +623,10 @@ impl Store for PgStore {
         self.notices()
     }
 
+    fn access_revision(&self) -> Option<u64> {
+        PgStore::access_revision(self)
+    }
+
     async fn find_org(&self, name: &str) -> StoreResult<Option<String>> {
         let name = name.trim();
         // Personal orgs are named after the (lowercased) email.

@@ -31,6 +31,7 @@ pub async fn fixture(wire: WireConfig, sessions: SessionsConfig) -> Fixture {
         sessions: Sessions::new(store.clone(), server, sessions),
         config: Arc::new(wire),
         in_flight: InFlight::default(),
+        tokens: Default::default(),
         oauth: None,
     };
     Fixture { app, store, dir }
