@@ -216,6 +216,9 @@ pub const MAX_BATCH: usize = 64;
 /// that is not JSON-RPC (or an empty batch, or one of more than `max_batch`
 /// messages) is an invalid request, refused before any message is handled.
 pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, RpcError> {
+    if let Some(request) = fast_request(body) {
+        return Ok(Incoming::Single(request));
+    }
     let value: Value = serde_json::from_slice(body).map_err(|_| RpcError::parse_error())?;
     match value {
         Value::Array(items) => {
@@ -233,6 +236,48 @@ pub fn parse(body: &[u8], max_batch: usize) -> Result<Incoming, RpcError> {
         }
         other => message(other).map(Incoming::Single),
     }
+}
+
+/// The members of a single request, read straight into place: the common
+/// body, parsed without building (and then taking apart) a map of the
+/// whole object. Absent and `null` stay apart (`Some(Null)`), as in the
+/// map; other members are skipped.
+#[derive(serde::Deserialize)]
+struct RequestMembers<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a str>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    params: Option<Value>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}
+
+/// A well-formed single request, or None for anything else (a batch, a
+/// notification, a response, a duplicate member, an error of any kind),
+/// which [`message`] then reads, and refuses, as before.
+fn fast_request(body: &[u8]) -> Option<Message> {
+    let m: RequestMembers = serde_json::from_slice(body).ok()?;
+    let id =
+        m.id.filter(|id| id.is_string() || id.is_i64() || id.is_u64())?;
+    let params = match m.params {
+        None => Value::Object(Map::new()),
+        Some(p) if p.is_object() || p.is_array() => p,
+        Some(_) => return None,
+    };
+    if m.jsonrpc != Some("2.0") {
+        return None;
+    }
+    Some(Message::Request(Request {
+        id,
+        method: m.method?.into_owned().into(),
+        params,
+    }))
 }
 
 fn message(value: Value) -> Result<Message, RpcError> {
@@ -284,6 +329,77 @@ fn message(value: Value) -> Result<Message, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Members a message may carry, each absent or one of a few values
+    /// (well-formed and not), in any order and possibly twice.
+    fn member() -> impl Strategy<Value = (String, String)> {
+        let value = prop_oneof![
+            Just("null"),
+            Just("\"2.0\""),
+            Just("\"2\\u002e0\""),
+            Just("2"),
+            Just("7"),
+            Just("-3"),
+            Just("1.5"),
+            Just("\"id-1\""),
+            Just("\"tools/list\""),
+            Just("\"tools/c\\u0061ll\""),
+            Just("{}"),
+            Just("[]"),
+            Just("{\"a\":1}"),
+            Just("true"),
+            Just("\"\""),
+        ];
+        let name = prop_oneof![
+            Just("jsonrpc"),
+            Just("id"),
+            Just("method"),
+            Just("params"),
+            Just("result"),
+            Just("error"),
+            Just("extra"),
+        ];
+        (name, value).prop_map(|(n, v)| (n.to_string(), v.to_string()))
+    }
+
+    #[test]
+    fn the_fast_path_takes_plain_requests_only() {
+        let fast = |b: &str| fast_request(b.as_bytes());
+        assert!(fast(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).is_some());
+        assert!(
+            fast(r#"{"method":"tools/call","params":{"a":1},"id":"x","jsonrpc":"2.0"}"#).is_some()
+        );
+        for general in [
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+        ] {
+            assert!(fast(general).is_none(), "{general}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// The fast path reads exactly what the general one does: the
+        /// same message, or nothing, for any mix of members.
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(members in proptest::collection::vec(member(), 0..7)) {
+            let body = format!(
+                "{{{}}}",
+                members.iter().map(|(n, v)| format!("\"{n}\":{v}")).collect::<Vec<_>>().join(",")
+            );
+            let general = serde_json::from_slice::<Value>(body.as_bytes())
+                .map_err(|_| RpcError::parse_error())
+                .and_then(message);
+            if let Some(fast) = fast_request(body.as_bytes()) {
+                prop_assert_eq!(Some(fast), general.ok(), "{}", body);
+            }
+        }
+    }
 
     fn parse_default(body: &[u8]) -> Result<Incoming, RpcError> {
         parse(body, MAX_BATCH)

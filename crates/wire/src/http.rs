@@ -862,23 +862,29 @@ struct Accepts {
 
 impl Accepts {
     fn of(headers: &HeaderMap) -> Self {
-        let accept = headers
+        // Media ranges of every Accept header, without their parameters;
+        // read in place (this runs on every request).
+        let mut ranges = headers
             .get_all(header::ACCEPT)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .collect::<Vec<_>>()
-            .join(",")
-            .to_ascii_lowercase();
-        let has = |t: &str| {
-            accept
-                .split(',')
-                .any(|part| part.split(';').next().is_some_and(|m| m.trim() == t))
+            .flat_map(|v| v.split(','))
+            .map(|part| part.split(';').next().unwrap_or("").trim());
+        let mut accepts = Accepts {
+            json: false,
+            sse: false,
         };
-        let any = has("*/*");
-        Accepts {
-            json: any || has("application/json") || has("application/*"),
-            sse: any || has("text/event-stream") || has("text/*"),
-        }
+        ranges.all(|range| {
+            let is = |t: &str| range.eq_ignore_ascii_case(t);
+            if is("*/*") {
+                accepts.json = true;
+                accepts.sse = true;
+            }
+            accepts.json |= is("application/json") || is("application/*");
+            accepts.sse |= is("text/event-stream") || is("text/*");
+            !(accepts.json && accepts.sse)
+        });
+        accepts
     }
 }
 
@@ -887,13 +893,8 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), WireError> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let mime = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if mime == "application/json" {
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if mime.eq_ignore_ascii_case("application/json") {
         Ok(())
     } else {
         Err(WireError::UnsupportedMediaType)
@@ -1087,4 +1088,38 @@ fn metrics_text(app: &App) -> Result<String, std::fmt::Error> {
     let mut text = String::new();
     prometheus_text::encode(&mut text, &registry)?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepts(values: &[&str]) -> (bool, bool) {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append(header::ACCEPT, HeaderValue::from_str(v).expect("header"));
+        }
+        let a = Accepts::of(&headers);
+        (a.json, a.sse)
+    }
+
+    #[test]
+    fn accept_headers_are_read_by_media_range() {
+        assert_eq!(
+            accepts(&["application/json, text/event-stream"]),
+            (true, true)
+        );
+        assert_eq!(
+            accepts(&["Application/JSON;q=0.9", "TEXT/Event-Stream"]),
+            (true, true)
+        );
+        assert_eq!(accepts(&["*/*"]), (true, true));
+        assert_eq!(accepts(&["application/*"]), (true, false));
+        assert_eq!(accepts(&["text/*;q=1"]), (false, true));
+        assert_eq!(
+            accepts(&["application/jsonx, text/event-streams"]),
+            (false, false)
+        );
+        assert_eq!(accepts(&[]), (false, false));
+    }
 }
