@@ -234,6 +234,8 @@ CREATE TRIGGER policies_delete_access AFTER DELETE ON policies
 "#,
 ];
 
+/// Prepared statements each connection keeps (rusqlite's default is 16).
+const STATEMENT_CACHE: usize = 128;
 /// Connections kept open when idle; more are opened under load.
 const IDLE_CONNECTIONS: usize = 8;
 /// How long a statement waits for another connection's write lock (the
@@ -424,6 +426,9 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
 pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Room for every statement of the request path (the writer's group
+    // commit alone keeps four), so none is prepared again on each use.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // WAL + NORMAL: a commit survives a killed process (the WAL is in the OS
     // page cache); only an OS crash can lose the last commits.
     conn.execute_batch(

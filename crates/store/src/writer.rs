@@ -132,7 +132,7 @@ fn run(conn: Connection, queue: Receiver<Job>) {
 }
 
 fn commit_batch(conn: &Connection, batch: Vec<Job>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
         let msg = e.to_string();
         for job in batch {
             reply(job.reply, Err(StoreError::Database(msg.clone())));
@@ -143,7 +143,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
     // rolled back alone and the rest of the batch still commits.
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        let out = match conn.execute_batch("SAVEPOINT job") {
+        let out = match run_cached(conn, "SAVEPOINT job") {
             Err(e) => Err(StoreError::from(e)),
             Ok(()) => {
                 // A panicking job fails alone: its savepoint is rolled back
@@ -155,11 +155,11 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
                         Err(StoreError::Database("the write failed unexpectedly".into()))
                     });
                 let end = if out.is_ok() {
-                    "RELEASE job"
+                    run_cached(conn, "RELEASE job")
                 } else {
-                    "ROLLBACK TO job; RELEASE job"
+                    conn.execute_batch("ROLLBACK TO job; RELEASE job")
                 };
-                match conn.execute_batch(end) {
+                match end {
                     Ok(()) => out,
                     Err(e) => Err(StoreError::from(e)),
                 }
@@ -167,7 +167,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
         };
         results.push((job.reply, out));
     }
-    let committed = conn.execute_batch("COMMIT");
+    let committed = run_cached(conn, "COMMIT");
     if let Err(e) = &committed {
         let _ = conn.execute_batch("ROLLBACK");
         tracing::error!(error = %e, "group commit failed");
@@ -179,6 +179,13 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
         };
         reply(reply_to, out);
     }
+}
+
+/// Runs one statement through the connection's statement cache: the
+/// transaction statements run for every write, and preparing them each
+/// time was a tenth of the writer's work.
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 fn reply(to: Option<oneshot::Sender<StoreResult<Output>>>, out: StoreResult<Output>) {
