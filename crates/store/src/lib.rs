@@ -19,6 +19,7 @@ mod sqlite;
 #[cfg(feature = "test-support")]
 pub mod testing;
 pub mod tokens;
+mod wal_probe;
 mod writer;
 
 pub use kinds::{

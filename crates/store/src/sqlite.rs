@@ -15,6 +15,7 @@ use crate::leases::{ClaimRefusal, ExecutionRefusal};
 use crate::orgs::OrgChoice;
 use crate::packed::{Document, pack};
 use crate::secrets::{KEY_ENV_VAR, SecretRef};
+use crate::wal_probe::{WalHeader, WalProbe};
 use crate::writer::{MAX_QUEUED_WRITES, Writer};
 use crate::*;
 
@@ -274,8 +275,16 @@ pub struct SqliteStore {
 /// The last access revision read, and the connection's `data_version` at
 /// that read. `PRAGMA data_version` moves whenever another connection (any
 /// process) commits; while it stands still, nothing can have changed, so
-/// the common check costs one pragma and no table read.
+/// the check costs one pragma and no table read. Before the pragma, the
+/// wal-index header ([`WalProbe`]) says from memory whether anything at all
+/// committed since the last check; while it stands still, the check costs
+/// no system call either.
 struct RevisionWatch {
+    /// Declared before `conn`, so it is unmapped before the connection
+    /// whose open `-shm` keeps the mapping valid is closed.
+    probe: Option<WalProbe>,
+    /// The header read before the last full check.
+    seen: Option<WalHeader>,
     conn: Connection,
     data_version: i64,
     revision: u64,
@@ -285,15 +294,31 @@ impl RevisionWatch {
     fn open(path: &Path) -> StoreResult<Self> {
         let conn = open_connection(path)?;
         let mut watch = RevisionWatch {
+            probe: None,
+            seen: None,
             conn,
             data_version: -1,
             revision: 0,
         };
         watch.current()?;
+        // Only now: the read above opened the connection's `-shm`.
+        watch.probe = WalProbe::open(path);
         Ok(watch)
     }
 
     fn current(&mut self) -> StoreResult<u64> {
+        let header = self.probe.as_ref().and_then(WalProbe::header);
+        if header.is_some() && header == self.seen {
+            return Ok(self.revision);
+        }
+        let revision = self.read()?;
+        // The header from before the read: a commit since then has moved
+        // it, so the next check reads again.
+        self.seen = header;
+        Ok(revision)
+    }
+
+    fn read(&mut self) -> StoreResult<u64> {
         let version: i64 = self
             .conn
             .prepare_cached("PRAGMA data_version")?

@@ -1,0 +1,83 @@
+// 300 sessions × 10 executions across idle, ours against the peer; see
+// bench/idle. Every execution is a raw POST of tools/call execute
+// "return 1"; a round runs every session once, CONNS at a time, then the
+// harness waits past the idle timeout before the next round.
+import { startOurs, startPeer, initSession, rawPost, messagesOf, sleep } from "./lib.mjs";
+
+const SESSIONS = Number(process.env.SESSIONS ?? 300);
+const ROUNDS = Number(process.env.ROUNDS ?? 10);
+const IDLE_MS = Number(process.env.IDLE_MS ?? 1000);
+const CONNS = Number(process.env.CONNS ?? 16);
+const STORE = process.env.BENCH_STORE ?? "sqlite";
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+const execute = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "execute", arguments: { code: "return 1;" } } };
+
+const measure = async (t) => {
+  const bearer = t.mint("idle@example.com");
+  const sessions = [];
+  for (let i = 0; i < SESSIONS; i += CONNS) {
+    const wave = await Promise.all(Array.from({ length: Math.min(CONNS, SESSIONS - i) }, () => initSession(t.mcpUrl, bearer)));
+    sessions.push(...wave.map((w) => w.sessionId));
+  }
+  const latencies = [], firstRound = [], later = [];
+  let errors = 0, firstError = "";
+  for (let round = 0; round < ROUNDS; round++) {
+    if (round > 0) await sleep(IDLE_MS * 1.5 + 250);
+    let next = 0;
+    const worker = async () => {
+      while (next < sessions.length) {
+        const sid = sessions[next++];
+        const t0 = performance.now();
+        let ok = false, detail = "";
+        try {
+          const r = await rawPost(t.mcpUrl, bearer, sid, execute);
+          const m = messagesOf(r.body).find((x) => x.id === 7);
+          ok = r.status === 200 && m?.result?.content?.[0]?.text === "1";
+          detail = `${r.status} ${r.body.slice(0, 200)}`;
+        } catch (e) {
+          detail = String(e);
+        }
+        const ms = performance.now() - t0;
+        if (!ok) { errors++; firstError ||= detail; continue; }
+        latencies.push(ms);
+        (round === 0 ? firstRound : later).push(ms);
+      }
+    };
+    await Promise.all(Array.from({ length: CONNS }, worker));
+  }
+  let restore = "";
+  try {
+    const metrics = await (await fetch(`${t.base}/metrics`)).text();
+    const get = (name) => Number(metrics.match(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)`, "m"))?.[1]);
+    const mean = get("executor_session_restore_seconds_sum") / get("executor_session_restore_seconds_count");
+    if (Number.isFinite(mean)) restore = `restores ${get("executor_session_restore_seconds_count")}, server-side mean ${(mean * 1000).toFixed(3)} ms`;
+  } catch {}
+  return { latencies, firstRound, later, errors, firstError, restore };
+};
+
+const line = (name, r) => {
+  const f = (xs, p) => (xs.length ? pct(xs, p).toFixed(2) : "-");
+  console.log(
+    `${name.padEnd(16)} p50 ${f(r.latencies, 50)} ms  p99 ${f(r.latencies, 99)} ms  max ${f(r.latencies, 100)} ms` +
+      `  (first round p99 ${f(r.firstRound, 99)}, after idle p50 ${f(r.later, 50)} p99 ${f(r.later, 99)})` +
+      `  ok ${r.latencies.length}  errors ${r.errors}${r.restore ? "  " + r.restore : ""}`,
+  );
+  if (r.errors) console.log(`  first error: ${r.firstError}`);
+};
+
+const ours = await startOurs({ args: ["--session-idle-timeout", String(IDLE_MS)] });
+let a, b;
+try { a = await measure(ours); } finally { await ours.cleanup(); }
+const peer = await startPeer();
+try { b = await measure(peer); } finally { await peer.cleanup(); }
+console.log(`${SESSIONS} sessions × ${ROUNDS} executions, ${CONNS} in flight, ${IDLE_MS * 1.5 + 250} ms idle between rounds (ours on ${STORE}, idle timeout ${IDLE_MS} ms)`);
+line(`ours (${STORE})`, a);
+line("peer", b);
+const adv = pct(b.latencies, 99) / pct(a.latencies, 99);
+console.log(`p99 advantage (peer / ours): x${adv.toFixed(2)}`);
+process.exit(a.errors === 0 ? 0 : 1);
