@@ -215,6 +215,14 @@ fn worker(shared: Arc<Shared>) {
             Err(e) => Err(SandboxError::Runtime(e.to_string())),
         };
         let _ = job.reply.send(result);
+        // Housekeeping after the answer, off the request's path; a panic
+        // here costs the runtime, which is replaced, and no run.
+        if let Ok(e) = &engine {
+            let tidied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.tidy()));
+            if tidied.is_err() || e.is_poisoned() {
+                engine = Engine::new(shared.limits.clone());
+            }
+        }
     }
     shared.threads.fetch_sub(1, Ordering::AcqRel);
 }

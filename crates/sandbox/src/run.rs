@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use rquickjs::module::WriteOptions;
 use rquickjs::{
-    Context, Ctx, Function, Module, Object, Promise, Runtime, Value, promise::PromiseState,
+    Context, Ctx, Function, Module, Object, Persistent, Promise, Runtime, Value,
+    promise::PromiseState,
 };
 
 use crate::{HostBridge, Limits, RunOutcome, SandboxError, Stop};
@@ -42,7 +43,18 @@ type Reply = (u64, crate::HeldAnswer);
 
 /// A QuickJS runtime owned by one worker thread, reused across executions;
 /// each execution gets a fresh [`Context`], so no state crosses runs.
+///
+/// The work around a run that its answer does not need — freeing the spent
+/// context, collecting, and making the next run's context with the prelude
+/// loaded — happens in [`Engine::tidy`], after the answer is sent.
 pub(crate) struct Engine {
+    /// The next run's context, never used by a run yet. Declared (so
+    /// dropped) before the runtime, like `spent`.
+    spare: RefCell<Option<Spare>>,
+    /// The last run's context, freed by `tidy`.
+    spent: RefCell<Option<Context>>,
+    /// A full collection is due at the next `tidy`.
+    gc_due: Cell<bool>,
     runtime: Runtime,
     deadline: Rc<Cell<Option<Instant>>>,
     /// The current run's stop request, read by the interrupt handler.
@@ -77,6 +89,9 @@ impl Engine {
         })));
         let prelude = compile_prelude(&runtime)?;
         Ok(Engine {
+            spare: RefCell::new(None),
+            spent: RefCell::new(None),
+            gc_due: Cell::new(false),
             runtime,
             deadline,
             stop,
@@ -88,23 +103,56 @@ impl Engine {
     }
 
     pub(crate) fn run(&self, code: &str, rc: &RunContext) -> Result<RunOutcome, SandboxError> {
-        let context =
-            Context::full(&self.runtime).map_err(|e| SandboxError::Runtime(e.to_string()))?;
+        let spare = self.spare.take();
+        let Spare { factory, context } = match spare {
+            Some(spare) => spare,
+            None => self.prepare()?,
+        };
         self.set_deadline(Instant::now() + self.limits.timeout, rc);
         *self.stop.borrow_mut() = Some(rc.stop.clone());
-        let outcome = context.with(|ctx| self.run_in(&ctx, code, rc));
+        let outcome = context.with(|ctx| match factory.restore(&ctx) {
+            Ok(factory) => self.run_in(&ctx, factory, code, rc),
+            Err(e) => Err(SandboxError::Engine(format!("prelude: {e}"))),
+        });
         self.deadline.set(None);
         *self.stop.borrow_mut() = None;
-        drop(context);
+        *self.spent.borrow_mut() = Some(context);
         let runs = self.runs_since_gc.get() + 1;
         let failed = !matches!(&outcome, Ok(o) if o.result.is_ok());
         if failed || runs >= RUNS_PER_GC {
-            self.runtime.run_gc();
+            self.gc_due.set(true);
             self.runs_since_gc.set(0);
         } else {
             self.runs_since_gc.set(runs);
         }
         outcome
+    }
+
+    /// What follows a run once its answer is on its way: frees the spent
+    /// context, collects when due (always after a failed run, which may
+    /// have hit the memory cap), then makes the next run's context. A
+    /// failure to make it is left for the next run to meet and report.
+    pub(crate) fn tidy(&self) {
+        drop(self.spent.take());
+        if self.gc_due.replace(false) {
+            self.runtime.run_gc();
+        }
+        if self.spare.borrow().is_none() {
+            *self.spare.borrow_mut() = self.prepare().ok();
+        }
+    }
+
+    /// A fresh context with the prelude's module loaded and its factory
+    /// kept for the run.
+    fn prepare(&self) -> Result<Spare, SandboxError> {
+        let context =
+            Context::full(&self.runtime).map_err(|e| SandboxError::Runtime(e.to_string()))?;
+        let factory = context.with(|ctx| {
+            self.load_prelude(&ctx)
+                .map(|factory| Persistent::save(&ctx, factory))
+                .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(&ctx, e))))
+        })?;
+        Ok(Spare { factory, context })
     }
 
     fn set_deadline(&self, deadline: Instant, rc: &RunContext) {
@@ -126,6 +174,7 @@ impl Engine {
     fn run_in<'js>(
         &self,
         ctx: &Ctx<'js>,
+        factory: Function<'js>,
         code: &str,
         rc: &RunContext,
     ) -> Result<RunOutcome, SandboxError> {
@@ -139,9 +188,6 @@ impl Engine {
             &self.limits,
             self.poisoned.clone(),
         )?;
-        let factory = self
-            .load_prelude(ctx)
-            .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(ctx, e))))?;
         let host: Object = factory
             .call((self.limits.max_log_bytes as f64, host_call))
             .map_err(|e| {
@@ -310,6 +356,13 @@ fn compile_prelude(runtime: &Runtime) -> Result<Vec<u8>, SandboxError> {
             .and_then(|m| m.write(WriteOptions::default()))
             .map_err(|e| SandboxError::Engine(format!("prelude: {}", exception_text(&ctx, e))))
     })
+}
+
+/// A context made ahead of its run, and the prelude's factory loaded in it.
+/// The factory is declared (so dropped) before the context it lives in.
+struct Spare {
+    factory: Persistent<Function<'static>>,
+    context: Context,
 }
 
 /// A tool call in flight: its promise's resolvers and the host task that

@@ -6,6 +6,7 @@
 //! which database it talks to, so a Postgres implementation can satisfy the
 //! same trait.
 
+mod checkpointer;
 mod kinds;
 mod leases;
 mod node;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::checkpointer::{Checkpointer, WRITER_BACKSTOP_PAGES};
 use crate::leases::{ClaimRefusal, ExecutionRefusal};
 use crate::orgs::OrgChoice;
 use crate::packed::{Document, pack};
@@ -267,6 +268,7 @@ pub struct SqliteStore {
     /// the calling thread instead of paying a thread hand-off.
     pool: Arc<Mutex<Vec<Connection>>>,
     writer: Writer,
+    _checkpointer: Checkpointer,
     /// The connection that watches the access revision (see
     /// [`SqliteStore::access_revision`]); it never writes.
     watch: Arc<Mutex<RevisionWatch>>,
@@ -280,8 +282,8 @@ pub struct SqliteStore {
 /// committed since the last check; while it stands still, the check costs
 /// no system call either.
 struct RevisionWatch {
-    /// Declared before `conn`, so it is unmapped before the connection
-    /// whose open `-shm` keeps the mapping valid is closed.
+    /// Reads through `conn`'s mapping of the wal-index, so it lives (and
+    /// is read) only beside that connection.
     probe: Option<WalProbe>,
     /// The header read before the last full check.
     seen: Option<WalHeader>,
@@ -301,8 +303,10 @@ impl RevisionWatch {
             revision: 0,
         };
         watch.current()?;
-        // Only now: the read above opened the connection's `-shm`.
-        watch.probe = WalProbe::open(path);
+        // Only now: the read above mapped the connection's wal-index.
+        // SAFETY: the probe is kept beside `conn` in the same struct and
+        // read only through it, so never after the connection is closed.
+        watch.probe = unsafe { WalProbe::of(&watch.conn) };
         Ok(watch)
     }
 
@@ -361,7 +365,8 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: Arc::new(path.to_path_buf()),
             pool: Arc::new(Mutex::new(vec![conn])),
-            writer: Writer::start(path, open_connection, options.max_queued_writes)?,
+            writer: Writer::start(path, open_writer_connection, options.max_queued_writes)?,
+            _checkpointer: Checkpointer::start(open_connection(path)?)?,
             watch: Arc::new(Mutex::new(RevisionWatch::open(path)?)),
         })
     }
@@ -444,6 +449,14 @@ fn poisoned() -> StoreError {
 
 fn open_connection(path: &Path) -> StoreResult<Connection> {
     Ok(connect(path)?)
+}
+
+/// The writer's connection: it leaves checkpoints to the checkpoint thread,
+/// but for a backstop (see `checkpointer.rs`).
+fn open_writer_connection(path: &Path) -> StoreResult<Connection> {
+    let conn = open_connection(path)?;
+    conn.pragma_update(None, "wal_autocheckpoint", WRITER_BACKSTOP_PAGES)?;
+    Ok(conn)
 }
 
 /// `open_connection` with SQLite's error kept whole, so the start checks can

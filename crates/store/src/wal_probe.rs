@@ -13,47 +13,89 @@
 //! The header is only a hint to skip work: when it cannot be read, or its
 //! two copies disagree (a commit is writing it), the caller does the full
 //! check.
+//!
+//! The probe reads SQLite's own mapping of the `-shm` file, asked for with
+//! the VFS's `xShmMap`, and never opens the file itself: a process that
+//! closes any descriptor of a file loses every POSIX lock it holds on it,
+//! SQLite's included, and without its locks on the `-shm` another process
+//! may reset the file under every connection that uses it (which a first
+//! version of this probe, mapping the file by itself, did).
 
-use std::fs::File;
-use std::path::Path;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
-use memmap2::{Mmap, MmapOptions};
+use rusqlite::{Connection, ffi};
 
 /// 32-bit words in one copy of the header (`WalIndexHdr`, 48 bytes).
 const HEADER_WORDS: usize = 12;
-/// The two copies SQLite keeps at the start of the `-shm` file.
-const MAPPED_BYTES: usize = 2 * HEADER_WORDS * 4;
+/// The two copies SQLite keeps at the start of the wal-index, then the
+/// checkpoint information (`WalCkptInfo`), whose first word is `nBackfill`.
+const READ_WORDS: usize = 2 * HEADER_WORDS + 1;
+/// Word index of `mxFrame` in a header: the last valid frame of the WAL.
+const MX_FRAME: usize = 4;
+/// Word index of `nBackfill`: frames already copied into the database.
+const N_BACKFILL: usize = 2 * HEADER_WORDS;
+/// The size of a wal-index region (`WALINDEX_PGSZ`); region 0 starts with
+/// the headers.
+const REGION_BYTES: c_int = 32 * 1024;
 
 /// One copy of the wal-index header, word for word.
 pub(crate) type WalHeader = [u32; HEADER_WORDS];
 
-/// A read-only mapping of the wal-index header of one database.
+/// The wal-index header of one database, read through the mapping of one
+/// of its connections.
 pub(crate) struct WalProbe {
-    map: Mmap,
+    words: *const AtomicU32,
 }
 
+// SAFETY: the pointer is into memory shared between processes, which the
+// probe only reads through atomics; it stays valid for as long as the
+// connection it came from is open, wherever the probe is used from (see
+// `WalProbe::of`).
+unsafe impl Send for WalProbe {}
+
 impl WalProbe {
-    /// Maps the header of `<db>-shm`, or `None` where there is none (not
-    /// WAL mode, not initialised). Call it while a connection of this
-    /// process has the database open and has read from it: SQLite resets
-    /// (truncates) the `-shm` file only when no connection has it open, and
-    /// an open connection holds a shared lock that says so, so the mapping
-    /// stays valid for as long as that connection lives. Drop the probe
-    /// before that connection.
-    pub(crate) fn open(db: &Path) -> Option<Self> {
-        let mut name = db.as_os_str().to_owned();
-        name.push("-shm");
-        let file = File::open(&name).ok()?;
-        if file.metadata().ok()?.len() < MAPPED_BYTES as u64 {
+    /// The probe of `conn`'s database, or `None` where it has no wal-index
+    /// yet (not WAL mode, or nothing read).
+    ///
+    /// # Safety
+    ///
+    /// The probe must not be read after `conn` is closed: region 0 of the
+    /// wal-index stays mapped while a connection of this process has it
+    /// open, and no longer.
+    pub(crate) unsafe fn of(conn: &Connection) -> Option<Self> {
+        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+        // SAFETY: `conn.handle()` is an open connection; FILE_POINTER
+        // writes the main database's `sqlite3_file` into `file`.
+        let rc = unsafe {
+            ffi::sqlite3_file_control(
+                conn.handle(),
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_FILE_POINTER,
+                (&raw mut file).cast::<c_void>(),
+            )
+        };
+        if rc != ffi::SQLITE_OK || file.is_null() {
             return None;
         }
-        // SAFETY: a read-only shared mapping of the file's first 96 bytes,
-        // which exist (checked above) and are not truncated while the
-        // caller's connection is open (see above). Other processes write
-        // them, so they are only ever read through atomics.
-        let map = unsafe { MmapOptions::new().len(MAPPED_BYTES).map(&file) }.ok()?;
-        Some(WalProbe { map })
+        // SAFETY: `file` is the open database file of `conn`, whose methods
+        // SQLite's own WAL code calls the same way (region 0, its size, no
+        // extending); a region that does not exist yet comes back null.
+        let region = unsafe {
+            let methods = (*file).pMethods;
+            let map = methods.as_ref()?.xShmMap?;
+            let mut region: *mut c_void = std::ptr::null_mut();
+            if map(file, 0, REGION_BYTES, 0, &raw mut region) != ffi::SQLITE_OK {
+                return None;
+            }
+            region
+        };
+        if region.is_null() {
+            return None;
+        }
+        Some(WalProbe {
+            words: region.cast::<AtomicU32>(),
+        })
     }
 
     /// The current header, or `None` while a commit is writing it.
@@ -71,24 +113,31 @@ impl WalProbe {
         fence(Ordering::Acquire);
         let agree = first
             .iter()
-            .zip(&words[HEADER_WORDS..])
+            .zip(&words[HEADER_WORDS..2 * HEADER_WORDS])
             .all(|(word, shared)| *word == shared.load(Ordering::Acquire));
         agree.then_some(first)
     }
 
+    /// Frames in the WAL not yet copied into the database by a checkpoint,
+    /// or `None` while a commit is writing the header.
+    pub(crate) fn frames_to_checkpoint(&self) -> Option<u32> {
+        let header = self.header()?;
+        let backfilled = self.words()[N_BACKFILL].load(Ordering::Acquire);
+        Some(header[MX_FRAME].saturating_sub(backfilled))
+    }
+
     fn words(&self) -> &[AtomicU32] {
-        // SAFETY: the mapping is page-aligned and MAPPED_BYTES long, which
-        // is 2 * HEADER_WORDS aligned u32s; AtomicU32 has u32's layout.
-        unsafe {
-            std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU32>(), 2 * HEADER_WORDS)
-        }
+        // SAFETY: region 0 is REGION_BYTES long and page-aligned, so it
+        // holds READ_WORDS aligned u32s; AtomicU32 has u32's layout; the
+        // region is mapped while the probe lives (see `WalProbe::of`).
+        unsafe { std::slice::from_raw_parts(self.words, READ_WORDS) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rusqlite::Connection;
+    use std::path::Path;
 
     fn wal_connection(path: &Path) -> Connection {
         let conn = Connection::open(path).unwrap();
@@ -104,7 +153,8 @@ mod tests {
         watcher
             .execute_batch("CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1);")
             .unwrap();
-        let probe = WalProbe::open(&path).expect("a WAL database has a -shm header");
+        // SAFETY (here and below): each probe is read only while its connection is open.
+        let probe = unsafe { WalProbe::of(&watcher) }.expect("a WAL database has a wal-index");
         let before = probe.header().unwrap();
 
         // Reads, here and by another connection, leave it alone.
@@ -130,7 +180,24 @@ mod tests {
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); UPDATE t SET n = 4;")
             .unwrap();
         assert_ne!(probe.header().unwrap(), now);
-        drop(probe);
+    }
+
+    #[test]
+    fn frames_to_checkpoint_count_commits_and_fall_to_zero_after_a_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("frames.db");
+        let conn = wal_connection(&path);
+        conn.execute_batch("PRAGMA wal_autocheckpoint=0; CREATE TABLE t (n INTEGER);")
+            .unwrap();
+        let probe = unsafe { WalProbe::of(&conn) }.unwrap();
+        let before = probe.frames_to_checkpoint().unwrap();
+        for n in 0..10 {
+            conn.execute("INSERT INTO t VALUES (?1)", [n]).unwrap();
+        }
+        assert!(probe.frames_to_checkpoint().unwrap() >= before + 10);
+        conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);")
+            .unwrap();
+        assert_eq!(probe.frames_to_checkpoint(), Some(0));
     }
 
     #[test]
@@ -139,6 +206,6 @@ mod tests {
         let path = dir.path().join("plain.db");
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("CREATE TABLE t (n INTEGER);").unwrap();
-        assert!(WalProbe::open(&path).is_none());
+        assert!(unsafe { WalProbe::of(&conn) }.is_none());
     }
 }
