@@ -215,11 +215,12 @@ fn worker(shared: Arc<Shared>) {
             Err(e) => Err(SandboxError::Runtime(e.to_string())),
         };
         let _ = job.reply.send(result);
-        // Housekeeping after the answer, off the request's path; a panic
-        // here costs the runtime, which is replaced, and no run.
+        // Housekeeping after the answer, off the request's path (no host
+        // code runs there); a panic costs the runtime, which is replaced,
+        // and no run.
         if let Ok(e) = &engine {
             let tidied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.tidy()));
-            if tidied.is_err() || e.is_poisoned() {
+            if tidied.is_err() {
                 engine = Engine::new(shared.limits.clone());
             }
         }

@@ -27,9 +27,7 @@ const PERIOD: Duration = Duration::from_millis(100);
 /// bounds the WAL, as SQLite would.
 pub(crate) const WRITER_BACKSTOP_PAGES: u32 = 20_000;
 
-/// Keeps the checkpoint thread running; it stops when the last clone of
-/// its store is dropped.
-#[derive(Clone)]
+/// Keeps the checkpoint thread running; it stops when its store is dropped.
 pub(crate) struct Checkpointer {
     _alive: Sender<()>,
 }

@@ -137,12 +137,55 @@ impl WalProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
     use std::path::Path;
 
     fn wal_connection(path: &Path) -> Connection {
-        let conn = Connection::open(path).unwrap();
-        conn.execute_batch("PRAGMA journal_mode=WAL;").unwrap();
-        conn
+        crate::sqlite::connect(path).unwrap()
+    }
+
+    /// SQLite's "dead man switch" byte in the `-shm` (`UNIX_SHM_DMS`):
+    /// every process with the wal-index open holds a shared lock on it,
+    /// and a process that can lock it exclusively resets the file.
+    const SHM_DMS_BYTE: i64 = (22 + 8) * 4 + 8;
+
+    /// Whether this process holds a lock on `byte` of `<db>-shm`, asked
+    /// with an open-file-description lock query, which (unlike `F_GETLK`)
+    /// sees the process's own POSIX locks as conflicts.
+    fn shm_byte_locked(db: &Path, byte: i64) -> bool {
+        let mut name = db.as_os_str().to_owned();
+        name.push("-shm");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&name)
+            .unwrap();
+        // SAFETY: a plain C struct, then filled in below.
+        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = libc::F_WRLCK as _;
+        lock.l_whence = libc::SEEK_SET as _;
+        lock.l_start = byte;
+        lock.l_len = 1;
+        // SAFETY: an open descriptor and a valid `flock`.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+        assert_eq!(rc, 0, "F_OFD_GETLK failed");
+        // Never closed: closing a descriptor of the file would drop this
+        // process's POSIX locks on it, the very fault this looks for.
+        std::mem::forget(file);
+        lock.l_type != libc::F_UNLCK as libc::c_short
+    }
+
+    #[test]
+    fn an_open_store_keeps_its_locks_on_the_wal_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let store = crate::SqliteStore::open(&path).unwrap();
+        // Opening the store took two probes (the revision watch, the
+        // checkpointer). Had either opened and closed the `-shm` itself, the
+        // process would have lost this lock, and another process could
+        // reset the file under the server.
+        assert!(shm_byte_locked(&path, SHM_DMS_BYTE));
+        drop(store);
     }
 
     #[test]
