@@ -64,6 +64,7 @@ contract!(
     a_lapsed_node_claims_nothing_until_it_registers_again,
     released_and_retired_sessions_are_claimed_at_once,
     a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
+    batched_session_writes_sharing_rows_never_deadlock,
 );
 
 fn session(id: &str, owner: &Principal, at: i64) -> SessionRecord {
@@ -1081,6 +1082,57 @@ async fn a_session_has_one_holder_and_each_claim_fences_the_last(t: TestStore) {
         s.claim_session("s", "node_a").await.unwrap(),
         SessionClaim::Terminated
     );
+}
+
+/// Activity touches and lease releases are batches over many session rows,
+/// and concurrent batches share rows (a mass disposal beside the activity
+/// flush). Postgres plans a batch by its size: a few ids are looked up in
+/// the order given, many are matched while scanning the table in its
+/// physical order; with rows stored against id order, two batches would
+/// lock shared rows in opposite orders. The store must lock them in one
+/// order and never fail a batch with a deadlock.
+async fn batched_session_writes_sharing_rows_never_deadlock(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("batch@l.test", None).await.unwrap();
+    s.register_node("node_a", None, MINUTE).await.unwrap();
+    let ids: Vec<String> = (0..600).rev().map(|i| format!("s{i:04}")).collect();
+    for id in &ids {
+        s.insert_session(session(id, &owner, 1), "node_a")
+            .await
+            .unwrap();
+    }
+    let writers = (0..6).map(|w| {
+        let s = s.clone();
+        let ids = ids.clone();
+        tokio::spawn(async move {
+            for round in 0..40i64 {
+                let batch: Vec<String> = if w < 3 {
+                    ids.clone()
+                } else {
+                    ids.iter()
+                        .skip(((round * 7 + w) % 60) as usize)
+                        .step_by(60)
+                        .cloned()
+                        .collect()
+                };
+                if w == 0 && round % 8 == 7 {
+                    // Matches nothing (the epoch is not the session's), but
+                    // is planned and scans like a real release.
+                    let release = batch.into_iter().map(|id| (id, FIRST_EPOCH + 99)).collect();
+                    s.release_sessions("node_a", release).await?;
+                } else {
+                    let touches = batch.into_iter().map(|id| (id, 10 + round)).collect();
+                    s.touch_sessions(touches).await?;
+                }
+            }
+            s.flush().await
+        })
+    });
+    for writer in writers {
+        writer.await.unwrap().unwrap();
+    }
+    let last = s.get_session("s0000").await.unwrap().unwrap();
+    assert_eq!(last.last_activity_at_ms, 49, "the latest touch wins");
 }
 
 async fn racing_claimers_get_one_lease(t: TestStore) {

@@ -125,3 +125,39 @@ async fn a_lost_listening_connection_says_lagged_and_comes_back() {
         }
     );
 }
+
+/// A node keeps each org's catalog version until a catalog notice moves
+/// it: a subscriber that hears the notice (the tool-list refresh) must
+/// read the version the notice announces, never the one kept before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_notice_is_heard_after_the_version_it_announces_is_readable() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (writer, reader) = (db.store().await, db.store().await);
+    let mut rx = reader.subscribe().expect("postgres pushes");
+    assert_eq!(next(&mut rx).await, Notice::Lagged, "listening from here");
+    for expected in 1..=3 {
+        // Read twice: the second read is the kept one.
+        assert_eq!(reader.catalog_version("org_n").await.unwrap(), expected - 1);
+        assert_eq!(reader.catalog_version("org_n").await.unwrap(), expected - 1);
+        writer
+            .upsert_integration(integration(&format!("ns{expected}")))
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut rx).await,
+            Notice::Catalog {
+                org_id: "org_n".into()
+            }
+        );
+        assert_eq!(
+            reader.catalog_version("org_n").await.unwrap(),
+            expected,
+            "the notice came before the version it announces"
+        );
+    }
+    // The writer's own reads never wait for its notice to come back.
+    assert!(writer.remove_integration("org_n", "ns1").await.unwrap());
+    assert_eq!(writer.catalog_version("org_n").await.unwrap(), 4);
+}

@@ -22,6 +22,7 @@ use deadpool_postgres::Transaction;
 use rusqlite::types::Value;
 use tokio_postgres::types::ToSql;
 
+use super::notices::CATALOG_CHANNEL;
 use super::{PgStore, col, db_error, pg_text};
 use crate::packed::pack;
 use crate::secrets::{SecretKey, SecretRef, connection_aad, open};
@@ -93,8 +94,17 @@ impl PgStore {
             let copied = copy_table(&source, &tx, table).await?;
             report.tables.push((table.name.to_string(), copied));
         }
+        // Nodes already running on this database hear of the catalogs, as
+        // they do of every integration write.
+        tx.execute(
+            &format!("SELECT pg_notify('{CATALOG_CHANNEL}', org_id) FROM catalog_versions"),
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
         source.execute_batch("COMMIT")?;
         tx.commit().await.map_err(db_error)?;
+        self.catalog_changed();
         drop(client);
         self.check_secret_key(key).await?;
         Ok(report)

@@ -22,8 +22,9 @@ mod store;
 
 pub use import::ImportReport;
 
+use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{
@@ -53,6 +54,9 @@ impl Default for PgOptions {
 /// How long a request waits for a pooled connection before the store
 /// answers Busy (503 with `Retry-After`, as SQLite's full write queue).
 const POOL_WAIT: Duration = Duration::from_secs(2);
+/// Connections of the unflushed pool: its writes are short and few per
+/// request, and every connection counts against the server's limit.
+const UNFLUSHED_POOL_SIZE: usize = 4;
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Per-connection limits, SQLite's `busy_timeout` in Postgres terms: a
@@ -63,12 +67,25 @@ const SESSION_LIMITS: &str =
 
 pub struct PgStore {
     pool: Pool,
+    /// Connections whose commits do not wait for their WAL flush
+    /// (`synchronous_commit=off`), for the writes whose loss in a database
+    /// crash is harmless (see `PgStore::query_unflushed`): one round trip
+    /// each, where `SET LOCAL` in a transaction took four.
+    unflushed: Pool,
     /// The URL with its password replaced, for refusals.
     url: String,
     /// For the notice connection, opened on the first subscriber.
     config: tokio_postgres::Config,
     listener: OnceLock<Listener>,
+    /// Catalog versions by org, each with the catalog watch's revision it
+    /// was read at: valid while that revision is current (see
+    /// [`PgStore::cached_catalog_version`]).
+    catalog_versions: Mutex<HashMap<String, (u64, i64)>>,
 }
+
+/// Orgs whose catalog version [`PgStore`] keeps; past it the cache starts
+/// over (a bound, not an expected size).
+const CACHED_CATALOG_VERSIONS: usize = 10_000;
 
 /// What the key check seals, and the associated data it seals it under.
 const KEY_CHECK_TEXT: &str = "executor-key-check:v1:";
@@ -93,19 +110,11 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .runtime(Runtime::Tokio1)
-            .build()
+        let pool = pool_of(config.clone(), options.pool_size.max(1))
+            .map_err(|e| unreachable(e.to_string()))?;
+        let mut unflushed_config = config.clone();
+        unflushed_config.options(format!("{SESSION_LIMITS} -c synchronous_commit=off"));
+        let unflushed = pool_of(unflushed_config, UNFLUSHED_POOL_SIZE)
             .map_err(|e| unreachable(e.to_string()))?;
         let mut client = pool.get().await.map_err(|e| match e {
             PoolError::Backend(e) => unreachable(explain_connect(&e)),
@@ -121,9 +130,11 @@ impl PgStore {
             .keepalives_idle(Duration::from_secs(30));
         Ok(PgStore {
             pool,
+            unflushed,
             url: redact(url),
             config: listen_config,
             listener: OnceLock::new(),
+            catalog_versions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -144,8 +155,52 @@ impl PgStore {
     /// See [`crate::Store::access_revision`]: None until the listening
     /// connection (started here if need be) listens.
     pub(super) fn access_revision(&self) -> Option<u64> {
+        self.watches().and_then(|w| w.access.current())
+    }
+
+    /// The revision of catalog versions: it moves on every catalog notice
+    /// (every integration write of any node notifies in its transaction),
+    /// on this store's own catalog writes, and whenever the listening
+    /// connection is lost or starts. None while it does not listen.
+    pub(super) fn catalog_revision(&self) -> Option<u64> {
+        self.watches().and_then(|w| w.catalog.current())
+    }
+
+    /// Called after this store commits a catalog write, so its own next
+    /// read never waits for the notice to come back.
+    pub(super) fn catalog_changed(&self) {
+        if let Some(listener) = self.listener.get() {
+            listener.watches().catalog.changed();
+        }
+    }
+
+    /// The org's catalog version as last read, if no catalog change was
+    /// notified since: then it is still the version in the database, and
+    /// the read it saves was one round trip on every execution.
+    pub(super) fn cached_catalog_version(&self, org_id: &str, revision: u64) -> Option<i64> {
+        let cache = self.catalog_versions.lock().ok()?;
+        match cache.get(org_id) {
+            Some(&(read_at, version)) if read_at == revision => Some(version),
+            _ => None,
+        }
+    }
+
+    /// Keeps a version read at `revision` (taken before the read, so a
+    /// change notified during the read leaves the entry stale).
+    pub(super) fn keep_catalog_version(&self, org_id: &str, revision: u64, version: i64) {
+        if let Ok(mut cache) = self.catalog_versions.lock() {
+            if cache.len() >= CACHED_CATALOG_VERSIONS && !cache.contains_key(org_id) {
+                cache.clear();
+            }
+            cache.insert(org_id.to_string(), (revision, version));
+        }
+    }
+
+    /// The listening connection's watches, the connection started here if
+    /// need be (None until it listens, and outside a runtime).
+    fn watches(&self) -> Option<&notices::Watches> {
         match self.listener.get() {
-            Some(listener) => listener.access_revision(),
+            Some(listener) => Some(listener.watches()),
             None => {
                 self.notices();
                 None
@@ -155,11 +210,12 @@ impl PgStore {
 
     /// A pooled connection; all of them busy past [`POOL_WAIT`] is Busy.
     async fn client(&self) -> StoreResult<Client> {
-        self.pool.get().await.map_err(|e| match e {
-            PoolError::Timeout(_) => StoreError::Busy,
-            PoolError::Backend(e) => db_error(e),
-            other => StoreError::Database(other.to_string()),
-        })
+        checkout(&self.pool).await
+    }
+
+    /// A connection of the unflushed pool.
+    async fn unflushed_client(&self) -> StoreResult<Client> {
+        checkout(&self.unflushed).await
     }
 
     /// The key check (SPEC §10): the first node that starts with a key
@@ -216,6 +272,30 @@ impl PgStore {
 /// A driver error as the server log's text: the server's own message and
 /// SQLSTATE when there is one (tokio-postgres's `Display` says only
 /// "db error").
+fn pool_of(config: tokio_postgres::Config, size: usize) -> Result<Pool, impl std::fmt::Display> {
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .runtime(Runtime::Tokio1)
+        .build()
+}
+
+async fn checkout(pool: &Pool) -> StoreResult<Client> {
+    pool.get().await.map_err(|e| match e {
+        PoolError::Timeout(_) => StoreError::Busy,
+        PoolError::Backend(e) => db_error(e),
+        other => StoreError::Database(other.to_string()),
+    })
+}
+
 pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
     StoreError::Database(describe(&e))
 }

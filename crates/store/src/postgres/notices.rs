@@ -31,17 +31,18 @@ pub(super) const SESSIONS_CHANNEL: &str = "executor_sessions";
 /// A token or a policy changed (a trigger notifies; no payload).
 pub(super) const ACCESS_CHANNEL: &str = "executor_access";
 
-/// This node's access revision on Postgres (`Store::access_revision`): a
-/// local counter that moves on every `executor_access` notification and
-/// on every loss or start of the listening connection. It is only
-/// trusted while the connection listens; otherwise readers read through.
+/// A local counter of one kind of change, moved by its notifications and
+/// by every loss or start of the listening connection; it is only trusted
+/// while the connection listens, otherwise readers read through. Two kinds
+/// are watched: access (`Store::access_revision`: tokens and policies) and
+/// catalog versions (`PgStore::catalog_version`'s cache).
 #[derive(Default)]
-pub(super) struct AccessWatch {
+pub(super) struct Watch {
     listening: AtomicBool,
     revision: AtomicU64,
 }
 
-impl AccessWatch {
+impl Watch {
     pub(super) fn current(&self) -> Option<u64> {
         // The revision first: a loss sets `listening` false before it
         // moves the revision, so a revision read here with `listening`
@@ -50,7 +51,7 @@ impl AccessWatch {
         self.listening.load(Ordering::SeqCst).then_some(revision)
     }
 
-    fn changed(&self) {
+    pub(super) fn changed(&self) {
         self.revision.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -65,6 +66,20 @@ impl AccessWatch {
     }
 }
 
+/// The watches one listening connection keeps current.
+#[derive(Default)]
+pub(super) struct Watches {
+    pub(super) access: Watch,
+    pub(super) catalog: Watch,
+}
+
+impl Watches {
+    fn set_listening(&self, listening: bool) {
+        self.access.set_listening(listening);
+        self.catalog.set_listening(listening);
+    }
+}
+
 /// Notices a slow subscriber may be behind before it is told it lagged.
 const BUFFER: usize = 1024;
 /// Waits between reconnects, doubled from the first to the last.
@@ -74,7 +89,7 @@ const LAST_RETRY: Duration = Duration::from_secs(5);
 /// The listening connection of one store, running while the store lives.
 pub(super) struct Listener {
     sender: broadcast::Sender<Notice>,
-    access: Arc<AccessWatch>,
+    watches: Arc<Watches>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -82,17 +97,17 @@ impl Listener {
     /// Starts listening on the current runtime.
     pub(super) fn start(config: tokio_postgres::Config) -> Listener {
         let (sender, _) = broadcast::channel(BUFFER);
-        let access = Arc::new(AccessWatch::default());
-        let task = tokio::spawn(listen(config, sender.clone(), access.clone()));
+        let watches = Arc::new(Watches::default());
+        let task = tokio::spawn(listen(config, sender.clone(), watches.clone()));
         Listener {
             sender,
-            access,
+            watches,
             task,
         }
     }
 
-    pub(super) fn access_revision(&self) -> Option<u64> {
-        self.access.current()
+    pub(super) fn watches(&self) -> &Watches {
+        &self.watches
     }
 
     pub(super) fn subscribe(&self) -> broadcast::Receiver<Notice> {
@@ -110,12 +125,12 @@ impl Drop for Listener {
 async fn listen(
     config: tokio_postgres::Config,
     sender: broadcast::Sender<Notice>,
-    access: Arc<AccessWatch>,
+    watches: Arc<Watches>,
 ) {
     let mut retry = FIRST_RETRY;
     loop {
-        let outcome = listen_once(&config, &sender, &access).await;
-        access.set_listening(false);
+        let outcome = listen_once(&config, &sender, &watches).await;
+        watches.set_listening(false);
         match outcome {
             // The connection was up (and is now gone): retry at once.
             Ok(()) => retry = FIRST_RETRY,
@@ -134,21 +149,26 @@ async fn listen(
 async fn listen_once(
     config: &tokio_postgres::Config,
     sender: &broadcast::Sender<Notice>,
-    access: &Arc<AccessWatch>,
+    watches: &Arc<Watches>,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(NoTls).await?;
     // The connection must be polled for the LISTEN to be sent; this task
     // polls it from here on and forwards what it carries.
     let forward = {
         let sender = sender.clone();
-        let access = access.clone();
+        let watches = watches.clone();
         tokio::spawn(async move {
             while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 match message {
                     Ok(AsyncMessage::Notification(n)) if n.channel() == ACCESS_CHANNEL => {
-                        access.changed();
+                        watches.access.changed();
                     }
                     Ok(AsyncMessage::Notification(n)) => {
+                        // Before subscribers hear of it: one that re-reads
+                        // the catalog version on the notice reads through.
+                        if n.channel() == CATALOG_CHANNEL {
+                            watches.catalog.changed();
+                        }
                         if let Some(notice) = parse(n.channel(), n.payload()) {
                             let _ = sender.send(notice);
                         }
@@ -169,7 +189,7 @@ async fn listen_once(
         ))
         .await?;
     // Listening from here: anything before it may have been missed.
-    access.set_listening(true);
+    watches.set_listening(true);
     let _ = sender.send(Notice::Lagged);
     let _ = forward.await;
     drop(client);

@@ -41,6 +41,15 @@ const FENCED_EVENT_INSERT: &str = "INSERT INTO events (session_id, stream_id, se
      ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
      undelivered = excluded.undelivered, created_at = excluded.created_at";
 
+/// Locks the session rows of the batch `$1` in id order before a batch
+/// UPDATE. The UPDATE's join visits rows in whatever order its plan chose,
+/// so two batches (activity touches, lease releases) sharing sessions could
+/// each hold a row the other waits for; Postgres locks a `SELECT … ORDER BY
+/// … FOR UPDATE`'s rows after sorting them, so batches locked here never
+/// deadlock. `MATERIALIZED` keeps the CTE from being folded into the join.
+const LOCK_SESSIONS_IN_ORDER: &str = "WITH locked AS MATERIALIZED \
+     (SELECT id FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)";
+
 /// Serialises `ensure_account` across nodes, as SQLite's IMMEDIATE
 /// transaction does: two first logins of one email make one account.
 const ACCOUNTS_LOCK: &str = "executor:ensure_account";
@@ -67,24 +76,19 @@ impl PgStore {
         client.query(&statement, params).await.map_err(db_error)
     }
 
-    /// A lease write (a claim) committed without waiting for its WAL flush:
-    /// a claim lost in a database crash leaves the old epoch in place, and
-    /// the claimer's fenced writes are then refused, so losing one is safe;
-    /// waiting for the flush would double the restore time.
-    pub(super) async fn lease_write_opt(
+    /// One statement committed without waiting for its WAL flush (on the
+    /// unflushed pool, `synchronous_commit=off`): the commit is visible to
+    /// every node at once, and only a database crash may lose it. Used only
+    /// for writes whose loss is harmless, each saying why where it is
+    /// called; every other write waits for its flush.
+    pub(super) async fn query_unflushed(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> StoreResult<Option<Row>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        tx.batch_execute("SET LOCAL synchronous_commit = off")
-            .await
-            .map_err(db_error)?;
-        let statement = tx.prepare_cached(sql).await.map_err(db_error)?;
-        let row = tx.query_opt(&statement, params).await.map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(row)
+    ) -> StoreResult<Vec<Row>> {
+        let client = self.unflushed_client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(db_error)?;
+        client.query(&statement, params).await.map_err(db_error)
     }
 
     /// The session row with its holder's liveness and the caller's, as a
@@ -413,7 +417,7 @@ impl Store for PgStore {
     async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
         // One statement per batch. An id twice in one batch would be updated
         // with either value (UPDATE … FROM takes one match), so each keeps
-        // its latest; sorted ids keep the lock order of concurrent batches.
+        // its latest.
         let mut latest = std::collections::BTreeMap::new();
         for (id, at) in touches {
             let entry = latest.entry(id).or_insert(at);
@@ -423,9 +427,14 @@ impl Store for PgStore {
             return Ok(());
         }
         let (ids, ats): (Vec<String>, Vec<i64>) = latest.into_iter().unzip();
-        self.execute(
-            "UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, t.at) \
-             FROM unnest($1::text[], $2::int8[]) AS t(id, at) WHERE s.id = t.id",
+        // Unflushed: activity lost in a database crash only lets the
+        // session expire a little sooner.
+        self.query_unflushed(
+            &format!(
+                "{LOCK_SESSIONS_IN_ORDER} UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, t.at) \
+                 FROM unnest($1::text[], $2::int8[]) AS t(id, at), locked \
+                 WHERE s.id = t.id AND locked.id = s.id"
+            ),
             &[&ids, &ats],
         )
         .await?;
@@ -553,8 +562,10 @@ impl Store for PgStore {
 
     async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
         // Awaited rather than queued (SQLite's `write_later`): one short
-        // UPDATE, and `flush` then has nothing to wait for.
-        self.execute(
+        // UPDATE, and `flush` then has nothing to wait for. Unflushed: a
+        // mark lost in a database crash only replays the event once more
+        // (delivery is at-least-once).
+        self.query_unflushed(
             "UPDATE events SET undelivered = false WHERE session_id = $1 AND stream_id = $2 AND seq = $3",
             &[&session_id, &stream_id, &seq],
         )
@@ -759,7 +770,9 @@ impl Store for PgStore {
         .await
         .map_err(db_error)?;
         notify(&tx, CATALOG_CHANNEL, &r.org_id).await?;
-        tx.commit().await.map_err(db_error)
+        tx.commit().await.map_err(db_error)?;
+        self.catalog_changed();
+        Ok(())
     }
 
     async fn list_integrations(
@@ -808,6 +821,7 @@ impl Store for PgStore {
             notify(&tx, CATALOG_CHANNEL, org_id).await?;
         }
         tx.commit().await.map_err(db_error)?;
+        self.catalog_changed();
         Ok(n > 0)
     }
 
@@ -863,16 +877,24 @@ impl Store for PgStore {
     }
 
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64> {
-        match self
+        let revision = self.catalog_revision();
+        if let Some(version) = revision.and_then(|r| self.cached_catalog_version(org_id, r)) {
+            return Ok(version);
+        }
+        let version = match self
             .query_opt(
                 "SELECT version FROM catalog_versions WHERE org_id = $1",
                 &[&org_id],
             )
             .await?
         {
-            Some(row) => col(&row, 0),
-            None => Ok(0),
+            Some(row) => col(&row, 0)?,
+            None => 0,
+        };
+        if let Some(revision) = revision {
+            self.keep_catalog_version(org_id, revision, version);
         }
+        Ok(version)
     }
 
     async fn set_connection(&self, c: ConnectionRecord) -> StoreResult<()> {
@@ -1075,8 +1097,11 @@ impl Store for PgStore {
             {
                 return Ok(outcome);
             }
+            // Unflushed: a claim lost in a database crash leaves the old
+            // epoch in place, and the claimer's fenced writes are then
+            // refused; waiting for the flush would double the restore time.
             let claimed = self
-                .lease_write_opt(
+                .query_unflushed(
                     &format!(
                         "UPDATE sessions SET holder = $2, epoch = epoch + 1 \
                          WHERE id = $1 AND terminated_at IS NULL \
@@ -1088,12 +1113,12 @@ impl Store for PgStore {
                     &[&id, &node],
                 )
                 .await?;
-            if let Some(row) = claimed {
+            if let Some(row) = claimed.first() {
                 return Ok(SessionClaim::Claimed {
-                    record: session_from_row(&row)?,
+                    record: session_from_row(row)?,
                     fence: Fence {
                         node: node.to_string(),
-                        epoch: col(&row, 10)?,
+                        epoch: col(row, 10)?,
                     },
                 });
             }
@@ -1105,15 +1130,14 @@ impl Store for PgStore {
         if sessions.is_empty() {
             return Ok(());
         }
-        // Sorted: concurrent batches (and activity touches, also sorted)
-        // lock the rows in one order, so they cannot deadlock.
-        let mut sessions = sessions;
-        sessions.sort();
         let (ids, epochs): (Vec<String>, Vec<i64>) = sessions.into_iter().unzip();
         self.execute(
-            "UPDATE sessions s SET holder = NULL FROM unnest($2::text[], $3::int8[]) AS r(id, epoch) \
-             WHERE s.id = r.id AND s.holder = $1 AND s.epoch = r.epoch",
-            &[&node, &ids, &epochs],
+            &format!(
+                "{LOCK_SESSIONS_IN_ORDER} UPDATE sessions s SET holder = NULL \
+                 FROM unnest($1::text[], $2::int8[]) AS r(id, epoch), locked \
+                 WHERE s.id = r.id AND locked.id = s.id AND s.holder = $3 AND s.epoch = r.epoch"
+            ),
+            &[&ids, &epochs, &node],
         )
         .await?;
         Ok(())
