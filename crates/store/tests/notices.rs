@@ -157,7 +157,11 @@ async fn a_catalog_notice_is_heard_after_the_version_it_announces_is_readable() 
             "the notice came before the version it announces"
         );
     }
-    // The writer's own reads never wait for its notice to come back.
+    // A store's own writes never wait for their notice to come back: the
+    // writer, listening and holding the version, reads its write at once.
+    let mut writer_rx = writer.subscribe().expect("postgres pushes");
+    assert_eq!(next(&mut writer_rx).await, Notice::Lagged);
+    assert_eq!(writer.catalog_version("org_n").await.unwrap(), 3);
     assert!(writer.remove_integration("org_n", "ns1").await.unwrap());
     assert_eq!(writer.catalog_version("org_n").await.unwrap(), 4);
 }

@@ -54,8 +54,10 @@ impl Default for PgOptions {
 /// How long a request waits for a pooled connection before the store
 /// answers Busy (503 with `Retry-After`, as SQLite's full write queue).
 const POOL_WAIT: Duration = Duration::from_secs(2);
-/// Connections of the unflushed pool: its writes are short and few per
-/// request, and every connection counts against the server's limit.
+/// Connections of the unflushed pool: its writes are single rows, one or
+/// two per request, and every connection counts against the server's
+/// limit. Nothing that may wait for row locks runs on it, so a claim never
+/// queues behind a batch.
 const UNFLUSHED_POOL_SIZE: usize = 4;
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -68,9 +70,10 @@ const SESSION_LIMITS: &str =
 pub struct PgStore {
     pool: Pool,
     /// Connections whose commits do not wait for their WAL flush
-    /// (`synchronous_commit=off`), for the writes whose loss in a database
-    /// crash is harmless (see `PgStore::query_unflushed`): one round trip
-    /// each, where `SET LOCAL` in a transaction took four.
+    /// (`synchronous_commit=off`), for the single-row writes whose loss in
+    /// a database crash is harmless (claims, delivery marks; see
+    /// `PgStore::query_unflushed`): one round trip each, where `SET LOCAL`
+    /// in a transaction took four.
     unflushed: Pool,
     /// The URL with its password replaced, for refusals.
     url: String,
@@ -127,7 +130,12 @@ impl PgStore {
         listen_config
             .application_name("executor-listen")
             .keepalives(true)
-            .keepalives_idle(Duration::from_secs(30));
+            .keepalives_idle(Duration::from_secs(30))
+            // A silently dead listening connection is found within about a
+            // minute (not the OS's default of minutes more): until then the
+            // node trusts kept access revisions and catalog versions.
+            .keepalives_interval(Duration::from_secs(10))
+            .keepalives_retries(3);
         Ok(PgStore {
             pool,
             unflushed,

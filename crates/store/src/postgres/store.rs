@@ -41,14 +41,21 @@ const FENCED_EVENT_INSERT: &str = "INSERT INTO events (session_id, stream_id, se
      ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
      undelivered = excluded.undelivered, created_at = excluded.created_at";
 
-/// Locks the session rows of the batch `$1` in id order before a batch
-/// UPDATE. The UPDATE's join visits rows in whatever order its plan chose,
-/// so two batches (activity touches, lease releases) sharing sessions could
-/// each hold a row the other waits for; Postgres locks a `SELECT … ORDER BY
-/// … FOR UPDATE`'s rows after sorting them, so batches locked here never
-/// deadlock. `MATERIALIZED` keeps the CTE from being folded into the join.
-const LOCK_SESSIONS_IN_ORDER: &str = "WITH locked AS MATERIALIZED \
-     (SELECT id FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)";
+/// A CTE that locks the session rows of the batch `$1` that meet
+/// `condition`, in id order, before a batch UPDATE joins `locked`. The
+/// UPDATE's join visits rows in whatever order its plan chose, so two
+/// batches (activity touches, lease releases) sharing sessions could each
+/// hold a row the other waits for; Postgres locks a `SELECT … ORDER BY …
+/// FOR …`'s rows after sorting them, so batches locked here never
+/// deadlock. The lock is the UPDATE's own (`FOR NO KEY UPDATE`), taken only
+/// on rows the UPDATE may change (Postgres rechecks `condition` after a
+/// wait), and `MATERIALIZED` keeps the CTE from being folded into the join.
+fn sessions_locked_in_order(condition: &str) -> String {
+    format!(
+        "WITH locked AS MATERIALIZED \
+         (SELECT id FROM sessions WHERE id = ANY($1::text[]) {condition} ORDER BY id FOR NO KEY UPDATE)"
+    )
+}
 
 /// Serialises `ensure_account` across nodes, as SQLite's IMMEDIATE
 /// transaction does: two first logins of one email make one account.
@@ -427,13 +434,15 @@ impl Store for PgStore {
             return Ok(());
         }
         let (ids, ats): (Vec<String>, Vec<i64>) = latest.into_iter().unzip();
-        // Unflushed: activity lost in a database crash only lets the
-        // session expire a little sooner.
-        self.query_unflushed(
+        // On the main pool: a batch may wait for row locks, and the
+        // unflushed pool's few connections serve claims, which a restore
+        // waits for.
+        self.execute(
             &format!(
-                "{LOCK_SESSIONS_IN_ORDER} UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, t.at) \
+                "{} UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, t.at) \
                  FROM unnest($1::text[], $2::int8[]) AS t(id, at), locked \
-                 WHERE s.id = t.id AND locked.id = s.id"
+                 WHERE s.id = t.id AND locked.id = s.id",
+                sessions_locked_in_order("")
             ),
             &[&ids, &ats],
         )
@@ -1133,9 +1142,12 @@ impl Store for PgStore {
         let (ids, epochs): (Vec<String>, Vec<i64>) = sessions.into_iter().unzip();
         self.execute(
             &format!(
-                "{LOCK_SESSIONS_IN_ORDER} UPDATE sessions s SET holder = NULL \
+                "{} UPDATE sessions s SET holder = NULL \
                  FROM unnest($1::text[], $2::int8[]) AS r(id, epoch), locked \
-                 WHERE s.id = r.id AND locked.id = s.id AND s.holder = $3 AND s.epoch = r.epoch"
+                 WHERE s.id = r.id AND locked.id = s.id AND s.holder = $3 AND s.epoch = r.epoch",
+                // Not the rows another node holds now: their claims and
+                // fenced writes must not wait for this release.
+                sessions_locked_in_order("AND holder = $3")
             ),
             &[&ids, &epochs, &node],
         )
