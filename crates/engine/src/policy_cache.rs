@@ -1,9 +1,6 @@
 //! Each org's policies, read once per access revision.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use executor_store::{PolicyRecord, Store, StoreResult};
+use executor_store::{PolicyRecord, RevisionCache, Store, StoreResult};
 
 /// Orgs whose policies are kept; a full cache starts over.
 const MAX_ORGS: usize = 4096;
@@ -14,9 +11,16 @@ const MAX_ORGS: usize = 4096;
 /// next execution reads them again: a policy applies from the next
 /// execution on, as before, without a read per execution while none
 /// changes.
-#[derive(Default)]
 pub(crate) struct PolicyCache {
-    orgs: Mutex<HashMap<String, (u64, Vec<PolicyRecord>)>>,
+    orgs: RevisionCache<Vec<PolicyRecord>>,
+}
+
+impl Default for PolicyCache {
+    fn default() -> Self {
+        PolicyCache {
+            orgs: RevisionCache::new(MAX_ORGS),
+        }
+    }
 }
 
 impl PolicyCache {
@@ -28,21 +32,12 @@ impl PolicyCache {
         // Read before the policies: a change committed in between moves
         // the revision past the one they are kept at.
         let revision = store.access_revision();
-        if let Some(revision) = revision {
-            let orgs = self.orgs.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((at, policies)) = orgs.get(org_id)
-                && *at == revision
-            {
-                return Ok(policies.clone());
-            }
+        if let Some(policies) = revision.and_then(|r| self.orgs.get(org_id, r)) {
+            return Ok(policies);
         }
         let policies = store.list_policies(org_id).await?;
         if let Some(revision) = revision {
-            let mut orgs = self.orgs.lock().unwrap_or_else(|e| e.into_inner());
-            if orgs.len() >= MAX_ORGS && !orgs.contains_key(org_id) {
-                orgs.clear();
-            }
-            orgs.insert(org_id.to_string(), (revision, policies.clone()));
+            self.orgs.keep(org_id, revision, policies.clone());
         }
         Ok(policies)
     }

@@ -15,6 +15,7 @@ mod packed;
 mod postgres;
 mod preflight;
 mod records;
+mod revision_cache;
 pub mod secrets;
 mod sqlite;
 #[cfg(feature = "test-support")]
@@ -30,6 +31,7 @@ pub use node::{NODE_LEASE, NodeLease, Renewal};
 pub use postgres::{ImportReport, PgOptions, PgStore, redact as redact_database_url};
 pub use preflight::Refusal;
 pub use records::*;
+pub use revision_cache::RevisionCache;
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;
 

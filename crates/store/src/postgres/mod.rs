@@ -22,9 +22,8 @@ mod store;
 
 pub use import::ImportReport;
 
-use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use deadpool_postgres::{
@@ -35,7 +34,7 @@ use tokio_postgres::NoTls;
 use notices::Listener;
 
 use crate::secrets::{SecretKey, open, seal};
-use crate::{Refusal, StoreError, StoreResult, UnknownValue};
+use crate::{Refusal, RevisionCache, StoreError, StoreResult, UnknownValue};
 
 /// Tunables of [`PgStore`].
 #[derive(Debug, Clone, Copy)]
@@ -80,14 +79,12 @@ pub struct PgStore {
     /// For the notice connection, opened on the first subscriber.
     config: tokio_postgres::Config,
     listener: OnceLock<Listener>,
-    /// Catalog versions by org, each with the catalog watch's revision it
-    /// was read at: valid while that revision is current (see
-    /// [`PgStore::cached_catalog_version`]).
-    catalog_versions: Mutex<HashMap<String, (u64, i64)>>,
+    /// Catalog versions by org, at the catalog watch's revision each was
+    /// read at (`catalog_version` in `store.rs`).
+    catalog_versions: RevisionCache<i64>,
 }
 
-/// Orgs whose catalog version [`PgStore`] keeps; past it the cache starts
-/// over (a bound, not an expected size).
+/// Orgs whose catalog version [`PgStore`] keeps.
 const CACHED_CATALOG_VERSIONS: usize = 10_000;
 
 /// What the key check seals, and the associated data it seals it under.
@@ -142,7 +139,7 @@ impl PgStore {
             url: redact(url),
             config: listen_config,
             listener: OnceLock::new(),
-            catalog_versions: Mutex::new(HashMap::new()),
+            catalog_versions: RevisionCache::new(CACHED_CATALOG_VERSIONS),
         })
     }
 
@@ -179,28 +176,6 @@ impl PgStore {
     pub(super) fn catalog_changed(&self) {
         if let Some(listener) = self.listener.get() {
             listener.watches().catalog.changed();
-        }
-    }
-
-    /// The org's catalog version as last read, if no catalog change was
-    /// notified since: then it is still the version in the database, and
-    /// the read it saves was one round trip on every execution.
-    pub(super) fn cached_catalog_version(&self, org_id: &str, revision: u64) -> Option<i64> {
-        let cache = self.catalog_versions.lock().ok()?;
-        match cache.get(org_id) {
-            Some(&(read_at, version)) if read_at == revision => Some(version),
-            _ => None,
-        }
-    }
-
-    /// Keeps a version read at `revision` (taken before the read, so a
-    /// change notified during the read leaves the entry stale).
-    pub(super) fn keep_catalog_version(&self, org_id: &str, revision: u64, version: i64) {
-        if let Ok(mut cache) = self.catalog_versions.lock() {
-            if cache.len() >= CACHED_CATALOG_VERSIONS && !cache.contains_key(org_id) {
-                cache.clear();
-            }
-            cache.insert(org_id.to_string(), (revision, version));
         }
     }
 

@@ -886,8 +886,10 @@ impl Store for PgStore {
     }
 
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64> {
+        // Kept until a catalog change is notified (or this store makes
+        // one): the read it saves was one round trip on every execution.
         let revision = self.catalog_revision();
-        if let Some(version) = revision.and_then(|r| self.cached_catalog_version(org_id, r)) {
+        if let Some(version) = revision.and_then(|r| self.catalog_versions.get(org_id, r)) {
             return Ok(version);
         }
         let version = match self
@@ -901,7 +903,7 @@ impl Store for PgStore {
             None => 0,
         };
         if let Some(revision) = revision {
-            self.keep_catalog_version(org_id, revision, version);
+            self.catalog_versions.keep(org_id, revision, version);
         }
         Ok(version)
     }
