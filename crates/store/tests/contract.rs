@@ -65,6 +65,7 @@ contract!(
     released_and_retired_sessions_are_claimed_at_once,
     a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
     batched_session_writes_sharing_rows_never_deadlock,
+    concurrent_writes_each_get_their_own_answer,
 );
 
 fn session(id: &str, owner: &Principal, at: i64) -> SessionRecord {
@@ -1101,33 +1102,35 @@ async fn batched_session_writes_sharing_rows_never_deadlock(t: TestStore) {
             .await
             .unwrap();
     }
-    let writers = (0..6).map(|w| {
-        let s = s.clone();
-        let ids = ids.clone();
-        tokio::spawn(async move {
-            for round in 0..40i64 {
-                let batch: Vec<String> = if w < 3 {
-                    ids.clone()
-                } else {
-                    ids.iter()
-                        .skip(((round * 7 + w) % 60) as usize)
-                        .step_by(60)
-                        .cloned()
-                        .collect()
-                };
-                if w == 0 && round % 8 == 7 {
-                    // Matches nothing (the epoch is not the session's), but
-                    // is planned and scans like a real release.
-                    let release = batch.into_iter().map(|id| (id, FIRST_EPOCH + 99)).collect();
-                    s.release_sessions("node_a", release).await?;
-                } else {
-                    let touches = batch.into_iter().map(|id| (id, 10 + round)).collect();
-                    s.touch_sessions(touches).await?;
+    let writers = (0..6)
+        .map(|w| {
+            let s = s.clone();
+            let ids = ids.clone();
+            tokio::spawn(async move {
+                for round in 0..40i64 {
+                    let batch: Vec<String> = if w < 3 {
+                        ids.clone()
+                    } else {
+                        ids.iter()
+                            .skip(((round * 7 + w) % 60) as usize)
+                            .step_by(60)
+                            .cloned()
+                            .collect()
+                    };
+                    if w == 0 && round % 8 == 7 {
+                        // Matches nothing (the epoch is not the session's), but
+                        // is planned and scans like a real release.
+                        let release = batch.into_iter().map(|id| (id, FIRST_EPOCH + 99)).collect();
+                        s.release_sessions("node_a", release).await?;
+                    } else {
+                        let touches = batch.into_iter().map(|id| (id, 10 + round)).collect();
+                        s.touch_sessions(touches).await?;
+                    }
                 }
-            }
-            s.flush().await
+                s.flush().await
+            })
         })
-    });
+        .collect::<Vec<_>>();
     for writer in writers {
         writer.await.unwrap().unwrap();
     }
@@ -1146,11 +1149,14 @@ async fn racing_claimers_get_one_lease(t: TestStore) {
     for node in &nodes {
         s.register_node(node, None, MINUTE).await.unwrap();
     }
-    let claims = nodes.iter().map(|node| {
-        let s = s.clone();
-        let node = node.clone();
-        tokio::spawn(async move { (node.clone(), s.claim_session("s", &node).await.unwrap()) })
-    });
+    let claims = nodes
+        .iter()
+        .map(|node| {
+            let s = s.clone();
+            let node = node.clone();
+            tokio::spawn(async move { (node.clone(), s.claim_session("s", &node).await.unwrap()) })
+        })
+        .collect::<Vec<_>>();
     let mut winners = Vec::new();
     let mut seen_holders = BTreeSet::new();
     for claim in claims {
@@ -1299,4 +1305,86 @@ async fn a_paused_run_has_one_holder_and_a_stale_one_cannot_write(t: TestStore) 
         s.claim_execution("exec_l", "node_c").await.unwrap(),
         ExecutionClaim::Lapsed
     );
+}
+
+/// Many executions finishing at once: their records, fenced responses and
+/// delivery marks arrive together (Postgres writes such rows in groups,
+/// one statement each). Every caller is answered for its own row — a stale
+/// fence fails only its own append, one run's two records both land —
+/// and each answer holds once it is given.
+async fn concurrent_writes_each_get_their_own_answer(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("group@l.test", None).await.unwrap();
+    s.register_node("node_a", None, MINUTE).await.unwrap();
+    let ids: Vec<String> = (0..48).map(|i| format!("g{i:02}")).collect();
+    for id in &ids {
+        s.insert_session(session(id, &owner, 1), "node_a")
+            .await
+            .unwrap();
+    }
+    // Every fourth session was restored again since: the first epoch's
+    // fence is stale there.
+    let restored = |i: usize| i.is_multiple_of(4);
+    for (i, id) in ids.iter().enumerate() {
+        if restored(i) {
+            claimed_epoch(s.claim_session(id, "node_a").await.unwrap());
+        }
+    }
+    let writes = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let s = s.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                // Runs 0 and 1 share an id (a paused run written again).
+                let run = format!("run{}", i.max(1));
+                let record = ExecutionRecord {
+                    session_id: Some(id.clone()),
+                    started_at_ms: i as i64,
+                    ..execution(&run, "org", i as i64)
+                };
+                s.insert_execution(record).await.unwrap();
+                let appended = s
+                    .append_event(
+                        EventRecord {
+                            session_id: id.clone(),
+                            ..event("r", 1, &format!("{{\"n\":{i}}}"))
+                        },
+                        LogBounds::default(),
+                        Some(&fence("node_a", FIRST_EPOCH)),
+                    )
+                    .await;
+                if appended.is_ok() {
+                    s.mark_delivered(&id, "r", 1).await.unwrap();
+                }
+                (i, appended)
+            })
+        })
+        .collect::<Vec<_>>();
+    for write in writes {
+        let (i, appended) = write.await.unwrap();
+        match appended {
+            Ok(()) => assert!(!restored(i), "session {i}'s stale fence was let through"),
+            Err(StoreError::Fenced { id }) => {
+                assert!(restored(i), "session {i} was refused: {id}");
+                assert_eq!(id, ids[i]);
+            }
+            Err(e) => panic!("session {i}: {e}"),
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let logged = s.events_after(id, "r", 0).await.unwrap();
+        if restored(i) {
+            assert!(logged.is_empty(), "a refused event of {id} was logged");
+        } else {
+            assert_eq!(logged.len(), 1, "{id}");
+            assert_eq!(logged[0].data, format!("{{\"n\":{i}}}"));
+            assert!(!logged[0].undelivered, "{id}'s mark was lost");
+        }
+        assert!(s.take_undelivered(id).await.unwrap().is_empty());
+        let run = format!("run{}", i.max(1));
+        assert!(s.get_execution(&run).await.unwrap().is_some(), "{run}");
+    }
+    assert_eq!(s.list_executions(Some("org"), 100).await.unwrap().len(), 47);
 }

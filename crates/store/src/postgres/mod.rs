@@ -15,6 +15,7 @@
 //! method returns, so there is nothing for [`Store::flush`] to wait for;
 //! Postgres already shares one WAL flush between concurrent commits.
 
+mod group;
 mod import;
 mod notices;
 mod schema;
@@ -31,6 +32,7 @@ use deadpool_postgres::{
 };
 use tokio_postgres::NoTls;
 
+use group::{DeliveryMarks, ExecutionRecords, FencedEvents, Group};
 use notices::Listener;
 
 use crate::secrets::{SecretKey, open, seal};
@@ -53,10 +55,10 @@ impl Default for PgOptions {
 /// How long a request waits for a pooled connection before the store
 /// answers Busy (503 with `Retry-After`, as SQLite's full write queue).
 const POOL_WAIT: Duration = Duration::from_secs(2);
-/// Connections of the unflushed pool: its writes are single rows, one or
-/// two per request, and every connection counts against the server's
-/// limit. Nothing that may wait for row locks runs on it, so a claim never
-/// queues behind a batch.
+/// Connections of the unflushed pool: its writes are a claim per restore
+/// (one statement) and one group of delivery marks at a time, and every
+/// connection counts against the server's limit. Nothing that may wait
+/// long for row locks runs on it, so a claim never queues behind a batch.
 const UNFLUSHED_POOL_SIZE: usize = 4;
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,7 +84,18 @@ pub struct PgStore {
     /// Catalog versions by org, at the catalog watch's revision each was
     /// read at (`catalog_version` in `store.rs`).
     catalog_versions: RevisionCache<i64>,
+    /// The writes every execution makes, grouped (`group.rs`), each queue
+    /// started on first use on the current runtime.
+    execution_records: OnceLock<Group<ExecutionRecords>>,
+    fenced_events: OnceLock<Group<FencedEvents>>,
+    delivery_marks: OnceLock<Group<DeliveryMarks>>,
 }
+
+/// Groups of one kind in flight at once. One: writes that arrive while a
+/// group commits wait and go together in the next (under a burst of
+/// restored executions, four slots left nearly every group at one row).
+/// Each kind holds at most one pooled connection.
+const GROUP_SLOTS: usize = 1;
 
 /// Orgs whose catalog version [`PgStore`] keeps.
 const CACHED_CATALOG_VERSIONS: usize = 10_000;
@@ -140,6 +153,30 @@ impl PgStore {
             config: listen_config,
             listener: OnceLock::new(),
             catalog_versions: RevisionCache::new(CACHED_CATALOG_VERSIONS),
+            execution_records: OnceLock::new(),
+            fenced_events: OnceLock::new(),
+            delivery_marks: OnceLock::new(),
+        })
+    }
+
+    fn execution_records(&self) -> &Group<ExecutionRecords> {
+        self.execution_records.get_or_init(|| {
+            let pool = self.pool.clone();
+            Group::start(ExecutionRecords { pool }, GROUP_SLOTS)
+        })
+    }
+
+    fn fenced_events(&self) -> &Group<FencedEvents> {
+        self.fenced_events.get_or_init(|| {
+            let pool = self.pool.clone();
+            Group::start(FencedEvents { pool }, GROUP_SLOTS)
+        })
+    }
+
+    fn delivery_marks(&self) -> &Group<DeliveryMarks> {
+        self.delivery_marks.get_or_init(|| {
+            let unflushed = self.unflushed.clone();
+            Group::start(DeliveryMarks { unflushed }, GROUP_SLOTS)
         })
     }
 

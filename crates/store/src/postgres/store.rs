@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::group::FencedEvent;
 use super::notices::{self, CATALOG_CHANNEL, DECISIONS_CHANNEL};
 use super::{PgStore, col, db_error, pg_text, word};
 use crate::leases::{ClaimRefusal, ExecutionRefusal};
@@ -96,33 +97,6 @@ impl PgStore {
         let client = self.unflushed_client().await?;
         let statement = client.prepare_cached(sql).await.map_err(db_error)?;
         client.query(&statement, params).await.map_err(db_error)
-    }
-
-    /// The session row with its holder's liveness and the caller's, as a
-    /// claim reads it.
-    async fn claim_refusal(&self, id: &str, node: &str) -> StoreResult<Option<ClaimRefusal>> {
-        let found = self
-            .query_opt(
-                &format!(
-                    "SELECT {SESSION_COLUMNS}, holder, \
-                       (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
-                       EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms()), \
-                       EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
-                     FROM sessions WHERE id = $1"
-                ),
-                &[&id, &node],
-            )
-            .await?;
-        match found {
-            Some(row) => Ok(Some(ClaimRefusal {
-                record: session_from_row(&row)?,
-                holder: col(&row, 10)?,
-                holder_url: col(&row, 11)?,
-                holder_alive: col(&row, 12)?,
-                caller_alive: col(&row, 13)?,
-            })),
-            None => Ok(None),
-        }
     }
 
     pub(super) async fn query_opt(
@@ -499,6 +473,24 @@ impl Store for PgStore {
         bounds: LogBounds,
         fence: Option<&Fence>,
     ) -> StoreResult<()> {
+        // Prune only when the stream can be over its bounds: streams of a
+        // single request hold one or two events and take one statement.
+        let may_overflow =
+            e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2;
+        if !may_overflow && let Some(f) = fence {
+            // The common case, a holder's response: grouped with the
+            // events other sessions append at the same time (`group.rs`).
+            let id = e.session_id.clone();
+            let event = FencedEvent {
+                event: e,
+                holder: f.node.clone(),
+                epoch: f.epoch,
+            };
+            return match self.fenced_events().write(event).await? {
+                true => Ok(()),
+                false => Err(StoreError::Fenced { id }),
+            };
+        }
         // Fenced: the row comes from the session's own row, locked FOR
         // SHARE, so it is inserted only while the fence holds and a claim
         // waits for it (or it sees the claim and inserts nothing).
@@ -526,10 +518,6 @@ impl Store for PgStore {
                 })
             }
         };
-        // Prune only when the stream can be over its bounds: streams of a
-        // single request hold one or two events and take one statement.
-        let may_overflow =
-            e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2;
         if !may_overflow {
             return inserted(self.execute(insert_sql, row).await?);
         }
@@ -570,16 +558,13 @@ impl Store for PgStore {
     }
 
     async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
-        // Awaited rather than queued (SQLite's `write_later`): one short
-        // UPDATE, and `flush` then has nothing to wait for. Unflushed: a
-        // mark lost in a database crash only replays the event once more
-        // (delivery is at-least-once).
-        self.query_unflushed(
-            "UPDATE events SET undelivered = false WHERE session_id = $1 AND stream_id = $2 AND seq = $3",
-            &[&session_id, &stream_id, &seq],
-        )
-        .await?;
-        Ok(())
+        // Awaited rather than queued (SQLite's `write_later`), so `flush`
+        // has nothing to wait for; grouped with the marks of other streams
+        // (`group.rs`). Unflushed: a mark lost in a database crash only
+        // replays the event once more (delivery is at-least-once).
+        self.delivery_marks()
+            .write((session_id.to_string(), stream_id.to_string(), seq))
+            .await
     }
 
     async fn events_after(
@@ -1097,41 +1082,62 @@ impl Store for PgStore {
     }
 
     async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim> {
-        // A read first: a request for a session another live node holds
-        // (the common case on a node that hands requests over) costs one
-        // read, not a write. Then the claim: racing claimers serialise on
-        // the row lock, and the loser's WHERE is evaluated again against
-        // the winner's row (READ COMMITTED) and fails; the next read says
-        // who won.
+        // One statement, one round trip: the claim, and when it takes
+        // nothing, the row as it was (who holds it, whether they and the
+        // caller are alive). A claim that takes nothing writes nothing, so
+        // a request for a session another live node holds costs a read.
+        // Racing claimers serialise on the row lock and the loser's WHERE
+        // is evaluated again against the winner's row (READ COMMITTED); its
+        // read of the row is from before the winner committed, which may
+        // look claimable, and then the next attempt reads who won.
+        //
+        // Unflushed: a claim lost in a database crash leaves the old epoch
+        // in place, and the claimer's fenced writes are then refused;
+        // waiting for the flush would double the restore time.
         for _ in 0..3 {
-            if let Some(outcome) = ClaimRefusal::outcome(self.claim_refusal(id, node).await?, node)
-            {
-                return Ok(outcome);
-            }
-            // Unflushed: a claim lost in a database crash leaves the old
-            // epoch in place, and the claimer's fenced writes are then
-            // refused; waiting for the flush would double the restore time.
-            let claimed = self
+            let found = self
                 .query_unflushed(
                     &format!(
-                        "UPDATE sessions SET holder = $2, epoch = epoch + 1 \
-                         WHERE id = $1 AND terminated_at IS NULL \
-                           AND EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
-                           AND (holder IS NULL OR holder = $2 OR NOT EXISTS \
-                                (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms())) \
-                         RETURNING {SESSION_COLUMNS}, epoch"
+                        "WITH claimed AS ( \
+                           UPDATE sessions SET holder = $2, epoch = epoch + 1 \
+                           WHERE id = $1 AND terminated_at IS NULL \
+                             AND EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                             AND (holder IS NULL OR holder = $2 OR NOT EXISTS \
+                                  (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms())) \
+                           RETURNING {SESSION_COLUMNS}, epoch) \
+                         SELECT {SESSION_COLUMNS}, epoch, true, NULL::text, NULL::text, true, true FROM claimed \
+                         UNION ALL \
+                         SELECT {SESSION_COLUMNS}, epoch, false, holder, \
+                           (SELECT url FROM nodes n WHERE n.id = sessions.holder), \
+                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= executor_now_ms()), \
+                           EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                         FROM sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
                     ),
                     &[&id, &node],
                 )
                 .await?;
-            if let Some(row) = claimed.first() {
+            let Some(row) = found.first() else {
+                return Ok(SessionClaim::NotFound);
+            };
+            let record = session_from_row(row)?;
+            if col(row, 11)? {
                 return Ok(SessionClaim::Claimed {
-                    record: session_from_row(row)?,
+                    record,
                     fence: Fence {
                         node: node.to_string(),
                         epoch: col(row, 10)?,
                     },
                 });
+            }
+            let refusal = ClaimRefusal {
+                record,
+                holder: col(row, 12)?,
+                holder_url: col(row, 13)?,
+                holder_alive: col(row, 14)?,
+                caller_alive: col(row, 15)?,
+            };
+            if let Some(outcome) = ClaimRefusal::outcome(Some(refusal), node) {
+                return Ok(outcome);
             }
         }
         Err(StoreError::Busy)
@@ -1403,32 +1409,9 @@ impl Store for PgStore {
     }
 
     async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
-        let logs = serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into());
-        self.execute(
-            &format!(
-                "INSERT INTO executions ({EXECUTION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                 ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, account_id = excluded.account_id, \
-                 org_id = excluded.org_id, code = excluded.code, status = excluded.status, result = excluded.result, \
-                 error = excluded.error, logs = excluded.logs, tool_calls = excluded.tool_calls, \
-                 started_at = excluded.started_at, duration_ms = excluded.duration_ms"
-            ),
-            &[
-                &x.id,
-                &x.session_id,
-                &x.account_id,
-                &x.org_id,
-                &pg_text(&x.code),
-                &x.status.as_str(),
-                &x.result.as_ref().map(to_json),
-                &x.error.as_deref().map(pg_text),
-                &logs,
-                &to_json(&x.tool_calls),
-                &x.started_at_ms,
-                &x.duration_ms,
-            ],
-        )
-        .await?;
-        Ok(())
+        // Grouped with the records of executions finishing at the same
+        // time (`group.rs`); awaited until its own row is committed.
+        self.execution_records().write(x).await
     }
 
     async fn list_executions(
