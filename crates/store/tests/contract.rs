@@ -1387,4 +1387,37 @@ async fn concurrent_writes_each_get_their_own_answer(t: TestStore) {
         assert!(s.get_execution(&run).await.unwrap().is_some(), "{run}");
     }
     assert_eq!(s.list_executions(Some("org"), 100).await.unwrap().len(), 47);
+    // One event written twice at once (the same key from two callers):
+    // both are answered Ok and one row stays, as when they go in turn
+    // (in one Postgres group the statement is refused for the row written
+    // twice, and the group is written again row by row).
+    let twice = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !restored(*i))
+        .flat_map(|(i, id)| [(i, id.clone()), (i, id.clone())])
+        .map(|(i, id)| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let again = EventRecord {
+                    session_id: id,
+                    ..event("twice", 1, &format!("{i}"))
+                };
+                s.append_event(
+                    again,
+                    LogBounds::default(),
+                    Some(&fence("node_a", FIRST_EPOCH)),
+                )
+                .await
+            })
+        })
+        .collect::<Vec<_>>();
+    for write in twice {
+        write.await.unwrap().unwrap();
+    }
+    for (i, id) in ids.iter().enumerate().filter(|(i, _)| !restored(*i)) {
+        let logged = s.events_after(id, "twice", 0).await.unwrap();
+        assert_eq!(seqs(&logged), [1], "{id}");
+        assert_eq!(logged[0].data, i.to_string());
+    }
 }

@@ -10,10 +10,14 @@
 //! go together in the next group. Every caller still awaits its own row's
 //! commit, so "committed before it is answered" holds row by row.
 //!
-//! A group that fails is written again row by row, in arrival order, so one
-//! bad row (or a deadlock, or a lock timeout) fails only its own caller.
+//! A group refused for what one of its rows holds (a value, a constraint, a
+//! row written twice, a deadlock) is written again row by row, in arrival
+//! order, so that row fails only its own caller. Any other failure (a lost
+//! connection, a timeout, a full pool) fails the whole group at once: its
+//! rows would fail alike, or may have committed already, and trying them
+//! one by one would hold every write of the kind behind them.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -36,7 +40,50 @@ pub(super) trait GroupWrite: Send + Sync + 'static {
     type Row: Send + Sync + 'static;
     /// What each row's caller is told (in the rows' order).
     type Answer: Send + 'static;
-    async fn write(&self, rows: &[Self::Row]) -> StoreResult<Vec<Self::Answer>>;
+    /// Writes `rows` in one statement.
+    async fn write(&self, rows: &[Self::Row]) -> Result<Vec<Self::Answer>, Failed>;
+}
+
+/// Why a group's statement failed, and whether a row may be at fault.
+pub(super) struct Failed {
+    pub error: StoreError,
+    /// Postgres refused the statement for what a row holds: each row is
+    /// tried again alone.
+    pub row_at_fault: bool,
+}
+
+impl From<StoreError> for Failed {
+    fn from(error: StoreError) -> Self {
+        Failed {
+            error,
+            row_at_fault: false,
+        }
+    }
+}
+
+/// A driver error as a group's failure: SQLSTATE classes 21 (a row
+/// written twice), 22 (a value), 23 (a constraint) and 40 (a deadlock, a
+/// serialisation failure) are a row's doing; anything else is not.
+fn failed(e: tokio_postgres::Error) -> Failed {
+    let row_at_fault = e.code().is_some_and(|code| {
+        let code = code.code();
+        ["21", "22", "23", "40"]
+            .iter()
+            .any(|class| code.starts_with(class))
+    });
+    Failed {
+        error: db_error(e),
+        row_at_fault,
+    }
+}
+
+/// The same error for another caller of the group.
+fn again(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Busy => StoreError::Busy,
+        StoreError::Database(m) => StoreError::Database(m.clone()),
+        other => StoreError::Database(other.to_string()),
+    }
 }
 
 struct Waiting<W: GroupWrite> {
@@ -116,24 +163,18 @@ async fn commit<W: GroupWrite>(writer: &W, group: Vec<Waiting<W>>) {
             }
             return;
         }
-        Ok(_) => StoreError::Database("a group write answered for other rows".into()),
-        Err(e) => e,
+        Ok(_) => Failed::from(StoreError::Database(
+            "a group write answered for other rows".into(),
+        )),
+        Err(failed) => failed,
     };
-    // A full pool fails every row alike; anything else may be one row's
-    // fault (or a deadlock's), so each row is tried again alone.
-    if rows.len() == 1 {
-        if let Some(answer) = answers.into_iter().next() {
-            let _ = answer.send(Err(failed));
-        }
-        return;
-    }
-    if matches!(failed, StoreError::Busy) {
+    if !failed.row_at_fault || rows.len() == 1 {
         for answer in answers {
-            let _ = answer.send(Err(StoreError::Busy));
+            let _ = answer.send(Err(again(&failed.error)));
         }
         return;
     }
-    tracing::debug!(error = %failed, rows = rows.len(), "a group write failed; writing its rows one by one");
+    tracing::debug!(error = %failed.error, rows = rows.len(), "a group write was refused; writing its rows one by one");
     for (row, answer) in rows.iter().zip(answers) {
         let _ = answer.send(one(writer, row).await);
     }
@@ -142,7 +183,8 @@ async fn commit<W: GroupWrite>(writer: &W, group: Vec<Waiting<W>>) {
 async fn one<W: GroupWrite>(writer: &W, row: &W::Row) -> StoreResult<W::Answer> {
     writer
         .write(std::slice::from_ref(row))
-        .await?
+        .await
+        .map_err(|f| f.error)?
         .pop()
         .ok_or_else(|| StoreError::Database("a write answered for no row".into()))
 }
@@ -158,18 +200,18 @@ impl GroupWrite for ExecutionRecords {
     type Row = ExecutionRecord;
     type Answer = ();
 
-    async fn write(&self, rows: &[ExecutionRecord]) -> StoreResult<Vec<()>> {
-        // One id twice in one statement is an error for ON CONFLICT; the
-        // same run's records are written in order instead.
-        let mut seen = HashSet::with_capacity(rows.len());
-        if rows.len() > 1 && !rows.iter().all(|x| seen.insert(x.id.as_str())) {
-            let mut answers = Vec::with_capacity(rows.len());
-            for row in rows {
-                answers.extend(self.write(std::slice::from_ref(row)).await?);
-            }
-            return Ok(answers);
+    async fn write(&self, given: &[ExecutionRecord]) -> Result<Vec<()>, Failed> {
+        // One id twice in one statement is an error for ON CONFLICT: a
+        // run's later record (it arrived later, from the same run) is the
+        // one written, and both callers are answered once it commits. In
+        // id order, so two groups lock shared rows in one order.
+        let mut latest: BTreeMap<&str, &ExecutionRecord> = BTreeMap::new();
+        for x in given {
+            latest.insert(x.id.as_str(), x);
         }
-        let text = |f: fn(&ExecutionRecord) -> String| rows.iter().map(f).collect::<Vec<String>>();
+        let rows: Vec<&ExecutionRecord> = latest.into_values().collect();
+        let text =
+            |f: fn(&ExecutionRecord) -> String| rows.iter().map(|x| f(x)).collect::<Vec<String>>();
         let ids = text(|x| x.id.clone());
         let sessions: Vec<Option<String>> = rows.iter().map(|x| x.session_id.clone()).collect();
         let accounts = text(|x| x.account_id.clone());
@@ -204,12 +246,9 @@ impl GroupWrite for ExecutionRecords {
                  started_at = excluded.started_at, duration_ms = excluded.duration_ms",
             )
             .await
-            .map_err(db_error)?;
-        client
-            .execute(&statement, &params)
-            .await
-            .map_err(db_error)?;
-        Ok(vec![(); rows.len()])
+            .map_err(failed)?;
+        client.execute(&statement, &params).await.map_err(failed)?;
+        Ok(vec![(); given.len()])
     }
 }
 
@@ -231,7 +270,7 @@ impl GroupWrite for FencedEvents {
     type Row = FencedEvent;
     type Answer = bool;
 
-    async fn write(&self, rows: &[FencedEvent]) -> StoreResult<Vec<bool>> {
+    async fn write(&self, rows: &[FencedEvent]) -> Result<Vec<bool>, Failed> {
         let sessions: Vec<&str> = rows.iter().map(|r| r.event.session_id.as_str()).collect();
         let streams: Vec<&str> = rows.iter().map(|r| r.event.stream_id.as_str()).collect();
         let seqs: Vec<i64> = rows.iter().map(|r| r.event.seq).collect();
@@ -252,46 +291,39 @@ impl GroupWrite for FencedEvents {
         ];
         let client = checkout(&self.pool).await?;
         // The session rows are locked FOR SHARE in id order (as every batch
-        // over session rows locks them, so batches never deadlock), and
-        // only those still held by a row's node: a claim racing this
-        // statement waits for it, or this one reads the claim's version
-        // (a locking read sees the newest) and inserts nothing for it.
+        // over session rows locks them, so batches never deadlock), only
+        // those some row's node still holds: a claim racing this statement
+        // waits for it, or this one reads the claim's version (a locking
+        // read sees the newest) and inserts nothing for it. The answer is
+        // by row number, not by key: each caller learns whether its own
+        // row went in.
         let statement = client
             .prepare_cached(
                 "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::bool[], \
-                                                 $6::int8[], $7::text[], $8::int8[]) \
-                              AS r(session_id, stream_id, seq, data, undelivered, created_at, holder, epoch)), \
+                                                 $6::int8[], $7::text[], $8::int8[]) WITH ORDINALITY \
+                              AS r(session_id, stream_id, seq, data, undelivered, created_at, holder, epoch, n)), \
                  locked AS MATERIALIZED (SELECT id, holder, epoch FROM sessions \
                                          WHERE id = ANY($1::text[]) AND holder = ANY($7::text[]) \
-                                         ORDER BY id FOR SHARE) \
-                 INSERT INTO events (session_id, stream_id, seq, data, undelivered, created_at) \
-                 SELECT r.session_id, r.stream_id, r.seq, r.data, r.undelivered, r.created_at \
-                 FROM r JOIN locked ON locked.id = r.session_id AND locked.holder = r.holder AND locked.epoch = r.epoch \
-                 ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
-                 undelivered = excluded.undelivered, created_at = excluded.created_at \
-                 RETURNING session_id, stream_id, seq",
+                                         ORDER BY id FOR SHARE), \
+                 fenced AS MATERIALIZED (SELECT r.* FROM r JOIN locked \
+                                         ON locked.id = r.session_id AND locked.holder = r.holder AND locked.epoch = r.epoch), \
+                 inserted AS (INSERT INTO events (session_id, stream_id, seq, data, undelivered, created_at) \
+                              SELECT session_id, stream_id, seq, data, undelivered, created_at FROM fenced \
+                              ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
+                              undelivered = excluded.undelivered, created_at = excluded.created_at) \
+                 SELECT n FROM fenced",
             )
             .await
-            .map_err(db_error)?;
+            .map_err(failed)?;
         let inserted = client
             .query(&statement, &params)
             .await
-            .map_err(db_error)?
+            .map_err(failed)?
             .iter()
-            .map(|row| {
-                Ok((
-                    col::<String>(row, 0)?,
-                    col::<String>(row, 1)?,
-                    col::<i64>(row, 2)?,
-                ))
-            })
-            .collect::<StoreResult<HashSet<_>>>()?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let e = &r.event;
-                inserted.contains(&(e.session_id.clone(), e.stream_id.clone(), e.seq))
-            })
+            .map(|row| col::<i64>(row, 0))
+            .collect::<StoreResult<HashSet<i64>>>()?;
+        Ok((1..=rows.len() as i64)
+            .map(|n| inserted.contains(&n))
             .collect())
     }
 }
@@ -310,23 +342,139 @@ impl GroupWrite for DeliveryMarks {
     type Row = Delivered;
     type Answer = ();
 
-    async fn write(&self, rows: &[Delivered]) -> StoreResult<Vec<()>> {
+    async fn write(&self, rows: &[Delivered]) -> Result<Vec<()>, Failed> {
         let sessions: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
         let streams: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
         let seqs: Vec<i64> = rows.iter().map(|r| r.2).collect();
         let client = checkout(&self.unflushed).await?;
+        // The rows are locked in key order first, so two groups (or a
+        // group and a replay taking one session's events) never hold rows
+        // the other waits for.
         let statement = client
             .prepare_cached(
-                "UPDATE events e SET undelivered = false \
-                 FROM unnest($1::text[], $2::text[], $3::int8[]) AS m(session_id, stream_id, seq) \
-                 WHERE e.session_id = m.session_id AND e.stream_id = m.stream_id AND e.seq = m.seq",
+                "WITH locked AS MATERIALIZED ( \
+                   SELECT e.session_id, e.stream_id, e.seq FROM events e \
+                   JOIN unnest($1::text[], $2::text[], $3::int8[]) AS m(session_id, stream_id, seq) \
+                     ON e.session_id = m.session_id AND e.stream_id = m.stream_id AND e.seq = m.seq \
+                   ORDER BY 1, 2, 3 FOR NO KEY UPDATE OF e) \
+                 UPDATE events e SET undelivered = false FROM locked \
+                 WHERE e.session_id = locked.session_id AND e.stream_id = locked.stream_id AND e.seq = locked.seq",
             )
             .await
-            .map_err(db_error)?;
+            .map_err(failed)?;
         client
             .execute(&statement, &[&sessions, &streams, &seqs])
             .await
-            .map_err(db_error)?;
+            .map_err(failed)?;
         Ok(vec![(); rows.len()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    /// Answers each row ×10, refuses any statement holding 13 (as Postgres
+    /// refuses a bad row), fails every statement holding 99 as a lost
+    /// connection would, and holds its first statement until `open`.
+    #[derive(Default)]
+    struct Recorder {
+        statements: Mutex<Vec<Vec<u32>>>,
+        open: Notify,
+    }
+
+    #[async_trait]
+    impl GroupWrite for Arc<Recorder> {
+        type Row = u32;
+        type Answer = u32;
+
+        async fn write(&self, rows: &[u32]) -> Result<Vec<u32>, Failed> {
+            let first = {
+                let mut statements = self.statements.lock().unwrap();
+                statements.push(rows.to_vec());
+                statements.len() == 1
+            };
+            if first {
+                self.open.notified().await;
+            }
+            if rows.contains(&99) {
+                return Err(StoreError::Database("connection lost".into()).into());
+            }
+            if rows.contains(&13) {
+                return Err(Failed {
+                    error: StoreError::Database("row 13 refused".into()),
+                    row_at_fault: true,
+                });
+            }
+            Ok(rows.iter().map(|r| r * 10).collect())
+        }
+    }
+
+    /// Starts a group whose first statement (row 1) is held, queues
+    /// `rows` behind it, then lets it go; returns every caller's answer
+    /// and the statements written.
+    async fn behind_a_held_write(rows: &[u32]) -> (Vec<StoreResult<u32>>, Vec<Vec<u32>>) {
+        let recorder = Arc::new(Recorder::default());
+        let group = Arc::new(Group::start(recorder.clone(), 1));
+        let mut callers = Vec::new();
+        for row in std::iter::once(1).chain(rows.iter().copied()) {
+            let writer = group.clone();
+            callers.push(tokio::spawn(async move { writer.write(row).await }));
+            // In order: each row queued before the next is sent.
+            while QUEUE - group.queue.capacity() < callers.len() - 1
+                || recorder.statements.lock().unwrap().is_empty()
+            {
+                tokio::task::yield_now().await;
+            }
+        }
+        recorder.open.notify_one();
+        let mut answers = Vec::new();
+        for caller in callers {
+            answers.push(caller.await.unwrap());
+        }
+        let statements = recorder.statements.lock().unwrap().clone();
+        (answers, statements)
+    }
+
+    #[tokio::test]
+    async fn writes_waiting_for_a_slot_go_together_and_each_gets_its_own_answer() {
+        let (answers, statements) = behind_a_held_write(&[2, 3, 4]).await;
+        assert_eq!(statements, [vec![1], vec![2, 3, 4]]);
+        let answers: Vec<u32> = answers.into_iter().map(|a| a.unwrap()).collect();
+        assert_eq!(answers, [10, 20, 30, 40]);
+    }
+
+    #[tokio::test]
+    async fn a_group_refused_for_a_row_is_written_again_row_by_row() {
+        let (answers, statements) = behind_a_held_write(&[2, 13, 4]).await;
+        assert_eq!(
+            statements,
+            [vec![1], vec![2, 13, 4], vec![2], vec![13], vec![4]]
+        );
+        assert_eq!(answers[0].as_ref().ok(), Some(&10));
+        assert_eq!(answers[1].as_ref().ok(), Some(&20));
+        assert!(
+            matches!(&answers[2], Err(StoreError::Database(m)) if m == "row 13 refused"),
+            "{:?}",
+            answers[2]
+        );
+        assert_eq!(answers[3].as_ref().ok(), Some(&40));
+    }
+
+    #[tokio::test]
+    async fn a_group_lost_for_another_reason_fails_whole_and_is_not_written_again() {
+        let (answers, statements) = behind_a_held_write(&[2, 99]).await;
+        assert_eq!(statements, [vec![1], vec![2, 99]], "no row retried alone");
+        assert_eq!(answers[0].as_ref().ok(), Some(&10));
+        for answer in &answers[1..] {
+            assert!(
+                matches!(answer, Err(StoreError::Database(m)) if m == "connection lost"),
+                "{answer:?}"
+            );
+        }
     }
 }

@@ -55,10 +55,11 @@ impl Default for PgOptions {
 /// How long a request waits for a pooled connection before the store
 /// answers Busy (503 with `Retry-After`, as SQLite's full write queue).
 const POOL_WAIT: Duration = Duration::from_secs(2);
-/// Connections of the unflushed pool: its writes are a claim per restore
-/// (one statement) and one group of delivery marks at a time, and every
-/// connection counts against the server's limit. Nothing that may wait
-/// long for row locks runs on it, so a claim never queues behind a batch.
+/// Connections of the unflushed pool: a claim per restore (one statement;
+/// also per request for a session another node holds, where the claim
+/// takes nothing and writes nothing) and one group of delivery marks at a
+/// time; every connection counts against the server's limit. No batch
+/// runs on it, so a claim never waits for a connection behind one.
 const UNFLUSHED_POOL_SIZE: usize = 4;
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -1069,8 +1069,12 @@ impl Store for PgStore {
     async fn retire_node(&self, id: &str) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
+        // In id order, as every write to many session rows (a grouped
+        // event insert may hold some of them FOR SHARE meanwhile).
         tx.execute(
-            "UPDATE sessions SET holder = NULL WHERE holder = $1",
+            "WITH locked AS MATERIALIZED \
+               (SELECT id FROM sessions WHERE holder = $1 ORDER BY id FOR NO KEY UPDATE) \
+             UPDATE sessions s SET holder = NULL FROM locked WHERE s.id = locked.id AND s.holder = $1",
             &[&id],
         )
         .await
