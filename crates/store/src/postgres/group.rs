@@ -347,9 +347,11 @@ impl GroupWrite for DeliveryMarks {
         let streams: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
         let seqs: Vec<i64> = rows.iter().map(|r| r.2).collect();
         let client = checkout(&self.unflushed).await?;
-        // The rows are locked in key order first, so two groups (or a
-        // group and a replay taking one session's events) never hold rows
-        // the other waits for.
+        // The rows are locked in key order first, so two groups never hold
+        // rows the other waits for. A replay taking one session's events
+        // (`take_undelivered`) locks in scan order: against it a deadlock
+        // stays possible, rare, and costs a retry (40P01 is a row's fault
+        // here) or that replay's error, never a lost event.
         let statement = client
             .prepare_cached(
                 "WITH locked AS MATERIALIZED ( \
