@@ -303,10 +303,13 @@ impl CatalogSource for StoreCatalogs {
     fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
         let org_id = org_id.to_string();
         Box::pin(async move {
+            // Committed now, not kept: an integration the CLI just added
+            // is callable by the next execution on every node, without
+            // waiting for its notice (a race CI's pg-e2e found).
             let version = self
                 .loader
                 .store
-                .catalog_version(&org_id)
+                .committed_catalog_version(&org_id)
                 .await
                 .unwrap_or(-1);
             if let Some(catalog) = self.cached(&org_id, version) {

@@ -272,6 +272,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<bool>;
     /// Changes whenever the org's integrations change (0 before any).
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;
+    /// The catalog version as committed now, never a kept one: what an
+    /// execution reads, so an integration another process added is
+    /// callable on the very next execution (Postgres keeps versions until
+    /// the change's notice arrives, which may be just after).
+    async fn committed_catalog_version(&self, org_id: &str) -> StoreResult<i64> {
+        self.catalog_version(org_id).await
+    }
 
     // --- connections --------------------------------------------------------
     /// Sets the credential of one integration (`secret` is sealed or a reference).

@@ -877,20 +877,24 @@ impl Store for PgStore {
         if let Some(version) = revision.and_then(|r| self.catalog_versions.get(org_id, r)) {
             return Ok(version);
         }
-        let version = match self
+        let version = self.committed_catalog_version(org_id).await?;
+        if let Some(revision) = revision {
+            self.catalog_versions.keep(org_id, revision, version);
+        }
+        Ok(version)
+    }
+
+    async fn committed_catalog_version(&self, org_id: &str) -> StoreResult<i64> {
+        match self
             .query_opt(
                 "SELECT version FROM catalog_versions WHERE org_id = $1",
                 &[&org_id],
             )
             .await?
         {
-            Some(row) => col(&row, 0)?,
-            None => 0,
-        };
-        if let Some(revision) = revision {
-            self.catalog_versions.keep(org_id, revision, version);
+            Some(row) => col(&row, 0),
+            None => Ok(0),
         }
-        Ok(version)
     }
 
     async fn set_connection(&self, c: ConnectionRecord) -> StoreResult<()> {
