@@ -165,3 +165,32 @@ async fn a_catalog_notice_is_heard_after_the_version_it_announces_is_readable() 
     assert!(writer.remove_integration("org_n", "ns1").await.unwrap());
     assert_eq!(writer.catalog_version("org_n").await.unwrap(), 4);
 }
+
+/// What an execution reads: another process's integration write is seen
+/// as soon as it commits, before its notice arrives (the CLI adds an
+/// integration, the agent calls it at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_catalog_version_is_never_a_kept_one() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (writer, reader) = (db.store().await, db.store().await);
+    let mut rx = reader.subscribe().expect("postgres pushes");
+    assert_eq!(next(&mut rx).await, Notice::Lagged, "listening from here");
+    for expected in 1..=20 {
+        // Kept from here until the notice.
+        reader.catalog_version("org_c").await.unwrap();
+        writer
+            .upsert_integration(IntegrationRecord {
+                org_id: "org_c".into(),
+                ..integration(&format!("ns{expected}"))
+            })
+            .await
+            .unwrap();
+        // Not waiting for the notice: read at once.
+        assert_eq!(
+            reader.committed_catalog_version("org_c").await.unwrap(),
+            expected
+        );
+    }
+}
