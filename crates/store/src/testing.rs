@@ -88,6 +88,17 @@ impl PgTestDb {
         })
     }
 
+    /// A plain connection to the test database (for what a test does
+    /// beside the store: hold a lock, read the schema). Test code: a failed
+    /// connect panics.
+    pub async fn raw(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        client
+    }
+
     /// A migrated store on this database.
     pub async fn store(&self) -> Arc<PgStore> {
         Arc::new(

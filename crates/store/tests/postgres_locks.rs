@@ -11,14 +11,6 @@ use std::time::Duration;
 use executor_store::testing::PgTestDb;
 use executor_store::{ElicitationMode, SessionRecord, Store};
 
-async fn raw(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    client
-}
-
 /// Whether another transaction holds `id`'s row lock now.
 async fn locked(client: &mut tokio_postgres::Client, id: &str) -> bool {
     let tx = client.transaction().await.unwrap();
@@ -61,7 +53,7 @@ async fn a_touch_batch_locks_its_sessions_in_id_order() {
         };
         store.insert_session(session, "node_a").await.unwrap();
     }
-    let mut claim = raw(&db.url).await;
+    let mut claim = db.raw().await;
     let claim_tx = claim.transaction().await.unwrap();
     claim_tx
         .query("SELECT id FROM sessions WHERE id = 's0599' FOR UPDATE", &[])
@@ -73,7 +65,7 @@ async fn a_touch_batch_locks_its_sessions_in_id_order() {
         let store = store.clone();
         tokio::spawn(async move { store.touch_sessions(touches).await })
     };
-    let mut probe = raw(&db.url).await;
+    let mut probe = db.raw().await;
     // The batch reaches s0599 and waits there, holding the rows before it.
     let mut waiting = false;
     for _ in 0..100 {

@@ -6,14 +6,6 @@ use executor_store::secrets::SecretKey;
 use executor_store::testing::PgTestDb;
 use executor_store::{PgOptions, PgStore, StoreError};
 
-async fn raw(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    client
-}
-
 async fn refusal(url: &str) -> String {
     match PgStore::open(url, PgOptions::default()).await {
         Err(StoreError::Refused(refusal)) => refusal.to_string(),
@@ -27,7 +19,7 @@ async fn another_programs_database_is_refused_untouched() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let client = raw(&db.url).await;
+    let client = db.raw().await;
     client
         .batch_execute("CREATE TABLE invoices (id int)")
         .await
@@ -49,7 +41,7 @@ async fn a_newer_schema_is_refused() {
         return;
     };
     drop(db.store().await);
-    raw(&db.url)
+    db.raw()
         .await
         .batch_execute("UPDATE executor_schema SET version = 999")
         .await
@@ -66,7 +58,7 @@ async fn a_read_only_database_is_refused() {
     };
     drop(db.store().await);
     let name = db.url.rsplit('/').next().unwrap().to_string();
-    raw(&db.url)
+    db.raw()
         .await
         .batch_execute(&format!(
             "ALTER DATABASE {name} SET default_transaction_read_only = on"
@@ -115,7 +107,8 @@ async fn nodes_starting_together_migrate_once() {
     for task in tasks {
         task.await.unwrap().expect("every node opens");
     }
-    let version: i64 = raw(&db.url)
+    let version: i64 = db
+        .raw()
         .await
         .query_one("SELECT version FROM executor_schema", &[])
         .await
