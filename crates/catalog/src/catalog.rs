@@ -447,7 +447,17 @@ impl Catalog {
 /// Where an org's catalog comes from: the integrations layer implements
 /// this over the store; [`StaticCatalog`] serves one catalog to every org.
 pub trait CatalogSource: Send + Sync + 'static {
+    /// The org's catalog as committed now: what an execution calls, so an
+    /// integration another process just added is there for it.
     fn catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>>;
+
+    /// The org's catalog as this node last heard of it, which may trail a
+    /// change another process committed by the time its notice takes to
+    /// arrive. For tool lists, which that notice refreshes; it may save a
+    /// read of the store.
+    fn listed_catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
+        self.catalog(org_id)
+    }
 }
 
 /// One catalog for everyone.

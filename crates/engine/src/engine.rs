@@ -225,7 +225,7 @@ impl Engine {
     /// `notifications/tools/list_changed` (SPEC §2).
     pub async fn integration_inventory(&self, org_id: &str) -> Vec<String> {
         self.catalogs
-            .catalog(org_id)
+            .listed_catalog(org_id)
             .await
             .integrations()
             .iter()

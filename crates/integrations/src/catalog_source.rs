@@ -79,6 +79,16 @@ impl StoreCatalogs {
         (*v == version).then(|| catalog.clone())
     }
 
+    /// The kept catalog if it is at `version` or newer (versions only
+    /// grow): a tool list asked for at a version that trails an
+    /// execution's newer read takes the newer catalog instead of building
+    /// the older one again.
+    fn cached_since(&self, org_id: &str, version: i64) -> Option<Arc<Catalog>> {
+        let cache = self.cache.lock().ok()?;
+        let (v, catalog) = cache.get(org_id)?;
+        (*v >= version).then(|| catalog.clone())
+    }
+
     /// The build of `org_id` at `version`: the one in flight, or a new one
     /// started on its own task.
     fn build_at(&self, org_id: &str, version: i64) -> Build {
@@ -100,6 +110,13 @@ impl StoreCatalogs {
         .shared();
         building.insert(org_id.to_string(), (version, shared.clone()));
         shared
+    }
+
+    /// Builds the org's catalog (or joins the build in flight) and keeps it.
+    async fn build_and_keep(&self, org_id: &str, version: i64) -> Arc<Catalog> {
+        let (catalog, complete) = self.build_at(org_id, version).await;
+        self.finish(org_id, version, &catalog, complete);
+        catalog
     }
 
     /// Keeps a finished build (when complete) and forgets it as in flight.
@@ -312,12 +329,29 @@ impl CatalogSource for StoreCatalogs {
                 .committed_catalog_version(&org_id)
                 .await
                 .unwrap_or(-1);
-            if let Some(catalog) = self.cached(&org_id, version) {
-                return catalog;
+            match self.cached(&org_id, version) {
+                Some(catalog) => catalog,
+                None => self.build_and_keep(&org_id, version).await,
             }
-            let (catalog, complete) = self.build_at(&org_id, version).await;
-            self.finish(&org_id, version, &catalog, complete);
-            catalog
+        })
+    }
+
+    fn listed_catalog(&self, org_id: &str) -> BoxFuture<'_, Arc<Catalog>> {
+        let org_id = org_id.to_string();
+        Box::pin(async move {
+            // Kept (Postgres keeps it until a catalog notice moves it, and
+            // the tool-list refresh that notice starts reads the new one):
+            // a session's restore and initialize read no version of their own.
+            let version = self
+                .loader
+                .store
+                .catalog_version(&org_id)
+                .await
+                .unwrap_or(-1);
+            match self.cached_since(&org_id, version) {
+                Some(catalog) => catalog,
+                None => self.build_and_keep(&org_id, version).await,
+            }
         })
     }
 }

@@ -413,3 +413,44 @@ async fn a_stored_search_index_is_used_and_one_a_load_built_is_stored_back() {
     assert!(!other.index_reused, "damaged's index does not serve pets");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// On Postgres an execution's catalog is read at the version committed now,
+/// so an integration another process just added is there before its notice
+/// arrives; a tool list, which that notice refreshes, may use the version
+/// this node kept, and takes a newer catalog already built instead of
+/// building an older one again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_sees_a_change_before_its_notice_and_a_tool_list_never_builds_older() {
+    let Some(db) = executor_store::testing::PgTestDb::create().await else {
+        return;
+    };
+    let (writer, reader) = (db.store().await, db.store().await);
+    let org = writer
+        .ensure_account("a@pg.test", None)
+        .await
+        .unwrap()
+        .org_id;
+    store_document(writer.as_ref(), &org, "pets", stored("pets")).await;
+    let counting = Arc::new(Counting::default());
+    let kinds = Kinds::with(vec![(IntegrationKind::OpenApi, counting.clone() as _)]);
+    let catalogs = StoreCatalogs::new(reader.clone(), kinds, Vec::new());
+    let listed = catalogs.listed_catalog(&org).await;
+    assert!(listed.get("pets.pets.listPets").is_some());
+    for round in 0..40 {
+        let namespace = format!("shop{round}");
+        store_document(writer.as_ref(), &org, &namespace, stored(&namespace)).await;
+        // At once, not waiting for the notice.
+        let executed = catalogs.catalog(&org).await;
+        let tool = format!("{namespace}.pets.listPets");
+        assert!(
+            executed.get(&tool).is_some(),
+            "{tool} in the execution's catalog"
+        );
+        let listed = catalogs.listed_catalog(&org).await;
+        assert!(
+            Arc::ptr_eq(&listed, &executed),
+            "the tool list took the newer catalog"
+        );
+    }
+    assert_eq!(counting.builds(&org), 41, "one build per version");
+}

@@ -3,6 +3,8 @@
 //! that changes nothing pushes nothing, and a lost listening connection is
 //! reported (`Lagged`) and comes back.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use executor_store::testing::{PgTestDb, sqlite_store};
@@ -193,4 +195,51 @@ async fn the_committed_catalog_version_is_never_a_kept_one() {
             expected
         );
     }
+}
+
+/// Committed reads are grouped (`group.rs`): readers racing a writer each
+/// see at least the version committed before they asked, whichever group
+/// their read went in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_committed_reads_each_see_what_was_committed_before_they_asked() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (writer, reader) = (db.store().await, Arc::new(db.store().await));
+    let committed = Arc::new(AtomicI64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let (reader, committed, done) = (reader.clone(), committed.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut reads = 0;
+                while !done.load(Ordering::Acquire) {
+                    // Tool lists read the kept version meanwhile.
+                    reader.catalog_version("org_r").await.unwrap();
+                    let before = committed.load(Ordering::Acquire);
+                    let read = reader.committed_catalog_version("org_r").await.unwrap();
+                    assert!(read >= before, "read {read} after {before} had committed");
+                    reads += 1;
+                    tokio::task::yield_now().await;
+                }
+                reads
+            })
+        })
+        .collect();
+    for version in 1..=30 {
+        writer
+            .upsert_integration(IntegrationRecord {
+                org_id: "org_r".into(),
+                ..integration(&format!("ns{version}"))
+            })
+            .await
+            .unwrap();
+        committed.store(version, Ordering::Release);
+        tokio::task::yield_now().await;
+    }
+    done.store(true, Ordering::Release);
+    for reader in readers {
+        assert!(reader.await.unwrap() > 0, "every reader read");
+    }
+    assert_eq!(reader.committed_catalog_version("org_r").await.unwrap(), 30);
 }
