@@ -61,6 +61,7 @@ contract!(
     a_periodic_job_runs_once_per_interval_across_processes,
     a_session_has_one_holder_and_each_claim_fences_the_last,
     racing_claimers_get_one_lease,
+    concurrent_claims_each_get_their_own_answer,
     a_lapsed_node_claims_nothing_until_it_registers_again,
     released_and_retired_sessions_are_claimed_at_once,
     a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
@@ -1177,6 +1178,91 @@ async fn racing_claimers_get_one_lease(t: TestStore) {
         BTreeSet::from([winner.clone()]),
         "the losers see the winner"
     );
+}
+
+/// Claims of many sessions at once (grouped on Postgres, `group.rs`): each
+/// caller gets its own session's answer, whatever else its group held.
+async fn concurrent_claims_each_get_their_own_answer(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("many@l.test", None).await.unwrap();
+    for node in ["node_a", "node_b"] {
+        s.register_node(node, None, MINUTE).await.unwrap();
+    }
+    let mut asks: Vec<(String, &str, &str)> = Vec::new();
+    for i in 0..16 {
+        // Free (its creator never registered), ours, another live node's,
+        // ended, unknown; and a free one claimed by a node that never
+        // registered.
+        let free = format!("free{i:02}");
+        s.insert_session(session(&free, &owner, 1), "node_gone")
+            .await
+            .unwrap();
+        asks.push((free, "node_a", "claimed"));
+        let ours = format!("ours{i:02}");
+        s.insert_session(session(&ours, &owner, 1), "node_a")
+            .await
+            .unwrap();
+        asks.push((ours, "node_a", "claimed"));
+        let theirs = format!("theirs{i:02}");
+        s.insert_session(session(&theirs, &owner, 1), "node_b")
+            .await
+            .unwrap();
+        asks.push((theirs, "node_a", "held"));
+        let ended = format!("ended{i:02}");
+        s.insert_session(session(&ended, &owner, 1), "node_gone")
+            .await
+            .unwrap();
+        s.terminate_session(&ended, 2).await.unwrap();
+        asks.push((ended, "node_a", "terminated"));
+        asks.push((format!("unknown{i:02}"), "node_a", "not found"));
+        let lapsed = format!("lapsed{i:02}");
+        s.insert_session(session(&lapsed, &owner, 1), "node_gone")
+            .await
+            .unwrap();
+        asks.push((lapsed, "node_x", "lapsed"));
+    }
+    let claims: Vec<_> = asks
+        .iter()
+        .map(|(id, node, _)| {
+            let (s, id, node) = (s.clone(), id.clone(), node.to_string());
+            tokio::spawn(async move { s.claim_session(&id, &node).await.unwrap() })
+        })
+        .collect();
+    for ((id, node, expected), claim) in asks.iter().zip(claims) {
+        let answer = match claim.await.unwrap() {
+            SessionClaim::Claimed { record, fence } => {
+                assert_eq!(&record.id, id);
+                assert_eq!(fence.node, *node);
+                assert_eq!(fence.epoch, FIRST_EPOCH + 1, "{id}");
+                "claimed"
+            }
+            SessionClaim::Held { record, holder } => {
+                assert_eq!(&record.id, id);
+                assert_eq!(holder.id, "node_b");
+                "held"
+            }
+            SessionClaim::Terminated => "terminated",
+            SessionClaim::NotFound => "not found",
+            SessionClaim::Lapsed => "lapsed",
+        };
+        assert_eq!(answer, *expected, "{id} claimed by {node}");
+    }
+    // What was claimed is held by its claimer now; nothing else moved.
+    for (id, node, expected) in &asks {
+        if *expected != "claimed" {
+            continue;
+        }
+        assert_eq!(
+            s.claim_session(id, "node_b").await.unwrap(),
+            SessionClaim::Held {
+                record: s.get_session(id).await.unwrap().unwrap(),
+                holder: NodeRecord {
+                    id: node.to_string(),
+                    url: None,
+                },
+            },
+        );
+    }
 }
 
 async fn a_lapsed_node_claims_nothing_until_it_registers_again(t: TestStore) {
