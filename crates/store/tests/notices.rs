@@ -197,9 +197,8 @@ async fn the_committed_catalog_version_is_never_a_kept_one() {
     }
 }
 
-/// Committed reads are grouped (`group.rs`): readers racing a writer each
-/// see at least the version committed before they asked, whichever group
-/// their read went in.
+/// Readers racing a writer (and keeping the version meanwhile, as tool
+/// lists do) each read at least the version committed before they asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_committed_reads_each_see_what_was_committed_before_they_asked() {
     let Some(db) = PgTestDb::create().await else {

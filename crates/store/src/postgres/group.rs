@@ -16,11 +16,6 @@
 //! connection, a timeout, a full pool) fails the whole group at once: its
 //! rows would fail alike, or may have committed already, and trying them
 //! one by one would hold every write of the kind behind them.
-//!
-//! One read is grouped the same way: the committed catalog version every
-//! execution reads. Its rule holds for the group: each caller's row is in
-//! a statement sent after the caller asked, so it sees every commit made
-//! before that.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -39,14 +34,14 @@ const MAX_GROUP: usize = 64;
 /// is a request in flight, which is bounded already).
 const QUEUE: usize = 1024;
 
-/// One kind of grouped statement.
+/// One kind of grouped write.
 #[async_trait]
-pub(super) trait Grouped: Send + Sync + 'static {
+pub(super) trait GroupWrite: Send + Sync + 'static {
     type Row: Send + Sync + 'static;
     /// What each row's caller is told (in the rows' order).
     type Answer: Send + 'static;
-    /// Writes (or reads) `rows` in one statement.
-    async fn run(&self, rows: &[Self::Row]) -> Result<Vec<Self::Answer>, Failed>;
+    /// Writes `rows` in one statement.
+    async fn write(&self, rows: &[Self::Row]) -> Result<Vec<Self::Answer>, Failed>;
 }
 
 /// Why a group's statement failed, and whether a row may be at fault.
@@ -91,18 +86,18 @@ fn again(e: &StoreError) -> StoreError {
     }
 }
 
-struct Waiting<W: Grouped> {
+struct Waiting<W: GroupWrite> {
     row: W::Row,
     answer: oneshot::Sender<StoreResult<W::Answer>>,
 }
 
 /// The queue of one kind of write and the task that groups it.
-pub(super) struct Group<W: Grouped> {
+pub(super) struct Group<W: GroupWrite> {
     queue: mpsc::Sender<Waiting<W>>,
     writer: Arc<W>,
 }
 
-impl<W: Grouped> Group<W> {
+impl<W: GroupWrite> Group<W> {
     /// Starts the grouping task on the current runtime: at most `slots`
     /// groups in flight at once (each holds one pooled connection).
     pub(super) fn start(writer: W, slots: usize) -> Self {
@@ -117,7 +112,7 @@ impl<W: Grouped> Group<W> {
     }
 
     /// Writes `row` with whatever else is waiting, once it is committed.
-    pub(super) async fn run(&self, row: W::Row) -> StoreResult<W::Answer> {
+    pub(super) async fn write(&self, row: W::Row) -> StoreResult<W::Answer> {
         let (answer, answered) = oneshot::channel();
         if let Err(mpsc::error::SendError(w)) = self.queue.send(Waiting { row, answer }).await {
             // The task is gone (its runtime ended): this row goes alone.
@@ -131,7 +126,7 @@ impl<W: Grouped> Group<W> {
 
 /// Takes every waiting write whenever a slot is free, and writes them as
 /// one group on a task of its own.
-async fn gather<W: Grouped>(
+async fn gather<W: GroupWrite>(
     writer: Arc<W>,
     mut waiting: mpsc::Receiver<Waiting<W>>,
     slots: Arc<Semaphore>,
@@ -158,10 +153,10 @@ async fn gather<W: Grouped>(
     }
 }
 
-async fn commit<W: Grouped>(writer: &W, group: Vec<Waiting<W>>) {
+async fn commit<W: GroupWrite>(writer: &W, group: Vec<Waiting<W>>) {
     let (rows, answers): (Vec<W::Row>, Vec<_>) =
         group.into_iter().map(|w| (w.row, w.answer)).unzip();
-    let failed = match writer.run(&rows).await {
+    let failed = match writer.write(&rows).await {
         Ok(given) if given.len() == rows.len() => {
             for (answer, given) in answers.into_iter().zip(given) {
                 let _ = answer.send(Ok(given));
@@ -185,9 +180,9 @@ async fn commit<W: Grouped>(writer: &W, group: Vec<Waiting<W>>) {
     }
 }
 
-async fn one<W: Grouped>(writer: &W, row: &W::Row) -> StoreResult<W::Answer> {
+async fn one<W: GroupWrite>(writer: &W, row: &W::Row) -> StoreResult<W::Answer> {
     writer
-        .run(std::slice::from_ref(row))
+        .write(std::slice::from_ref(row))
         .await
         .map_err(|f| f.error)?
         .pop()
@@ -201,11 +196,11 @@ pub(super) struct ExecutionRecords {
 }
 
 #[async_trait]
-impl Grouped for ExecutionRecords {
+impl GroupWrite for ExecutionRecords {
     type Row = ExecutionRecord;
     type Answer = ();
 
-    async fn run(&self, given: &[ExecutionRecord]) -> Result<Vec<()>, Failed> {
+    async fn write(&self, given: &[ExecutionRecord]) -> Result<Vec<()>, Failed> {
         // One id twice in one statement is an error for ON CONFLICT: a
         // run's later record (it arrived later, from the same run) is the
         // one written, and both callers are answered once it commits. In
@@ -271,11 +266,11 @@ pub(super) struct FencedEvents {
 }
 
 #[async_trait]
-impl Grouped for FencedEvents {
+impl GroupWrite for FencedEvents {
     type Row = FencedEvent;
     type Answer = bool;
 
-    async fn run(&self, rows: &[FencedEvent]) -> Result<Vec<bool>, Failed> {
+    async fn write(&self, rows: &[FencedEvent]) -> Result<Vec<bool>, Failed> {
         let sessions: Vec<&str> = rows.iter().map(|r| r.event.session_id.as_str()).collect();
         let streams: Vec<&str> = rows.iter().map(|r| r.event.stream_id.as_str()).collect();
         let seqs: Vec<i64> = rows.iter().map(|r| r.event.seq).collect();
@@ -343,11 +338,11 @@ pub(super) struct DeliveryMarks {
 pub(super) type Delivered = (String, String, i64);
 
 #[async_trait]
-impl Grouped for DeliveryMarks {
+impl GroupWrite for DeliveryMarks {
     type Row = Delivered;
     type Answer = ();
 
-    async fn run(&self, rows: &[Delivered]) -> Result<Vec<()>, Failed> {
+    async fn write(&self, rows: &[Delivered]) -> Result<Vec<()>, Failed> {
         let sessions: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
         let streams: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
         let seqs: Vec<i64> = rows.iter().map(|r| r.2).collect();
@@ -377,37 +372,6 @@ impl Grouped for DeliveryMarks {
     }
 }
 
-/// The catalog version each row's org has committed (0 before its
-/// first integration), read in one statement for the group.
-pub(super) struct CommittedCatalogVersions {
-    pub pool: Pool,
-}
-
-#[async_trait]
-impl Grouped for CommittedCatalogVersions {
-    type Row = String;
-    type Answer = i64;
-
-    async fn run(&self, orgs: &[String]) -> Result<Vec<i64>, Failed> {
-        let client = checkout(&self.pool).await?;
-        let statement = client
-            .prepare_cached(
-                "SELECT COALESCE(c.version, 0) FROM unnest($1::text[]) WITH ORDINALITY AS r(org_id, n) \
-                 LEFT JOIN catalog_versions c ON c.org_id = r.org_id ORDER BY r.n",
-            )
-            .await
-            .map_err(failed)?;
-        client
-            .query(&statement, &[&orgs])
-            .await
-            .map_err(failed)?
-            .iter()
-            .map(|row| col::<i64>(row, 0))
-            .collect::<StoreResult<Vec<i64>>>()
-            .map_err(Failed::from)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -426,11 +390,11 @@ mod tests {
     }
 
     #[async_trait]
-    impl Grouped for Arc<Recorder> {
+    impl GroupWrite for Arc<Recorder> {
         type Row = u32;
         type Answer = u32;
 
-        async fn run(&self, rows: &[u32]) -> Result<Vec<u32>, Failed> {
+        async fn write(&self, rows: &[u32]) -> Result<Vec<u32>, Failed> {
             let first = {
                 let mut statements = self.statements.lock().unwrap();
                 statements.push(rows.to_vec());
@@ -461,7 +425,7 @@ mod tests {
         let mut callers = Vec::new();
         for row in std::iter::once(1).chain(rows.iter().copied()) {
             let writer = group.clone();
-            callers.push(tokio::spawn(async move { writer.run(row).await }));
+            callers.push(tokio::spawn(async move { writer.write(row).await }));
             // In order: each row queued before the next is sent.
             while QUEUE - group.queue.capacity() < callers.len() - 1
                 || recorder.statements.lock().unwrap().is_empty()

@@ -32,7 +32,7 @@ use deadpool_postgres::{
 };
 use tokio_postgres::NoTls;
 
-use group::{CommittedCatalogVersions, DeliveryMarks, ExecutionRecords, FencedEvents, Group};
+use group::{DeliveryMarks, ExecutionRecords, FencedEvents, Group};
 use notices::Listener;
 
 use crate::secrets::{SecretKey, open, seal};
@@ -90,7 +90,6 @@ pub struct PgStore {
     execution_records: OnceLock<Group<ExecutionRecords>>,
     fenced_events: OnceLock<Group<FencedEvents>>,
     delivery_marks: OnceLock<Group<DeliveryMarks>>,
-    committed_catalog_versions: OnceLock<Group<CommittedCatalogVersions>>,
 }
 
 /// Groups of one kind in flight at once. One: writes that arrive while a
@@ -158,7 +157,6 @@ impl PgStore {
             execution_records: OnceLock::new(),
             fenced_events: OnceLock::new(),
             delivery_marks: OnceLock::new(),
-            committed_catalog_versions: OnceLock::new(),
         })
     }
 
@@ -180,13 +178,6 @@ impl PgStore {
         self.delivery_marks.get_or_init(|| {
             let unflushed = self.unflushed.clone();
             Group::start(DeliveryMarks { unflushed }, GROUP_SLOTS)
-        })
-    }
-
-    fn committed_catalog_versions(&self) -> &Group<CommittedCatalogVersions> {
-        self.committed_catalog_versions.get_or_init(|| {
-            let pool = self.pool.clone();
-            Group::start(CommittedCatalogVersions { pool }, GROUP_SLOTS)
         })
     }
 

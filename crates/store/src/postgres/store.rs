@@ -486,7 +486,7 @@ impl Store for PgStore {
                 holder: f.node.clone(),
                 epoch: f.epoch,
             };
-            return match self.fenced_events().run(event).await? {
+            return match self.fenced_events().write(event).await? {
                 true => Ok(()),
                 false => Err(StoreError::Fenced { id }),
             };
@@ -563,7 +563,7 @@ impl Store for PgStore {
         // (`group.rs`). Unflushed: a mark lost in a database crash only
         // replays the event once more (delivery is at-least-once).
         self.delivery_marks()
-            .run((session_id.to_string(), stream_id.to_string(), seq))
+            .write((session_id.to_string(), stream_id.to_string(), seq))
             .await
     }
 
@@ -885,11 +885,16 @@ impl Store for PgStore {
     }
 
     async fn committed_catalog_version(&self, org_id: &str) -> StoreResult<i64> {
-        // Grouped with the reads of other executions that asked while the
-        // last group was in flight: one statement sent after this call.
-        self.committed_catalog_versions()
-            .run(org_id.to_string())
-            .await
+        match self
+            .query_opt(
+                "SELECT version FROM catalog_versions WHERE org_id = $1",
+                &[&org_id],
+            )
+            .await?
+        {
+            Some(row) => col(&row, 0),
+            None => Ok(0),
+        }
     }
 
     async fn set_connection(&self, c: ConnectionRecord) -> StoreResult<()> {
@@ -1414,7 +1419,7 @@ impl Store for PgStore {
     async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
         // Grouped with the records of executions finishing at the same
         // time (`group.rs`); awaited until its own row is committed.
-        self.execution_records().run(x).await
+        self.execution_records().write(x).await
     }
 
     async fn list_executions(
