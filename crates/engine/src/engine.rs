@@ -223,19 +223,11 @@ impl Engine {
     /// an integration's tools — an upstream MCP server's re-synced list —
     /// changes the description, and open sessions get
     /// `notifications/tools/list_changed` (SPEC §2).
+    ///
+    /// For tool lists: read from the catalog this node last heard of
+    /// (`CatalogSource::listed_catalog`), which a catalog notice refreshes.
     pub async fn integration_inventory(&self, org_id: &str) -> Vec<String> {
-        self.catalogs
-            .listed_catalog(org_id)
-            .await
-            .integrations()
-            .iter()
-            .filter(|i| i.namespace != core_tools::NAMESPACE)
-            .map(|i| match (&i.unavailable, i.tool_count) {
-                (Some(_), _) => format!("{} (unavailable)", i.namespace),
-                (None, 1) => format!("{} (1 tool)", i.namespace),
-                (None, n) => format!("{} ({n} tools)", i.namespace),
-            })
-            .collect()
+        inventory_of(&*self.catalogs.listed_catalog(org_id).await)
     }
 
     /// The `tools/list` entries. `native_elicitation` hides `resume`.
@@ -990,7 +982,11 @@ impl Engine {
             None => envelope::text_result(index(), false),
             Some(name) => match SKILLS.iter().find(|s| s.name == name) {
                 Some(skill) => {
-                    let inventory = self.integration_inventory(&ctx.principal.org_id).await;
+                    // Committed, as an execution reads it: a skill read
+                    // right after `integrations add` lists what `execute`
+                    // can call.
+                    let catalog = self.catalogs.catalog(&ctx.principal.org_id).await;
+                    let inventory = inventory_of(&catalog);
                     envelope::text_result(
                         format!("{}\n{}", skill.body, inventory_section(&inventory)),
                         false,
@@ -1267,4 +1263,18 @@ fn inventory_section(inventory: &[String]) -> String {
         ));
     }
     text
+}
+
+/// See [`Engine::integration_inventory`].
+fn inventory_of(catalog: &Catalog) -> Vec<String> {
+    catalog
+        .integrations()
+        .iter()
+        .filter(|i| i.namespace != core_tools::NAMESPACE)
+        .map(|i| match (&i.unavailable, i.tool_count) {
+            (Some(_), _) => format!("{} (unavailable)", i.namespace),
+            (None, 1) => format!("{} (1 tool)", i.namespace),
+            (None, n) => format!("{} ({n} tools)", i.namespace),
+        })
+        .collect()
 }

@@ -73,30 +73,25 @@ impl StoreCatalogs {
         }
     }
 
-    fn cached(&self, org_id: &str, version: i64) -> Option<Arc<Catalog>> {
-        let cache = self.cache.lock().ok()?;
-        let (v, catalog) = cache.get(org_id)?;
-        (*v == version).then(|| catalog.clone())
-    }
-
     /// The kept catalog if it is at `version` or newer (versions only
-    /// grow): a tool list asked for at a version that trails an
-    /// execution's newer read takes the newer catalog instead of building
-    /// the older one again.
+    /// grow, and a build reads the store after its version was read): a
+    /// tool list asked for at a kept version that trails an execution's
+    /// committed one takes the newer catalog instead of building the
+    /// older one again.
     fn cached_since(&self, org_id: &str, version: i64) -> Option<Arc<Catalog>> {
         let cache = self.cache.lock().ok()?;
         let (v, catalog) = cache.get(org_id)?;
         (*v >= version).then(|| catalog.clone())
     }
 
-    /// The build of `org_id` at `version`: the one in flight, or a new one
-    /// started on its own task.
-    fn build_at(&self, org_id: &str, version: i64) -> Build {
+    /// A build of `org_id` at `version` or newer, with the version it is
+    /// at: the one in flight, or a new one started on its own task.
+    fn build_at(&self, org_id: &str, version: i64) -> (i64, Build) {
         let mut building = self.building.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((v, build)) = building.get(org_id)
-            && *v == version
+            && *v >= version
         {
-            return build.clone();
+            return (*v, build.clone());
         }
         let task = tokio::spawn(build(self.loader.clone(), org_id.to_string()));
         let core = self.loader.core.clone();
@@ -109,13 +104,14 @@ impl StoreCatalogs {
         .boxed()
         .shared();
         building.insert(org_id.to_string(), (version, shared.clone()));
-        shared
+        (version, shared)
     }
 
     /// Builds the org's catalog (or joins the build in flight) and keeps it.
     async fn build_and_keep(&self, org_id: &str, version: i64) -> Arc<Catalog> {
-        let (catalog, complete) = self.build_at(org_id, version).await;
-        self.finish(org_id, version, &catalog, complete);
+        let (built_at, build) = self.build_at(org_id, version);
+        let (catalog, complete) = build.await;
+        self.finish(org_id, built_at, &catalog, complete);
         catalog
     }
 
@@ -322,14 +318,15 @@ impl CatalogSource for StoreCatalogs {
         Box::pin(async move {
             // Committed now, not kept: an integration the CLI just added
             // is callable by the next execution on every node, without
-            // waiting for its notice (a race CI's pg-e2e found).
+            // waiting for its notice (a race CI's pg-e2e found). On a
+            // store error (-1) any catalog kept here is served.
             let version = self
                 .loader
                 .store
                 .committed_catalog_version(&org_id)
                 .await
                 .unwrap_or(-1);
-            match self.cached(&org_id, version) {
+            match self.cached_since(&org_id, version) {
                 Some(catalog) => catalog,
                 None => self.build_and_keep(&org_id, version).await,
             }
@@ -341,7 +338,8 @@ impl CatalogSource for StoreCatalogs {
         Box::pin(async move {
             // Kept (Postgres keeps it until a catalog notice moves it, and
             // the tool-list refresh that notice starts reads the new one):
-            // a session's restore and initialize read no version of their own.
+            // a session's restore and initialize make no committed read.
+            // On a store error (-1) any catalog kept here is served.
             let version = self
                 .loader
                 .store

@@ -270,7 +270,9 @@ pub trait Store: Send + Sync + 'static {
         revision: i64,
         search_index: Vec<u8>,
     ) -> StoreResult<bool>;
-    /// Changes whenever the org's integrations change (0 before any).
+    /// Grows whenever the org's integrations change (0 before any), and
+    /// never goes back: a catalog built at a version holds at least what
+    /// that version names.
     async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;
     /// The catalog version as committed now, never a kept one: what an
     /// execution reads, so an integration another process added is

@@ -198,13 +198,14 @@ async fn the_committed_catalog_version_is_never_a_kept_one() {
 }
 
 /// Readers racing a writer (and keeping the version meanwhile, as tool
-/// lists do) each read at least the version committed before they asked.
+/// lists do) each read at least the version committed before they asked:
+/// the sequential test above, with the reads racing the commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_committed_reads_each_see_what_was_committed_before_they_asked() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let (writer, reader) = (db.store().await, Arc::new(db.store().await));
+    let (writer, reader) = (db.store().await, db.store().await);
     let committed = Arc::new(AtomicI64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..8)
@@ -212,7 +213,8 @@ async fn racing_committed_reads_each_see_what_was_committed_before_they_asked() 
             let (reader, committed, done) = (reader.clone(), committed.clone(), done.clone());
             tokio::spawn(async move {
                 let mut reads = 0;
-                while !done.load(Ordering::Acquire) {
+                // At least one read, however late this task first runs.
+                while reads == 0 || !done.load(Ordering::Acquire) {
                     // Tool lists read the kept version meanwhile.
                     reader.catalog_version("org_r").await.unwrap();
                     let before = committed.load(Ordering::Acquire);
