@@ -107,8 +107,12 @@ impl StoreCatalogs {
         (version, shared)
     }
 
-    /// Builds the org's catalog (or joins the build in flight) and keeps it.
-    async fn build_and_keep(&self, org_id: &str, version: i64) -> Arc<Catalog> {
+    /// The org's catalog at `version` or newer: the one kept, else a build
+    /// (the one in flight, or a new one), kept once done.
+    async fn catalog_at(&self, org_id: &str, version: i64) -> Arc<Catalog> {
+        if let Some(catalog) = self.cached_since(org_id, version) {
+            return catalog;
+        }
         let (built_at, build) = self.build_at(org_id, version);
         let (catalog, complete) = build.await;
         self.finish(org_id, built_at, &catalog, complete);
@@ -326,10 +330,7 @@ impl CatalogSource for StoreCatalogs {
                 .committed_catalog_version(&org_id)
                 .await
                 .unwrap_or(-1);
-            match self.cached_since(&org_id, version) {
-                Some(catalog) => catalog,
-                None => self.build_and_keep(&org_id, version).await,
-            }
+            self.catalog_at(&org_id, version).await
         })
     }
 
@@ -346,10 +347,7 @@ impl CatalogSource for StoreCatalogs {
                 .catalog_version(&org_id)
                 .await
                 .unwrap_or(-1);
-            match self.cached_since(&org_id, version) {
-                Some(catalog) => catalog,
-                None => self.build_and_keep(&org_id, version).await,
-            }
+            self.catalog_at(&org_id, version).await
         })
     }
 }
