@@ -5,10 +5,16 @@
 //! Under a burst of restored executions, most of Postgres's work per row
 //! is the statement around it (bind, plan, lock, commit, a round trip),
 //! and Postgres shares the two cores with the server and its clients.
-//! Nothing waits to form a group: a write that finds its kind's slot free
-//! goes at once, alone; writes that arrive while the slot is busy wait and
-//! go together in the next group. Every caller still awaits its own row's
-//! commit, so "committed before it is answered" holds row by row.
+//! One group of a kind is in flight at a time. Unless the kind lingers, a
+//! write that finds no group in flight goes at once, alone; writes that
+//! arrive while one is in flight wait and go together in the next group.
+//! Every caller still awaits its own row's commit, so "committed before
+//! it is answered" holds row by row.
+//!
+//! A kind that lingers (delivery marks, which nobody waits for) holds a
+//! group open for a moment after its first row, so that a burst's rows
+//! share a statement; [`Group::flush`] ends the moment early for a reader
+//! that must see every row queued before it.
 //!
 //! A group refused for what one of its rows holds (a value, a constraint, a
 //! row written twice, a deadlock) is written again row by row, in arrival
@@ -22,7 +28,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
 
 use super::{checkout, col, db_error, pg_text};
@@ -30,7 +37,7 @@ use crate::{EventRecord, ExecutionRecord, StoreError, StoreResult};
 
 /// Rows one statement takes at most.
 const MAX_GROUP: usize = 64;
-/// Writes waiting for a slot; a full queue makes callers wait (each caller
+/// Writes waiting for their group; a full queue makes callers wait (each caller
 /// is a request in flight, which is bounded already).
 const QUEUE: usize = 1024;
 
@@ -91,65 +98,101 @@ struct Waiting<W: GroupWrite> {
     answer: oneshot::Sender<StoreResult<W::Answer>>,
 }
 
+/// What the grouping task is sent: a row to write, or a flush to answer
+/// once every row sent before it is written.
+enum Item<W: GroupWrite> {
+    Row(Waiting<W>),
+    Flush(oneshot::Sender<()>),
+}
+
 /// The queue of one kind of write and the task that groups it.
 pub(super) struct Group<W: GroupWrite> {
-    queue: mpsc::Sender<Waiting<W>>,
+    queue: mpsc::Sender<Item<W>>,
     writer: Arc<W>,
 }
 
 impl<W: GroupWrite> Group<W> {
-    /// Starts the grouping task on the current runtime: at most `slots`
-    /// groups in flight at once (each holds one pooled connection).
-    pub(super) fn start(writer: W, slots: usize) -> Self {
+    /// Starts the grouping task on the current runtime. With a `linger`,
+    /// a group stays open that long after its first row (or until it is
+    /// full or flushed); without, it takes only what is already waiting.
+    pub(super) fn start(writer: W, linger: Duration) -> Self {
         let writer = Arc::new(writer);
         let (queue, waiting) = mpsc::channel(QUEUE);
-        tokio::spawn(gather(
-            writer.clone(),
-            waiting,
-            Arc::new(Semaphore::new(slots)),
-        ));
+        tokio::spawn(gather(writer.clone(), waiting, linger));
         Group { queue, writer }
     }
 
     /// Writes `row` with whatever else is waiting, once it is committed.
     pub(super) async fn write(&self, row: W::Row) -> StoreResult<W::Answer> {
         let (answer, answered) = oneshot::channel();
-        if let Err(mpsc::error::SendError(w)) = self.queue.send(Waiting { row, answer }).await {
+        if let Err(mpsc::error::SendError(item)) =
+            self.queue.send(Item::Row(Waiting { row, answer })).await
+        {
             // The task is gone (its runtime ended): this row goes alone.
+            let Item::Row(w) = item else {
+                return Err(StoreError::Database("a group write lost its row".into()));
+            };
             return one(&*self.writer, &w.row).await;
         }
         answered.await.map_err(|_| {
             StoreError::Database("the write's group was abandoned before it committed".into())
         })?
     }
+
+    /// Returns once every row sent before the call has been written (or
+    /// has failed), cutting a lingering group short.
+    pub(super) async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.queue.send(Item::Flush(done)).await.is_ok() {
+            // An error means the task is gone, and nothing waits in it.
+            let _ = flushed.await;
+        }
+    }
 }
 
-/// Takes every waiting write whenever a slot is free, and writes them as
-/// one group on a task of its own.
+/// Takes the waiting writes as one group, writes it, and so on: one group
+/// in flight at a time (one pooled connection per kind).
 async fn gather<W: GroupWrite>(
     writer: Arc<W>,
-    mut waiting: mpsc::Receiver<Waiting<W>>,
-    slots: Arc<Semaphore>,
+    mut waiting: mpsc::Receiver<Item<W>>,
+    linger: Duration,
 ) {
     loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let Some(first) = waiting.recv().await else {
-            return;
+        let first = match waiting.recv().await {
+            None => return,
+            // Nothing is in flight between groups: a flush that finds no
+            // group open is answered at once.
+            Some(Item::Flush(done)) => {
+                let _ = done.send(());
+                continue;
+            }
+            Some(Item::Row(w)) => w,
         };
         let mut group = vec![first];
+        let mut flushes = Vec::new();
+        let open_until = Instant::now() + linger;
         while group.len() < MAX_GROUP {
-            match waiting.try_recv() {
-                Ok(next) => group.push(next),
-                Err(_) => break,
+            let next = if linger.is_zero() {
+                waiting.try_recv().ok()
+            } else {
+                tokio::time::timeout_at(open_until, waiting.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            };
+            match next {
+                Some(Item::Row(w)) => group.push(w),
+                Some(Item::Flush(done)) => {
+                    flushes.push(done);
+                    break;
+                }
+                None => break,
             }
         }
-        let writer = writer.clone();
-        tokio::spawn(async move {
-            commit(&*writer, group).await;
-            drop(slot);
-        });
+        commit(&*writer, group).await;
+        for done in flushes {
+            let _ = done.send(());
+        }
     }
 }
 
@@ -421,7 +464,7 @@ mod tests {
     /// and the statements written.
     async fn behind_a_held_write(rows: &[u32]) -> (Vec<StoreResult<u32>>, Vec<Vec<u32>>) {
         let recorder = Arc::new(Recorder::default());
-        let group = Arc::new(Group::start(recorder.clone(), 1));
+        let group = Arc::new(Group::start(recorder.clone(), Duration::ZERO));
         let mut callers = Vec::new();
         for row in std::iter::once(1).chain(rows.iter().copied()) {
             let writer = group.clone();
@@ -443,7 +486,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn writes_waiting_for_a_slot_go_together_and_each_gets_its_own_answer() {
+    async fn writes_waiting_behind_a_group_go_together_and_each_gets_its_own_answer() {
         let (answers, statements) = behind_a_held_write(&[2, 3, 4]).await;
         assert_eq!(statements, [vec![1], vec![2, 3, 4]]);
         let answers: Vec<u32> = answers.into_iter().map(|a| a.unwrap()).collect();
@@ -478,5 +521,89 @@ mod tests {
                 "{answer:?}"
             );
         }
+    }
+    /// Sends `rows` one after another to a group that lingers for `linger`
+    /// and writes at once (its first statement is not held).
+    async fn lingering(
+        linger: Duration,
+        rows: &[u32],
+    ) -> (
+        Arc<Recorder>,
+        Arc<Group<Arc<Recorder>>>,
+        Vec<tokio::task::JoinHandle<StoreResult<u32>>>,
+    ) {
+        let recorder = Arc::new(Recorder::default());
+        recorder.open.notify_one();
+        let group = Arc::new(Group::start(recorder.clone(), linger));
+        let mut callers = Vec::new();
+        for &row in rows {
+            let writer = group.clone();
+            callers.push(tokio::spawn(async move { writer.write(row).await }));
+            tokio::task::yield_now().await;
+        }
+        (recorder, group, callers)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lingering_group_takes_the_rows_sent_while_it_is_open() {
+        let started = Instant::now();
+        let (recorder, _group, callers) = lingering(Duration::from_millis(50), &[1, 2, 3]).await;
+        let mut answers = Vec::new();
+        for caller in callers {
+            answers.push(caller.await.unwrap().unwrap());
+        }
+        assert_eq!(answers, [10, 20, 30]);
+        assert_eq!(*recorder.statements.lock().unwrap(), [vec![1, 2, 3]]);
+        assert!(
+            started.elapsed() >= Duration::from_millis(50),
+            "it lingered"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_cuts_a_lingering_group_short_and_waits_for_its_rows() {
+        let started = Instant::now();
+        let linger = Duration::from_secs(3600);
+        let (recorder, group, callers) = lingering(linger, &[1, 2]).await;
+        group.flush().await;
+        assert_eq!(
+            *recorder.statements.lock().unwrap(),
+            [vec![1, 2]],
+            "written before the flush returned"
+        );
+        assert!(
+            started.elapsed() < linger,
+            "the flush did not wait out the linger"
+        );
+        for caller in callers {
+            assert!(caller.await.unwrap().is_ok());
+        }
+        // Nothing open: a flush returns at once; later rows form a group of their own.
+        group.flush().await;
+        assert_eq!(group.write(3).await.ok(), Some(30));
+        assert_eq!(*recorder.statements.lock().unwrap(), [vec![1, 2], vec![3]]);
+    }
+
+    #[tokio::test]
+    async fn a_flush_waits_for_the_group_in_flight() {
+        let recorder = Arc::new(Recorder::default());
+        let group = Arc::new(Group::start(recorder.clone(), Duration::ZERO));
+        let writer = group.clone();
+        let first = tokio::spawn(async move { writer.write(1).await });
+        while recorder.statements.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let flusher = group.clone();
+        let flushed = tokio::spawn(async move { flusher.flush().await });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !flushed.is_finished(),
+            "the flush returned while row 1 was in flight"
+        );
+        recorder.open.notify_one();
+        flushed.await.unwrap();
+        assert_eq!(first.await.unwrap().ok(), Some(10));
     }
 }

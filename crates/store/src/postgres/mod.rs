@@ -12,8 +12,9 @@
 //! Driver: tokio-postgres with deadpool-postgres (ARCHITECTURE.md says why
 //! not sqlx). Statements are prepared once per pooled connection
 //! (`prepare_cached`). Every write is awaited and committed before the
-//! method returns, so there is nothing for [`Store::flush`] to wait for;
-//! Postgres already shares one WAL flush between concurrent commits.
+//! method returns, but delivery marks, which linger to go in groups
+//! (`group.rs`), so [`Store::flush`] waits only for them; Postgres already
+//! shares one WAL flush between concurrent commits.
 
 mod group;
 mod import;
@@ -92,11 +93,14 @@ pub struct PgStore {
     delivery_marks: OnceLock<Group<DeliveryMarks>>,
 }
 
-/// Groups of one kind in flight at once. One: writes that arrive while a
-/// group commits wait and go together in the next (under a burst of
-/// restored executions, four slots left nearly every group at one row).
-/// Each kind holds at most one pooled connection.
-const GROUP_SLOTS: usize = 1;
+/// How long a group of delivery marks stays open after its first mark.
+/// Nothing waits for a mark (it is sent once its event is on its way), and
+/// one mark costs Postgres about as much as a group of them: alone, marks
+/// were a fifth of Postgres's CPU in a burst of restored executions. A
+/// reader that must see them ([`crate::Store::take_undelivered`],
+/// [`crate::Store::flush`]) flushes the group first. Records and events
+/// are awaited by a request, so they do not linger.
+const MARKS_LINGER: Duration = Duration::from_millis(20);
 
 /// Orgs whose catalog version [`PgStore`] keeps.
 const CACHED_CATALOG_VERSIONS: usize = 10_000;
@@ -163,22 +167,29 @@ impl PgStore {
     fn execution_records(&self) -> &Group<ExecutionRecords> {
         self.execution_records.get_or_init(|| {
             let pool = self.pool.clone();
-            Group::start(ExecutionRecords { pool }, GROUP_SLOTS)
+            Group::start(ExecutionRecords { pool }, Duration::ZERO)
         })
     }
 
     fn fenced_events(&self) -> &Group<FencedEvents> {
         self.fenced_events.get_or_init(|| {
             let pool = self.pool.clone();
-            Group::start(FencedEvents { pool }, GROUP_SLOTS)
+            Group::start(FencedEvents { pool }, Duration::ZERO)
         })
     }
 
     fn delivery_marks(&self) -> &Group<DeliveryMarks> {
         self.delivery_marks.get_or_init(|| {
             let unflushed = self.unflushed.clone();
-            Group::start(DeliveryMarks { unflushed }, GROUP_SLOTS)
+            Group::start(DeliveryMarks { unflushed }, MARKS_LINGER)
         })
+    }
+
+    /// Waits for every delivery mark sent so far (none if none was).
+    async fn flush_marks(&self) {
+        if let Some(marks) = self.delivery_marks.get() {
+            marks.flush().await;
+        }
     }
 
     /// The notices of this store, its listening connection started on the

@@ -558,9 +558,8 @@ impl Store for PgStore {
     }
 
     async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
-        // Awaited rather than queued (SQLite's `write_later`), so `flush`
-        // has nothing to wait for; grouped with the marks of other streams
-        // (`group.rs`). Unflushed: a mark lost in a database crash only
+        // Grouped with the marks of other streams, in a group that lingers
+        // (`MARKS_LINGER`). Unflushed: a mark lost in a database crash only
         // replays the event once more (delivery is at-least-once).
         self.delivery_marks()
             .write((session_id.to_string(), stream_id.to_string(), seq))
@@ -585,6 +584,10 @@ impl Store for PgStore {
     }
 
     async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>> {
+        // This node's lingering marks first, so that what it delivered is
+        // not taken again (another node's may still be lingering: delivery
+        // is at-least-once).
+        self.flush_marks().await;
         // One statement: of two nodes taking at once, each event goes to one.
         let found = self
             .query(
@@ -620,7 +623,9 @@ impl Store for PgStore {
     }
 
     async fn flush(&self) -> StoreResult<()> {
-        // Every write above is committed before its method returns.
+        // Every write above is committed before its method returns, but
+        // for the delivery marks, which linger.
+        self.flush_marks().await;
         Ok(())
     }
 
