@@ -16,7 +16,7 @@ pub use lifecycle::{
     REPLAY_WINDOW, Sessions, SessionsConfig, SessionsMetrics,
 };
 pub use remote::RemoteListen;
-pub use runtime::{ClientResponse, Lease, Runtime};
+pub use runtime::{ClientResponse, InTransit, Lease, PostStream, Runtime};
 pub use streams::{
     Listener, OutboundStream, SLOW_READER_BYTES, SseEvent, StreamLimit, mark_delivered,
     parse_event_id, replay,

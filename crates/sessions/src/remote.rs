@@ -89,7 +89,8 @@ impl RemoteListeners {
         if !self.has(session_id) {
             return;
         }
-        let events = match store.take_undelivered(session_id).await {
+        // The holder's POST streams are on another node: nothing to leave.
+        let events = match store.take_undelivered(session_id, &[]).await {
             Ok(events) => events,
             Err(e) => {
                 tracing::warn!(error = %e, "could not take a session's undelivered events");

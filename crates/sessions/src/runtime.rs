@@ -28,6 +28,15 @@ pub struct Runtime {
     last_activity_ms: AtomicI64,
     in_flight: AtomicUsize,
     listeners: Mutex<ListenerRegistry>,
+    /// POST streams whose bodies are open here, by stream id: their events
+    /// are on their way to their own connection, so a GET's replay leaves
+    /// them undelivered (see [`PostStream`]).
+    posting: Mutex<Vec<String>>,
+    /// Held shared by a GET from its look at `posting` until its take of
+    /// the undelivered events is done, and exclusively by a POST stream
+    /// joining `posting`: a stream is either in the GET's list or logs
+    /// nothing before the take.
+    replay_gate: tokio::sync::RwLock<()>,
     /// Most GET streams open at once (SPEC §12).
     max_listeners: usize,
     /// Unflushed bytes a GET stream may queue before it is cut off.
@@ -60,6 +69,8 @@ impl Runtime {
             last_activity_ms: AtomicI64::new(now_ms()),
             in_flight: AtomicUsize::new(0),
             listeners: Mutex::new(ListenerRegistry::default()),
+            posting: Mutex::new(Vec::new()),
+            replay_gate: tokio::sync::RwLock::new(()),
             max_listeners,
             slow_reader_bytes,
             awaiting_client: Mutex::new(HashMap::new()),
@@ -154,6 +165,34 @@ impl Runtime {
         Ok(listener)
     }
 
+    /// Counts `stream_id` as a POST stream open here until the returned
+    /// guard drops (with the stream's body). Call it before the stream
+    /// logs anything.
+    pub async fn open_post_stream(self: &Arc<Self>, stream_id: &str) -> PostStream {
+        let _gate = self.replay_gate.write().await;
+        self.posting_lock().push(stream_id.to_string());
+        PostStream {
+            runtime: self.clone(),
+            stream_id: stream_id.to_string(),
+        }
+    }
+
+    /// For a GET's replay: the POST streams open here, whose events it
+    /// must leave to them (taking one would send it twice: an elicitation
+    /// asked of the human twice). Hold the answer until the take is done.
+    pub async fn in_transit(&self) -> InTransit<'_> {
+        let gate = self.replay_gate.read().await;
+        InTransit {
+            streams: self.posting_lock().clone(),
+            _gate: gate,
+        }
+    }
+
+    fn posting_lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // A poisoned lock only means a panic elsewhere while it was held.
+        self.posting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Hands an event to an open GET stream: the one with `stream_id` if it
     /// is open (a resumed stream), else any. False when none takes it.
     pub fn deliver_to_listener(&self, stream_id: &str, event: SseEvent) -> bool {
@@ -210,6 +249,30 @@ impl Drop for ClientResponse {
     fn drop(&mut self) {
         if let Ok(mut waiting) = self.runtime.awaiting_client.lock() {
             waiting.remove(&self.key);
+        }
+    }
+}
+
+/// The POST streams open on a runtime as a GET saw them; no other joins
+/// until this drops.
+pub struct InTransit<'a> {
+    pub streams: Vec<String>,
+    _gate: tokio::sync::RwLockReadGuard<'a, ()>,
+}
+
+/// A POST stream's body open on this node (see [`Runtime::open_post_stream`]).
+/// Once it drops, what the stream logged and did not write is the next
+/// GET's to replay.
+pub struct PostStream {
+    runtime: Arc<Runtime>,
+    stream_id: String,
+}
+
+impl Drop for PostStream {
+    fn drop(&mut self) {
+        let mut posting = self.runtime.posting_lock();
+        if let Some(i) = posting.iter().position(|s| *s == self.stream_id) {
+            posting.swap_remove(i);
         }
     }
 }

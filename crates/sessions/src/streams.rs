@@ -158,11 +158,13 @@ pub fn mark_delivered(store: &Arc<dyn Store>, session_id: &str, event: &SseEvent
 }
 
 /// Events to replay on a GET: those after `Last-Event-ID` on its stream,
-/// then every undelivered event of the session.
+/// then every undelivered event of the session but those of the streams in
+/// `in_transit` (POST streams open here, which write their own).
 pub async fn replay(
     store: &Arc<dyn Store>,
     session_id: &str,
     last_event: Option<(&str, i64)>,
+    in_transit: &[String],
 ) -> StoreResult<Vec<SseEvent>> {
     let mut events = Vec::new();
     if let Some((stream, seq)) = last_event {
@@ -174,7 +176,7 @@ pub async fn replay(
                 .map(SseEvent::from_record),
         );
     }
-    let undelivered = store.take_undelivered(session_id).await?;
+    let undelivered = store.take_undelivered(session_id, in_transit).await?;
     for e in undelivered.into_iter().map(SseEvent::from_record) {
         if !events.contains(&e) {
             events.push(e);

@@ -198,7 +198,7 @@ async fn delivered_events_of_lapsed_streams_are_deleted_and_undelivered_kept() {
     );
     assert_eq!(f.store.events_after(&id, "live", 0).await.unwrap().len(), 1);
     // The undelivered answer is still replayed on the next GET.
-    let replayed = executor_sessions::replay(&f.store, &id, None)
+    let replayed = executor_sessions::replay(&f.store, &id, None, &[])
         .await
         .unwrap();
     assert_eq!(replayed.len(), 1);
@@ -233,4 +233,50 @@ async fn a_stream_keeps_the_configured_number_of_events_for_replay() {
         .map(|e| e.seq)
         .collect();
     assert_eq!(kept, [2, 3], "the oldest event past the bound is dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_leaves_the_events_of_a_post_stream_open_here_to_it() {
+    let f = fixture(SessionsConfig::default()).await;
+    let id = create(&f, &f.alice).await.unwrap();
+    let lease = f.sessions.acquire(&id, &f.alice).await.unwrap();
+    // A POST stream whose body is open: its event is logged (undelivered)
+    // and on its way to its own connection.
+    let post = lease.runtime().open_post_stream("post").await;
+    let mut stream = f.sessions.outbound_stream(&lease, "post".into());
+    let asked = stream
+        .log(&json!({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create"}))
+        .await
+        .unwrap();
+    let open = lease.runtime().in_transit().await;
+    assert_eq!(open.streams, ["post"]);
+    let replayed = executor_sessions::replay(&f.store, &id, None, &open.streams)
+        .await
+        .unwrap();
+    assert!(
+        replayed.is_empty(),
+        "a GET took an event in transit: {replayed:?}"
+    );
+    // While a GET looks, no POST stream joins: it waits for the take.
+    let runtime = lease.runtime().clone();
+    let joining = tokio::spawn(async move { runtime.open_post_stream("late").await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !joining.is_finished(),
+        "a POST stream joined during a GET's take"
+    );
+    drop(open);
+    drop(joining.await.unwrap());
+    // Its body went without writing it: the next GET replays it, once.
+    drop(post);
+    let open = lease.runtime().in_transit().await.streams;
+    assert!(open.is_empty());
+    let replayed = executor_sessions::replay(&f.store, &id, None, &open)
+        .await
+        .unwrap();
+    assert_eq!(replayed, [asked]);
+    let again = executor_sessions::replay(&f.store, &id, None, &open)
+        .await
+        .unwrap();
+    assert!(again.is_empty());
 }

@@ -184,8 +184,14 @@ pub trait Store: Send + Sync + 'static {
         stream_id: &str,
         after_seq: i64,
     ) -> StoreResult<Vec<EventRecord>>;
-    /// Undelivered events of the session, oldest first, marked delivered.
-    async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
+    /// Undelivered events of the session, oldest first, marked delivered;
+    /// events of the streams in `except` (on their way to their own
+    /// connection) are left undelivered.
+    async fn take_undelivered(
+        &self,
+        session_id: &str,
+        except: &[String],
+    ) -> StoreResult<Vec<EventRecord>>;
     /// Deletes the delivered events of every stream whose newest event was
     /// created before `before_ms` (its replay window has lapsed); undelivered
     /// events stay. Returns how many were deleted.

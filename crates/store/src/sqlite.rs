@@ -835,21 +835,37 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>> {
+    async fn take_undelivered(
+        &self,
+        session_id: &str,
+        except: &[String],
+    ) -> StoreResult<Vec<EventRecord>> {
         let session_id = session_id.to_string();
-        self.writer.write(move |conn| {
-            let tx = conn;
-            let events = {
-                let mut stmt = tx.prepare_cached(
-                    "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND undelivered = 1 ORDER BY created_at, stream_id, seq",
+        let except = except.to_vec();
+        // On the writer: the read and the marks are one step, so of two
+        // takers each event goes to one.
+        self.writer
+            .write(move |conn| {
+                let events = {
+                    let mut stmt = conn.prepare_cached(
+                        "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND undelivered = 1 ORDER BY created_at, stream_id, seq",
+                    )?;
+                    let rows = stmt.query_map([&session_id], event_from_row)?;
+                    rows.collect::<Result<Vec<_>, _>>()?
+                };
+                let events: Vec<EventRecord> = events
+                    .into_iter()
+                    .filter(|e| !except.contains(&e.stream_id))
+                    .collect();
+                let mut mark = conn.prepare_cached(
+                    "UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
                 )?;
-                let rows = stmt.query_map([&session_id], event_from_row)?;
-                rows.collect::<Result<Vec<_>, _>>()?
-            };
-            tx.execute("UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND undelivered = 1", [&session_id])?;
-                        Ok(events)
-        })
-        .await
+                for e in &events {
+                    mark.execute(params![session_id, e.stream_id, e.seq])?;
+                }
+                Ok(events)
+            })
+            .await
     }
 
     async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64> {

@@ -44,6 +44,7 @@ contract!(
     retention_removes_only_untouched_sessions_and_their_events,
     event_log_keeps_the_newest_within_bounds,
     undelivered_events_are_taken_once,
+    undelivered_events_of_streams_in_transit_are_left,
     undelivered_events_are_taken_once_by_racing_takers,
     replayed_events_go_once_their_stream_is_quiet,
     flush_returns_once_queued_writes_are_committed,
@@ -376,14 +377,47 @@ async fn undelivered_events_are_taken_once(t: TestStore) {
         .unwrap();
     }
     s.mark_delivered("s", "a", 1).await.unwrap();
-    let taken = s.take_undelivered("s").await.unwrap();
+    let taken = s.take_undelivered("s", &[]).await.unwrap();
     let data: Vec<&str> = taken.iter().map(|e| e.data.as_str()).collect();
     assert_eq!(data, ["2", "3"], "oldest first");
     assert!(taken.iter().all(|e| e.undelivered));
-    assert!(s.take_undelivered("s").await.unwrap().is_empty());
+    assert!(s.take_undelivered("s", &[]).await.unwrap().is_empty());
     // Replay still finds them, now delivered.
     let replay = s.events_after("s", "a", 0).await.unwrap();
     assert!(replay.iter().all(|e| !e.undelivered));
+}
+
+/// Events of the streams a taker names (POST streams still writing them)
+/// are neither returned nor taken; a later take gets them.
+async fn undelivered_events_of_streams_in_transit_are_left(t: TestStore) {
+    let s = t.store();
+    for (stream, seq, at) in [("a", 1, 1), ("p", 1, 2), ("b", 1, 3), ("q", 1, 4)] {
+        s.append_event(
+            EventRecord {
+                created_at_ms: at,
+                ..event(stream, seq, "{}")
+            },
+            LogBounds::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    let streams = |events: &[EventRecord]| -> Vec<String> {
+        events.iter().map(|e| e.stream_id.clone()).collect()
+    };
+    let in_transit = ["p".to_string(), "q".to_string()];
+    let taken = s.take_undelivered("s", &in_transit).await.unwrap();
+    assert_eq!(streams(&taken), ["a", "b"]);
+    let taken = s.take_undelivered("s", &["q".to_string()]).await.unwrap();
+    assert_eq!(
+        streams(&taken),
+        ["p"],
+        "left undelivered, taken once no longer named"
+    );
+    let taken = s.take_undelivered("s", &[]).await.unwrap();
+    assert_eq!(streams(&taken), ["q"]);
+    assert!(s.take_undelivered("s", &[]).await.unwrap().is_empty());
 }
 
 /// Two nodes serving GET streams of one session: each event goes to one.
@@ -399,7 +433,7 @@ async fn undelivered_events_are_taken_once_by_racing_takers(t: TestStore) {
     for i in 0..8 {
         let s = stores[i % 2].clone();
         tasks.push(tokio::spawn(async move {
-            s.take_undelivered("s").await.unwrap()
+            s.take_undelivered("s", &[]).await.unwrap()
         }));
     }
     let mut taken = Vec::new();
@@ -1488,7 +1522,7 @@ async fn concurrent_writes_each_get_their_own_answer(t: TestStore) {
             assert_eq!(logged[0].data, format!("{{\"n\":{i}}}"));
             assert!(!logged[0].undelivered, "{id}'s mark was lost");
         }
-        assert!(s.take_undelivered(id).await.unwrap().is_empty());
+        assert!(s.take_undelivered(id, &[]).await.unwrap().is_empty());
         let run = format!("run{}", i.max(1));
         assert!(s.get_execution(&run).await.unwrap().is_some(), "{run}");
     }

@@ -19,7 +19,7 @@ use executor_mcp::{
     versions,
 };
 use executor_sessions::{
-    AcquireError, Holder, Lease, OutboundStream, Sessions, parse_event_id, replay,
+    AcquireError, Holder, Lease, OutboundStream, PostStream, Sessions, parse_event_id, replay,
 };
 use executor_store::tokens::{TokenCache, random_id};
 use executor_store::{ElicitationMode, Principal, Store, StoreError};
@@ -512,7 +512,11 @@ async fn post_in_session(
     let session_id = lease.id().to_string();
     let mut res = match requests.as_slice() {
         [req] if !batch && accepts.sse && (req.method == RpcMethod::ToolsCall || !accepts.json) => {
-            stream_one(app, lease, req.clone(), token_id)
+            let stream_id = random_id(9);
+            // Counted as open before its first event is logged, so a GET
+            // racing it never takes an event this stream is about to write.
+            let post = lease.runtime().open_post_stream(&stream_id).await;
+            stream_one(app, lease, post, stream_id, req.clone(), token_id)
         }
         [req] if !batch => {
             let scope = scope_of(&lease);
@@ -544,11 +548,19 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
 /// then the response once it is logged. The work runs in its own task so a
 /// client that drops the socket never cancels it; its answer then waits in
 /// the log for the session's next GET.
-fn stream_one(app: &App, lease: Lease, req: Request, token_id: String) -> Response {
+fn stream_one(
+    app: &App,
+    lease: Lease,
+    post: PostStream,
+    stream_id: String,
+    req: Request,
+    token_id: String,
+) -> Response {
     let store = app.store().clone();
     let server = app.server().clone();
-    let out = app.sessions.outbound_stream(&lease, random_id(9));
+    let out = app.sessions.outbound_stream(&lease, stream_id);
     let preamble = vec![out.priming().frame()];
+    let owner = StreamOwner::post(lease.clone(), post);
     let (tx, rx) = mpsc::channel(4);
     let stream = RequestStream {
         out: Arc::new(tokio::sync::Mutex::new(out)),
@@ -556,7 +568,6 @@ fn stream_one(app: &App, lease: Lease, req: Request, token_id: String) -> Respon
         lease: lease.clone(),
         sessions: app.sessions.clone(),
     };
-    let stream_lease = lease.clone();
     // The work outlives a client that goes away; shutdown still waits for it.
     let in_flight = app.in_flight.enter();
     tokio::spawn(async move {
@@ -585,7 +596,7 @@ fn stream_one(app: &App, lease: Lease, req: Request, token_id: String) -> Respon
         rotate_after: None,
     };
     sse::response(
-        StreamOwner::lease(stream_lease),
+        owner,
         store,
         preamble,
         Source::Post(rx),
@@ -779,6 +790,13 @@ async fn listen(
     let stream_id = last_event
         .map(|(s, _)| s.to_string())
         .unwrap_or_else(|| random_id(9));
+    // POST streams open here write their own events: taking one of them
+    // too would send it twice. None joins until the take below is done.
+    let runtime = lease.as_ref().map(|l| l.runtime().clone());
+    let in_transit = match &runtime {
+        Some(runtime) => Some(runtime.in_transit().await),
+        None => None,
+    };
     // Registered before the replay, which takes the undelivered events: a
     // stream refused over the limit must leave them for the next GET.
     let (listener, owner) = match lease {
@@ -796,12 +814,16 @@ async fn listen(
             )
         }
     };
-    let replayed = replay(app.store(), &session_id, last_event)
+    let except = in_transit
+        .as_ref()
+        .map_or(&[][..], |t| t.streams.as_slice());
+    let replayed = replay(app.store(), &session_id, last_event, except)
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "could not read the event log");
             WireError::Internal
         })?;
+    drop(in_transit);
     let mut preamble = Vec::with_capacity(replayed.len() + 1);
     match last_event {
         // A resumed stream keeps its ids; a comment flushes the headers.

@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use executor_sessions::{Lease, Listener, SseEvent, mark_delivered};
+use executor_sessions::{Lease, Listener, PostStream, SseEvent, mark_delivered};
 use executor_store::Store;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Interval};
@@ -49,6 +49,8 @@ pub struct StreamOwner {
     session_id: String,
     ended: watch::Receiver<bool>,
     _lease: Option<Lease>,
+    /// A POST's stream counts as open on the runtime while its body is.
+    _post: Option<PostStream>,
 }
 
 impl StreamOwner {
@@ -57,6 +59,16 @@ impl StreamOwner {
             session_id: lease.id().to_string(),
             ended: lease.disposed(),
             _lease: Some(lease),
+            _post: None,
+        }
+    }
+
+    /// A POST's own stream: until its body drops, a GET's replay leaves
+    /// its events to it.
+    pub fn post(lease: Lease, post: PostStream) -> Self {
+        StreamOwner {
+            _post: Some(post),
+            ..StreamOwner::lease(lease)
         }
     }
 
@@ -65,6 +77,7 @@ impl StreamOwner {
             session_id: session_id.to_string(),
             ended: gone,
             _lease: None,
+            _post: None,
         }
     }
 }

@@ -583,7 +583,11 @@ impl Store for PgStore {
         rows(found, event_from_row)
     }
 
-    async fn take_undelivered(&self, session_id: &str) -> StoreResult<Vec<EventRecord>> {
+    async fn take_undelivered(
+        &self,
+        session_id: &str,
+        except: &[String],
+    ) -> StoreResult<Vec<EventRecord>> {
         // This node's lingering marks first, so that what it delivered is
         // not taken again (another node's may still be lingering: delivery
         // is at-least-once).
@@ -593,9 +597,9 @@ impl Store for PgStore {
             .query(
                 &format!(
                     "UPDATE events SET undelivered = false WHERE session_id = $1 AND undelivered \
-                     RETURNING {EVENT_COLUMNS}"
+                     AND stream_id <> ALL($2::text[]) RETURNING {EVENT_COLUMNS}"
                 ),
-                &[&session_id],
+                &[&session_id, &except],
             )
             .await?;
         let mut events = rows(found, event_from_row)?;
