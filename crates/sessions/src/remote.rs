@@ -89,7 +89,8 @@ impl RemoteListeners {
         if !self.has(session_id) {
             return;
         }
-        // The holder's POST streams are on another node: nothing to leave.
+        // The holder's POST streams are on another node, which this one cannot
+        // see: it leaves nothing, and an event in transit there may go twice.
         let events = match store.take_undelivered(session_id, &[]).await {
             Ok(events) => events,
             Err(e) => {

@@ -12,9 +12,10 @@
 //! Driver: tokio-postgres with deadpool-postgres (ARCHITECTURE.md says why
 //! not sqlx). Statements are prepared once per pooled connection
 //! (`prepare_cached`). Every write is awaited and committed before the
-//! method returns, but delivery marks, which linger to go in groups
-//! (`group.rs`), so [`Store::flush`] waits only for them; Postgres already
-//! shares one WAL flush between concurrent commits.
+//! method returns; Postgres already shares one WAL flush between
+//! concurrent commits. Delivery marks are too, but their group lingers up
+//! to 20 ms (`group.rs`) and their caller does not wait for them, so they
+//! are what [`Store::flush`] waits for.
 
 mod group;
 mod import;
