@@ -268,6 +268,12 @@ pub struct PostStream {
     stream_id: String,
 }
 
+impl PostStream {
+    pub fn stream_id(&self) -> &str {
+        &self.stream_id
+    }
+}
+
 impl Drop for PostStream {
     fn drop(&mut self) {
         let mut posting = self.runtime.posting_lock();

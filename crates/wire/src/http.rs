@@ -512,11 +512,10 @@ async fn post_in_session(
     let session_id = lease.id().to_string();
     let mut res = match requests.as_slice() {
         [req] if !batch && accepts.sse && (req.method == RpcMethod::ToolsCall || !accepts.json) => {
-            let stream_id = random_id(9);
             // Counted as open before its first event is logged, so a GET
             // racing it never takes an event this stream is about to write.
-            let post = lease.runtime().open_post_stream(&stream_id).await;
-            stream_one(app, lease, post, stream_id, req.clone(), token_id)
+            let post = lease.runtime().open_post_stream(&random_id(9)).await;
+            stream_one(app, lease, post, req.clone(), token_id)
         }
         [req] if !batch => {
             let scope = scope_of(&lease);
@@ -552,13 +551,14 @@ fn stream_one(
     app: &App,
     lease: Lease,
     post: PostStream,
-    stream_id: String,
     req: Request,
     token_id: String,
 ) -> Response {
     let store = app.store().clone();
     let server = app.server().clone();
-    let out = app.sessions.outbound_stream(&lease, stream_id);
+    let out = app
+        .sessions
+        .outbound_stream(&lease, post.stream_id().to_string());
     let preamble = vec![out.priming().frame()];
     let owner = StreamOwner::post(lease.clone(), post);
     let (tx, rx) = mpsc::channel(4);
