@@ -427,6 +427,15 @@ pub struct ServeOpts {
         default_value_t = 540_000
     )]
     pub paused_session_idle_timeout: u64,
+    /// Keep a disposed session's lease on this node this many ms: its next
+    /// request here is served without a store write, one landing on
+    /// another node is handed here. 0 releases it at disposal.
+    #[arg(
+        long,
+        env = "EXECUTOR_SESSION_LEASE_KEPT_MS",
+        default_value_t = 300_000
+    )]
+    pub session_lease_kept: u64,
     #[command(flatten)]
     pub engine: EngineOpts,
     /// Garbage-collect session records untouched for this many days.

@@ -101,6 +101,7 @@ async fn run(cli: Cli) -> AnyResult<()> {
         &cli.global,
         store_options(&cli.command),
         uses_secret_key(&cli.command),
+        matches!(cli.command, Command::Serve(_)),
     )
     .await?;
     match cli.command {
@@ -240,11 +241,13 @@ pub(crate) async fn resolve_org(store: &dyn Store, name: Option<&str>) -> AnyRes
 
 /// Opens the store after its start checks (SPEC §11), whose refusals are
 /// the operator's message on stderr. `needs_secret_key`: the command seals or
-/// opens connection secrets, so their key must still be there.
+/// opens connection secrets, so their key must still be there. `serving`:
+/// a server, whose Postgres connections are all opened before it listens.
 async fn open_store(
     global: &GlobalOpts,
     options: StoreOptions,
     needs_secret_key: bool,
+    serving: bool,
 ) -> AnyResult<Arc<dyn Store>> {
     let url = global.database_url();
     if global.shared_store() {
@@ -255,6 +258,9 @@ async fn open_store(
             // store was set up with, and the check says so before anything
             // is sealed with another.
             store.check_secret_key(&load_secret_key(global)?).await?;
+        }
+        if serving {
+            store.warm_pool().await;
         }
         return Ok(Arc::new(store));
     }

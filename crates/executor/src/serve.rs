@@ -152,6 +152,7 @@ pub(crate) async fn serve(
             slow_reader_bytes: opts.slow_reader_bytes,
             node_url: Some(node_url),
             node_lease: Duration::from_millis(opts.node_lease),
+            lease_kept: Duration::from_millis(opts.session_lease_kept),
         },
     );
     // Background loops end when `stop` flips, after the drain; serve awaits them.

@@ -12,13 +12,19 @@
 //!   Dormant, held by another live node ── request ──► HeldElsewhere
 //! ```
 //!
+//! A Dormant session whose lease this node kept is *parked*: its next
+//! request here builds the runtime with no store write, as a live one is
+//! served (see [`SessionsConfig::lease_kept`]).
+//!
 //! Several nodes may share one store (SPEC §10). A runtime is built only by
 //! the node that claims the session's lease (`Store::claim_session`: a new
 //! epoch, refused while another live node holds it); its writes as the
 //! holder carry that fence. A request for a session another live node holds
 //! gets [`AcquireError::HeldElsewhere`], and the wire hands it to that node
-//! (or serves a GET here from the log, `remote.rs`). Disposal releases the
-//! lease; a node whose own lease lapsed disposes every runtime it holds.
+//! (or serves a GET here from the log, `remote.rs`). Disposal parks the
+//! lease, and the reaper releases it once it has been parked for
+//! `lease_kept`; a node whose own lease lapsed disposes every runtime it
+//! holds and forgets what it parked.
 //!
 //! `Dormant` is a durable record with no runtime; `Building` is the short
 //! window in which exactly one task restores it while any number of
@@ -85,6 +91,9 @@ pub struct SessionsConfig {
     pub node_url: Option<String>,
     /// This node's lease on the store (see [`NODE_LEASE`]).
     pub node_lease: Duration,
+    /// How long this node keeps the lease of a session whose runtime it
+    /// disposed (see [`LEASE_KEPT`]); zero releases it at disposal.
+    pub lease_kept: Duration,
 }
 
 /// Default cap on live sessions per (account, org) (SPEC §12).
@@ -97,6 +106,15 @@ pub const REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// stream open (SPEC §3, §12): longer than a GET stream lives before its
 /// rotation (30 min), so only a lease that is never released reaches it.
 pub const BUSY_CEILING: Duration = Duration::from_secs(35 * 60);
+/// Default time a disposed session's lease stays with its node. Its next
+/// request there restores it without a write (a claim was one write to
+/// the store per restore, and its release another); a request that lands
+/// on another node meanwhile is handed here, as for a live session. After
+/// it, the lease is released, and the session is served where it lands.
+pub const LEASE_KEPT: Duration = Duration::from_secs(5 * 60);
+/// Parked leases one node keeps at most; past it the oldest are released.
+/// Each holds a session record (about a kilobyte).
+const MAX_PARKED: usize = 10_000;
 
 impl Default for SessionsConfig {
     fn default() -> Self {
@@ -112,6 +130,7 @@ impl Default for SessionsConfig {
             slow_reader_bytes: SLOW_READER_BYTES,
             node_url: None,
             node_lease: NODE_LEASE,
+            lease_kept: LEASE_KEPT,
         }
     }
 }
@@ -259,6 +278,13 @@ enum Slot {
     Live(Arc<Runtime>),
 }
 
+/// A session whose runtime this node disposed and whose lease it kept.
+struct Parked {
+    record: SessionRecord,
+    fence: Fence,
+    since: Instant,
+}
+
 /// What one (account, org) holds, for the session cap.
 struct Usage {
     /// Runtimes in memory or being restored.
@@ -277,6 +303,12 @@ struct Inner {
     /// for one map update, never across an await, and never together with
     /// `slots`.
     usage: Mutex<HashMap<Principal, Usage>>,
+    /// Parked sessions by id. A std lock, as `usage`: never held with
+    /// `slots` or `usage`.
+    parked: Mutex<HashMap<String, Parked>>,
+    /// Times this node forgot its leases (`lapse_locally`), moved under the
+    /// `parked` lock: a disposal that began before a lapse parks nothing.
+    lapses: AtomicU64,
     metrics: SessionsMetrics,
     /// Turns true once shutdown begins: standalone GET streams end and
     /// `/healthz` answers 503, while in-flight requests finish.
@@ -305,6 +337,8 @@ impl Sessions {
                 server,
                 slots: Mutex::new(HashMap::new()),
                 usage: Mutex::new(HashMap::new()),
+                parked: Mutex::new(HashMap::new()),
+                lapses: AtomicU64::new(0),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
                 node,
@@ -377,6 +411,10 @@ impl Sessions {
         // A poisoned lock only means a panic elsewhere while it was held; the
         // map itself is always consistent (every mutation is one call).
         self.inner.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn parked(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
+        self.inner.parked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn usage(&self) -> MutexGuard<'_, HashMap<Principal, Usage>> {
@@ -546,6 +584,21 @@ impl Sessions {
 
     async fn restore(&self, session_id: &str) -> Result<Runtime, AcquireError> {
         self.inner.metrics.builds.fetch_add(1, Ordering::Relaxed);
+        let parked = self.parked().remove(session_id);
+        if let Some(parked) = parked {
+            // Still ours: acquire checked this node's own lease, and no
+            // other node claims a live node's session.
+            let reservation = match self.reserve(&parked.record.owner, false) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.parked().insert(session_id.to_string(), parked);
+                    return Err(e);
+                }
+            };
+            let runtime = self.build_runtime(parked.record, parked.fence).await;
+            reservation.keep();
+            return Ok(runtime);
+        }
         let (record, fence) = match self.claim(session_id).await? {
             SessionClaim::Claimed { record, fence } => (record, fence),
             SessionClaim::Held { record, holder } => {
@@ -647,6 +700,11 @@ impl Sessions {
     /// Disposes every runtime without a write: this node's lease lapsed
     /// (or may have), so another node may hold any of them by now.
     fn lapse_locally(&self) {
+        {
+            let mut parked = self.parked();
+            self.inner.lapses.fetch_add(1, Ordering::SeqCst);
+            parked.clear();
+        }
         let live: Vec<Arc<Runtime>> = self
             .slots()
             .drain()
@@ -682,6 +740,60 @@ impl Sessions {
             runtime.dispose();
             self.release(&runtime.record.owner);
         }
+    }
+
+    /// Parks the leases of runtimes just disposed; returns the leases to
+    /// release: parked for `lease_kept` already, over [`MAX_PARKED`], or all
+    /// of them on a node peers cannot hand requests to (no URL) or when
+    /// this node forgot its leases since `lapses` was read.
+    fn park(
+        &self,
+        disposed: impl Iterator<Item = (SessionRecord, Fence)>,
+        lapses: u64,
+    ) -> Vec<(String, i64)> {
+        let keep = self.inner.config.lease_kept;
+        let disposed = disposed.map(|(record, fence)| (record.id.clone(), record, fence));
+        let mut parked = self.parked();
+        if keep.is_zero()
+            || self.inner.config.node_url.is_none()
+            || self.inner.lapses.load(Ordering::SeqCst) != lapses
+        {
+            return disposed.map(|(id, _, f)| (id, f.epoch)).collect();
+        }
+        let now = Instant::now();
+        for (id, record, fence) in disposed {
+            let since = now;
+            parked.insert(
+                id,
+                Parked {
+                    record,
+                    fence,
+                    since,
+                },
+            );
+        }
+        let mut released: Vec<(String, i64)> = Vec::new();
+        parked.retain(|id, p| {
+            let keep_it = now.duration_since(p.since) < keep;
+            if !keep_it {
+                released.push((id.clone(), p.fence.epoch));
+            }
+            keep_it
+        });
+        if parked.len() > MAX_PARKED {
+            let mut by_age: Vec<(Instant, String)> =
+                parked.iter().map(|(id, p)| (p.since, id.clone())).collect();
+            by_age.sort_unstable();
+            for (_, id) in by_age.into_iter().take(parked.len() - MAX_PARKED) {
+                if let Some(p) = parked.remove(&id) {
+                    released.push((id, p.fence.epoch));
+                }
+            }
+        }
+        if parked.capacity() > 64 && parked.len() < parked.capacity() / 4 {
+            parked.shrink_to_fit();
+        }
+        released
     }
 
     /// Gives the leases of disposed runtimes back, in the background.
@@ -831,6 +943,7 @@ impl Sessions {
 
     /// Disposes idle runtimes; returns how many. Called by the reaper.
     pub fn dispose_idle(&self) -> usize {
+        let lapses = self.inner.lapses.load(Ordering::SeqCst);
         let now = now_ms();
         let c = &self.inner.config;
         let mut disposed = Vec::new();
@@ -865,13 +978,14 @@ impl Sessions {
             .iter()
             .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
             .collect();
-        // Released, a quiet session's next request is served where it lands.
-        self.release_leases(
+        let released = self.park(
             disposed
                 .iter()
-                .map(|rt| (rt.id().to_string(), rt.fence().epoch))
-                .collect(),
+                .map(|rt| (rt.record.clone(), rt.fence().clone())),
+            lapses,
         );
+        // Released, a quiet session's next request is served where it lands.
+        self.release_leases(released);
         for rt in &disposed {
             tracing::debug!(session = rt.id(), "disposed idle session runtime");
             rt.dispose();
@@ -899,6 +1013,8 @@ impl Sessions {
     /// and the node leaves the store so its peers claim its sessions at once.
     pub async fn dispose_all(&self) {
         self.inner.remote.end_all();
+        // Released with the node's retirement below.
+        self.parked().clear();
         let live: Vec<Arc<Runtime>> = self
             .slots()
             .drain()

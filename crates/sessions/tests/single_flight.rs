@@ -20,6 +20,39 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(SessionsConfig {
+        // Zero: every runtime without a lease is disposed by dispose_idle.
+        idle_timeout: Duration::ZERO,
+        ..SessionsConfig::default()
+    })
+    .await
+}
+
+/// A node peers can reach (it has a URL), which keeps the leases of the
+/// runtimes it disposes for `kept`.
+async fn parking_fixture(kept: Duration) -> Fixture {
+    fixture_with(SessionsConfig {
+        idle_timeout: Duration::ZERO,
+        node_url: Some("http://127.0.0.1:9".into()),
+        lease_kept: kept,
+        ..SessionsConfig::default()
+    })
+    .await
+}
+
+/// A second node on `f`'s store.
+fn second_node(f: &Fixture) -> Sessions {
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&f.dir.path().join("executor.db")).unwrap());
+    let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
+    Sessions::new(
+        store,
+        Arc::new(McpServer::new(engine)),
+        SessionsConfig::default(),
+    )
+}
+
+async fn fixture_with(config: SessionsConfig) -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
@@ -29,11 +62,6 @@ async fn fixture() -> Fixture {
         .expect("account");
     let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
     let server = Arc::new(McpServer::new(engine));
-    let config = SessionsConfig {
-        // Zero: every runtime without a lease is disposed by dispose_idle.
-        idle_timeout: Duration::ZERO,
-        ..SessionsConfig::default()
-    };
     Fixture {
         sessions: Sessions::new(store, server, config),
         owner,
@@ -58,7 +86,15 @@ async fn new_session(f: &Fixture) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_after_idle_build_exactly_one_runtime() {
-    let f = fixture().await;
+    concurrent_requests_build_one_runtime(fixture().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_on_a_parked_session_build_exactly_one_runtime() {
+    concurrent_requests_build_one_runtime(parking_fixture(Duration::from_secs(60)).await).await;
+}
+
+async fn concurrent_requests_build_one_runtime(f: Fixture) {
     let ids: Vec<String> = futures_join(3, |_| new_session(&f)).await;
     const ROUNDS: usize = 150;
     const CONCURRENT: usize = 12;
@@ -181,14 +217,7 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
     let id = new_session(&f).await;
     // A second Sessions over the same database stands in for a restarted
     // server: it has nothing in memory and restores from the record.
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&f.dir.path().join("executor.db")).unwrap());
-    let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
-    let restarted = Sessions::new(
-        store,
-        Arc::new(McpServer::new(engine)),
-        SessionsConfig::default(),
-    );
+    let restarted = second_node(&f);
     // While the first process is alive it holds the session: the second
     // hands requests to it rather than build a second runtime.
     match restarted.acquire(&id, &f.owner).await {
@@ -218,6 +247,113 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
         .expect("restored after restart");
     assert_eq!(lease.protocol_version(), "2025-06-18");
     assert_eq!(lease.record.client_info, json!({"name": "t"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disposed_session_keeps_its_lease_here_and_is_restored_without_a_claim() {
+    let f = parking_fixture(Duration::from_secs(60)).await;
+    let id = new_session(&f).await;
+    let other = second_node(&f);
+    for _ in 0..3 {
+        assert_eq!(f.sessions.dispose_idle(), 1);
+        assert_eq!(f.sessions.live_count(), 0);
+        // Held here while parked: another node hands its requests here.
+        match other.acquire(&id, &f.owner).await {
+            Err(AcquireError::HeldElsewhere(holder)) => {
+                assert_eq!(holder.node_id, f.sessions.node_id());
+            }
+            r => panic!("a parked session was taken by another node: {:?}", r.err()),
+        }
+        let claims = f.sessions.metrics().claims.get();
+        let lease = f.sessions.acquire(&id, &f.owner).await.expect("restored");
+        assert_eq!(lease.record.client_info, json!({"name": "t"}));
+        assert_eq!(f.sessions.metrics().claims.get(), claims, "no claim");
+    }
+    // Terminated while parked: terminated for good, on every node.
+    f.sessions.dispose_idle();
+    f.sessions
+        .terminate(&id, &f.owner)
+        .await
+        .expect("terminate");
+    f.sessions.dispose_idle();
+    assert_eq!(
+        f.sessions.acquire(&id, &f.owner).await.err(),
+        Some(AcquireError::Terminated)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_lease_is_released_once_kept_long_enough_and_the_session_moves() {
+    let f = parking_fixture(Duration::from_millis(50)).await;
+    let id = new_session(&f).await;
+    let other = second_node(&f);
+    assert_eq!(f.sessions.dispose_idle(), 1);
+    assert!(matches!(
+        other.acquire(&id, &f.owner).await.err(),
+        Some(AcquireError::HeldElsewhere(_))
+    ));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    // The reaper's next pass releases it (in the background).
+    assert_eq!(f.sessions.dispose_idle(), 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let lease = loop {
+        match other.acquire(&id, &f.owner).await {
+            Ok(lease) => break lease,
+            Err(AcquireError::HeldElsewhere(_)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("the released session was not taken here: {e:?}"),
+        }
+    };
+    assert_eq!(lease.protocol_version(), "2025-06-18");
+    // Its first node no longer holds it: it hands requests to the new holder.
+    match f.sessions.acquire(&id, &f.owner).await {
+        Err(AcquireError::HeldElsewhere(holder)) => {
+            assert_eq!(holder.node_id, other.node_id());
+        }
+        r => panic!("the first node restored a released session: {:?}", r.err()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_own_lease_lapsed_forgets_what_it_parked() {
+    // No maintenance task renews the node's lease here: it lapses.
+    let f = fixture_with(SessionsConfig {
+        idle_timeout: Duration::ZERO,
+        node_url: Some("http://127.0.0.1:9".into()),
+        node_lease: Duration::from_millis(200),
+        ..SessionsConfig::default()
+    })
+    .await;
+    let id = new_session(&f).await;
+    assert_eq!(f.sessions.dispose_idle(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Another node may hold it by now: the restore claims it again.
+    let claims = f.sessions.metrics().claims.get();
+    f.sessions.acquire(&id, &f.owner).await.expect("restored");
+    assert_eq!(f.sessions.metrics().claims.get(), claims + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_an_address_releases_at_disposal() {
+    // Peers could not hand it requests: it keeps nothing.
+    let f = fixture_with(SessionsConfig {
+        idle_timeout: Duration::ZERO,
+        lease_kept: Duration::from_secs(60),
+        ..SessionsConfig::default()
+    })
+    .await;
+    let id = new_session(&f).await;
+    let other = second_node(&f);
+    assert_eq!(f.sessions.dispose_idle(), 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while let Err(e) = other.acquire(&id, &f.owner).await {
+        assert!(
+            matches!(e, AcquireError::HeldElsewhere(_)) && std::time::Instant::now() < deadline,
+            "not released: {e:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 async fn futures_join<T, Fut: std::future::Future<Output = T>>(

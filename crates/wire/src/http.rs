@@ -560,7 +560,7 @@ fn stream_one(
         .sessions
         .outbound_stream(&lease, post.stream_id().to_string());
     let preamble = vec![out.priming().frame()];
-    let owner = StreamOwner::post(lease.clone(), post);
+    let owner = StreamOwner::post(lease.clone(), post, app.sessions.clone());
     let (tx, rx) = mpsc::channel(4);
     let stream = RequestStream {
         out: Arc::new(tokio::sync::Mutex::new(out)),
@@ -790,15 +790,12 @@ async fn listen(
     let stream_id = last_event
         .map(|(s, _)| s.to_string())
         .unwrap_or_else(|| random_id(9));
-    // POST streams open here write their own events: taking one of them
-    // too would send it twice. None joins until the take below is done.
+    // Registered first: a POST stream whose body goes from now on hands
+    // what it did not write to this stream (or, gone before the look
+    // below, leaves it to the replay). Before the replay, which takes the
+    // undelivered events: a stream refused over the limit leaves them for
+    // the next GET.
     let runtime = lease.as_ref().map(|l| l.runtime().clone());
-    let in_transit = match &runtime {
-        Some(runtime) => Some(runtime.in_transit().await),
-        None => None,
-    };
-    // Registered before the replay, which takes the undelivered events: a
-    // stream refused over the limit must leave them for the next GET.
     let (listener, owner) = match lease {
         Some(lease) => (
             lease.add_listener(stream_id.clone())?,
@@ -813,6 +810,12 @@ async fn listen(
                 StreamOwner::elsewhere(&session_id, remote.gone),
             )
         }
+    };
+    // POST streams open here write their own events: taking one of them
+    // too would send it twice. None joins until the take below is done.
+    let in_transit = match &runtime {
+        Some(runtime) => Some(runtime.in_transit().await),
+        None => None,
     };
     let except = in_transit
         .as_ref()
@@ -848,7 +851,7 @@ async fn listen(
         owner,
         app.store().clone(),
         preamble,
-        Source::Listen(listener),
+        Source::listen(listener, &replayed),
         sse::Timing {
             keepalive: app.config.sse_keepalive,
             rotate_after: Some(app.config.get_stream_rotation),

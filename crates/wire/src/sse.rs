@@ -1,6 +1,6 @@
 //! Server-sent-event response bodies: framing, keepalives, rotation.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use executor_sessions::{Lease, Listener, PostStream, SseEvent, mark_delivered};
+use executor_sessions::{Lease, Listener, PostStream, Sessions, SseEvent, mark_delivered};
 use executor_store::Store;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Interval};
@@ -29,15 +29,34 @@ const MIN_KEEPALIVE: Duration = Duration::from_millis(1);
 pub enum Source {
     /// A POST's own stream: ends when the request's task drops the sender.
     Post(mpsc::Receiver<SseEvent>),
-    /// A standalone GET stream of the session.
-    Listen(Listener),
+    /// A standalone GET stream of the session, and the ids of the events
+    /// of other streams its replay sent (see [`Source::listen`]).
+    Listen(Listener, HashSet<(String, i64)>),
 }
 
 impl Source {
+    /// A GET stream whose preamble carries `replayed`. An event it replayed
+    /// may also reach it live (logged, then its POST's body went before
+    /// writing it); that copy is not sent twice.
+    pub fn listen(listener: Listener, replayed: &[SseEvent]) -> Self {
+        let ids = replayed
+            .iter()
+            .filter(|e| e.stream_id != listener.stream_id)
+            .map(|e| (e.stream_id.clone(), e.seq))
+            .collect();
+        Source::Listen(listener, ids)
+    }
+
     async fn next(&mut self) -> Option<SseEvent> {
         match self {
             Source::Post(rx) => rx.recv().await,
-            Source::Listen(l) => l.events.recv().await,
+            Source::Listen(l, replayed) => loop {
+                let event = l.events.recv().await?;
+                if replayed.is_empty() || !replayed.remove(&(event.stream_id.clone(), event.seq)) {
+                    return Some(event);
+                }
+                l.flushed(&event);
+            },
         }
     }
 }
@@ -48,9 +67,11 @@ impl Source {
 pub struct StreamOwner {
     session_id: String,
     ended: watch::Receiver<bool>,
-    _lease: Option<Lease>,
+    lease: Option<Lease>,
     /// A POST's stream counts as open on the runtime while its body is.
     _post: Option<PostStream>,
+    /// Told when a POST's body drops with events no GET stream here took.
+    sessions: Option<Sessions>,
 }
 
 impl StreamOwner {
@@ -58,16 +79,18 @@ impl StreamOwner {
         StreamOwner {
             session_id: lease.id().to_string(),
             ended: lease.disposed(),
-            _lease: Some(lease),
+            lease: Some(lease),
             _post: None,
+            sessions: None,
         }
     }
 
     /// A POST's own stream: until its body drops, a GET's replay leaves
-    /// its events to it.
-    pub fn post(lease: Lease, post: PostStream) -> Self {
+    /// its events to it; what it has not written then goes to a GET stream.
+    pub fn post(lease: Lease, post: PostStream, sessions: Sessions) -> Self {
         StreamOwner {
             _post: Some(post),
+            sessions: Some(sessions),
             ..StreamOwner::lease(lease)
         }
     }
@@ -76,8 +99,9 @@ impl StreamOwner {
         StreamOwner {
             session_id: session_id.to_string(),
             ended: gone,
-            _lease: None,
+            lease: None,
             _post: None,
+            sessions: None,
         }
     }
 }
@@ -95,8 +119,29 @@ struct StreamState {
     store: Arc<dyn Store>,
     session_id: String,
     /// Keeps the runtime counted as busy while the stream is open.
-    _owner: StreamOwner,
+    owner: StreamOwner,
     finished: bool,
+}
+
+impl Drop for StreamState {
+    /// A POST's body that goes (the client left, the token lapsed) with
+    /// events still queued hands them to a GET stream open here now,
+    /// rather than leave them in the log for the session's next GET. Its
+    /// stream is still in transit meanwhile, so no GET's replay takes them
+    /// too.
+    fn drop(&mut self) {
+        let (Source::Post(rx), Some(lease)) = (&mut self.source, &self.owner.lease) else {
+            return;
+        };
+        rx.close();
+        let mut waiting = false;
+        while let Ok(event) = rx.try_recv() {
+            waiting |= !lease.deliver_to_listener(&event.stream_id.clone(), event);
+        }
+        if waiting && let Some(sessions) = &self.owner.sessions {
+            sessions.events_waiting(lease.id());
+        }
+    }
 }
 
 /// When a stream sends keepalives and when it ends by itself.
@@ -131,7 +176,7 @@ pub fn response(
         session_id: owner.session_id.clone(),
         store,
         source,
-        _owner: owner,
+        owner,
         finished: false,
     };
     let stream = futures::stream::unfold(state, next_chunk);
@@ -171,7 +216,7 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, S
     let chunk = match step {
         Step::Event(event) => {
             mark_delivered(&st.store, &st.session_id, &event);
-            if let Source::Listen(l) = &st.source {
+            if let Source::Listen(l, _) = &st.source {
                 l.flushed(&event);
             }
             Bytes::from(event.frame())

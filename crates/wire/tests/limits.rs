@@ -236,16 +236,66 @@ async fn get_streams_over_the_cap_are_429_and_leave_undelivered_events() {
     let res = f.send(mcp(&alice, "GET", Some(&session))).await;
     assert_eq!(res.status(), StatusCode::OK);
     // The refused GET left the undelivered answer for this one.
-    let mut frames = res.into_body().into_data_stream();
+    read_until(res.into_body(), "id: lost:1").await;
+}
+
+/// Reads `body` until its text holds `needle` (5 s at most per chunk).
+async fn read_until(body: Body, needle: &str) -> String {
+    let mut frames = body.into_data_stream();
     let mut text = String::new();
-    while !text.contains("id: lost:1") {
+    while !text.contains(needle) {
         let chunk = tokio::time::timeout(Duration::from_secs(5), frames.next())
             .await
-            .unwrap_or_else(|_| panic!("no replay of the lost answer; got {text:?}"))
+            .unwrap_or_else(|_| panic!("no {needle:?} within 5 s; got {text:?}"))
             .expect("the stream ended")
             .unwrap();
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_queued_on_a_post_stream_that_goes_reaches_the_open_get_stream() {
+    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    // A tools/call answered on its own SSE stream, whose reader stops
+    // after the priming event: the answer is logged and queued for it.
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "execute", "arguments": {"code": "return 41 + 1;"}
+    }});
+    let post = f.post(&alice, Some(&session), call).await;
+    assert_eq!(post.status(), StatusCode::OK);
+    let mut post_frames = post.into_body().into_data_stream();
+    let priming = String::from_utf8_lossy(&post_frames.next().await.unwrap().unwrap()).to_string();
+    let stream_id = priming
+        .strip_prefix("id: ")
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(id, _)| id.to_string())
+        .unwrap_or_else(|| panic!("no priming event: {priming:?}"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while f
+        .store
+        .events_after(&session, &stream_id, 0)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "the answer was never logged");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A GET opened now leaves the answer to its POST stream, still open.
+    let get = f.send(mcp(&alice, "GET", Some(&session))).await;
+    assert_eq!(get.status(), StatusCode::OK);
+    // The POST's reader goes: the open GET stream gets the answer, once.
+    drop(post_frames);
+    let text = read_until(get.into_body(), &format!("id: {stream_id}:1")).await;
+    assert!(text.contains("42"), "{text}");
+    assert_eq!(
+        text.matches(&format!("id: {stream_id}:1")).count(),
+        1,
+        "{text}"
+    );
 }
 
 fn get(path: &str, host: &str) -> Request<Body> {
