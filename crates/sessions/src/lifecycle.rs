@@ -303,8 +303,8 @@ struct Inner {
     /// for one map update, never across an await, and never together with
     /// `slots`.
     usage: Mutex<HashMap<Principal, Usage>>,
-    /// Parked sessions by id. A std lock, as `usage`: never held with
-    /// `slots` or `usage`.
+    /// Parked sessions by id. A std lock, as `usage`; taken inside `slots`
+    /// (by the reaper), never the other way round.
     parked: Mutex<HashMap<String, Parked>>,
     /// Times this node forgot its leases (`lapse_locally`), moved under the
     /// `parked` lock: a disposal that began before a lapse parks nothing.
@@ -557,7 +557,16 @@ impl Sessions {
             let result = this.restore(&session_id).await;
             let mut slots = this.slots();
             match result {
-                Ok(runtime) => {
+                Ok((runtime, lapses)) if this.inner.lapses.load(Ordering::SeqCst) != lapses => {
+                    // This node forgot its leases meanwhile: the lease this
+                    // runtime was built on may be another node's by now.
+                    slots.remove(&session_id);
+                    drop(slots);
+                    runtime.dispose();
+                    this.release(&runtime.record.owner);
+                    Err(AcquireError::Unavailable)
+                }
+                Ok((runtime, _)) => {
                     tracing::debug!(session = %session_id, micros = started.elapsed().as_micros() as u64, "restored session runtime");
                     slots.insert(session_id, Slot::Live(Arc::new(runtime)));
                     let m = &this.inner.metrics;
@@ -582,22 +591,32 @@ impl Sessions {
         joined.shared()
     }
 
-    async fn restore(&self, session_id: &str) -> Result<Runtime, AcquireError> {
+    /// Builds the session's runtime on its parked lease, or on a lease
+    /// claimed now; also returns the count of this node's lapses when it
+    /// got the lease (a lapse since then voids it).
+    async fn restore(&self, session_id: &str) -> Result<(Runtime, u64), AcquireError> {
         self.inner.metrics.builds.fetch_add(1, Ordering::Relaxed);
-        let parked = self.parked().remove(session_id);
+        let (parked, lapses) = {
+            let mut parked = self.parked();
+            let lapses = self.inner.lapses.load(Ordering::SeqCst);
+            (parked.remove(session_id), lapses)
+        };
         if let Some(parked) = parked {
-            // Still ours: acquire checked this node's own lease, and no
-            // other node claims a live node's session.
+            // Ours as a live runtime is: acquire checked this node's own
+            // lease, a peer claims it only once that lease lapsed on the
+            // store (or after evicting this node when a hand-over here was
+            // refused), and the writes of a runtime built on a lease that
+            // moved are fenced, as a live runtime's are.
             let reservation = match self.reserve(&parked.record.owner, false) {
                 Ok(r) => r,
                 Err(e) => {
-                    self.parked().insert(session_id.to_string(), parked);
+                    self.release_leases(vec![(session_id.to_string(), parked.fence.epoch)]);
                     return Err(e);
                 }
             };
             let runtime = self.build_runtime(parked.record, parked.fence).await;
             reservation.keep();
-            return Ok(runtime);
+            return Ok((runtime, lapses));
         }
         let (record, fence) = match self.claim(session_id).await? {
             SessionClaim::Claimed { record, fence } => (record, fence),
@@ -614,6 +633,9 @@ impl Sessions {
             SessionClaim::Lapsed => return Err(AcquireError::Unavailable),
         };
         self.inner.metrics.claims.inc();
+        // After the claim: a lapse within it (`claim` registers again) is
+        // behind this lease.
+        let lapses = self.inner.lapses.load(Ordering::SeqCst);
         let reservation = match self.reserve(&record.owner, false) {
             Ok(r) => r,
             Err(e) => {
@@ -624,7 +646,7 @@ impl Sessions {
         let runtime = self.build_runtime(record, fence).await;
         // The caller inserts the runtime as `Live` without awaiting.
         reservation.keep();
-        Ok(runtime)
+        Ok((runtime, lapses))
     }
 
     /// Claims the session's lease for this node, registering the node
@@ -731,6 +753,7 @@ impl Sessions {
     /// request for the session is handed to the new holder.
     pub fn fenced(&self, runtime: &Arc<Runtime>) {
         self.inner.metrics.fenced_writes.inc();
+        self.parked().remove(runtime.id());
         let mut slots = self.slots();
         if let Some(Slot::Live(current)) = slots.get(runtime.id())
             && Arc::ptr_eq(current, runtime)
@@ -929,6 +952,7 @@ impl Sessions {
             rt.dispose();
             self.release(&rt.record.owner);
         }
+        self.parked().remove(session_id);
         drop(lease);
         // GET streams of the session on other nodes end too.
         self.inner.remote.end(session_id);
@@ -947,7 +971,7 @@ impl Sessions {
         let now = now_ms();
         let c = &self.inner.config;
         let mut disposed = Vec::new();
-        {
+        let released = {
             let mut slots = self.slots();
             slots.retain(|_, slot| {
                 let Slot::Live(rt) = slot else { return true };
@@ -973,17 +997,20 @@ impl Sessions {
             if slots.capacity() > 64 && slots.len() < slots.capacity() / 4 {
                 slots.shrink_to_fit();
             }
-        }
+            // Parked before the slots are unlocked: a request for one of
+            // them then finds its parked lease, never a gap in which it
+            // claims anew and the old fence is parked after it.
+            self.park(
+                disposed
+                    .iter()
+                    .map(|rt| (rt.record.clone(), rt.fence().clone())),
+                lapses,
+            )
+        };
         let touches: Vec<(String, i64)> = disposed
             .iter()
             .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
             .collect();
-        let released = self.park(
-            disposed
-                .iter()
-                .map(|rt| (rt.record.clone(), rt.fence().clone())),
-            lapses,
-        );
         // Released, a quiet session's next request is served where it lands.
         self.release_leases(released);
         for rt in &disposed {

@@ -86,18 +86,24 @@ async fn new_session(f: &Fixture) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_after_idle_build_exactly_one_runtime() {
-    concurrent_requests_build_one_runtime(fixture().await).await;
+    let claims = concurrent_requests_build_one_runtime(fixture().await).await;
+    assert_eq!(claims, 150 * 3, "one claim per restore");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_on_a_parked_session_build_exactly_one_runtime() {
-    concurrent_requests_build_one_runtime(parking_fixture(Duration::from_secs(60)).await).await;
+    let f = parking_fixture(Duration::from_secs(60)).await;
+    let claims = concurrent_requests_build_one_runtime(f).await;
+    assert_eq!(claims, 0, "a parked lease is restored without a claim");
 }
 
-async fn concurrent_requests_build_one_runtime(f: Fixture) {
+/// 150 rounds of disposal and concurrent requests on three sessions;
+/// returns the claims the restores made.
+async fn concurrent_requests_build_one_runtime(f: Fixture) -> u64 {
     let ids: Vec<String> = futures_join(3, |_| new_session(&f)).await;
     const ROUNDS: usize = 150;
     const CONCURRENT: usize = 12;
+    let claims = f.sessions.metrics().claims.get();
     for round in 0..ROUNDS {
         assert_eq!(
             f.sessions.dispose_idle(),
@@ -142,6 +148,7 @@ async fn concurrent_requests_build_one_runtime(f: Fixture) {
             }
         }
     }
+    f.sessions.metrics().claims.get() - claims
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -791,8 +791,9 @@ async fn listen(
         .map(|(s, _)| s.to_string())
         .unwrap_or_else(|| random_id(9));
     // Registered first: a POST stream whose body goes from now on hands
-    // what it did not write to this stream (or, gone before the look
-    // below, leaves it to the replay). Before the replay, which takes the
+    // what it did not write to a GET stream open here (this one, or the
+    // stream it resumes, or an older one), or, gone before the look below,
+    // leaves it to the replay. Before the replay, which takes the
     // undelivered events: a stream refused over the limit leaves them for
     // the next GET.
     let runtime = lease.as_ref().map(|l| l.runtime().clone());

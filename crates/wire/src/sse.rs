@@ -29,30 +29,37 @@ const MIN_KEEPALIVE: Duration = Duration::from_millis(1);
 pub enum Source {
     /// A POST's own stream: ends when the request's task drops the sender.
     Post(mpsc::Receiver<SseEvent>),
-    /// A standalone GET stream of the session, and the ids of the events
-    /// of other streams its replay sent (see [`Source::listen`]).
-    Listen(Listener, HashSet<(String, i64)>),
+    /// A standalone GET stream of the session, and what its replay sent
+    /// (see [`Source::listen`]).
+    Listen(Listener, HashSet<Replayed>),
+}
+
+/// An event a GET's replay sent: its id and a hash of its data, so that
+/// a notification numbered in the stream's own sequence is never taken
+/// for it.
+type Replayed = (String, i64, u64);
+
+fn replayed(event: &SseEvent) -> Replayed {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let data = BuildHasherDefault::<DefaultHasher>::default().hash_one(&event.data);
+    (event.stream_id.clone(), event.seq, data)
 }
 
 impl Source {
-    /// A GET stream whose preamble carries `replayed`. An event it replayed
+    /// A GET stream whose preamble carries `sent`. An event it replayed
     /// may also reach it live (logged, then its POST's body went before
-    /// writing it); that copy is not sent twice.
-    pub fn listen(listener: Listener, replayed: &[SseEvent]) -> Self {
-        let ids = replayed
-            .iter()
-            .filter(|e| e.stream_id != listener.stream_id)
-            .map(|e| (e.stream_id.clone(), e.seq))
-            .collect();
-        Source::Listen(listener, ids)
+    /// writing it, as when a GET resumes that POST's stream); that copy is
+    /// not sent twice.
+    pub fn listen(listener: Listener, sent: &[SseEvent]) -> Self {
+        Source::Listen(listener, sent.iter().map(replayed).collect())
     }
 
     async fn next(&mut self) -> Option<SseEvent> {
         match self {
             Source::Post(rx) => rx.recv().await,
-            Source::Listen(l, replayed) => loop {
+            Source::Listen(l, sent) => loop {
                 let event = l.events.recv().await?;
-                if replayed.is_empty() || !replayed.remove(&(event.stream_id.clone(), event.seq)) {
+                if sent.is_empty() || !sent.remove(&replayed(&event)) {
                     return Some(event);
                 }
                 l.flushed(&event);

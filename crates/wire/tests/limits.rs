@@ -241,7 +241,13 @@ async fn get_streams_over_the_cap_are_429_and_leave_undelivered_events() {
 
 /// Reads `body` until its text holds `needle` (5 s at most per chunk).
 async fn read_until(body: Body, needle: &str) -> String {
-    let mut frames = body.into_data_stream();
+    read_until_in(&mut body.into_data_stream(), needle).await
+}
+
+async fn read_until_in(
+    frames: &mut (impl futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin),
+    needle: &str,
+) -> String {
     let mut text = String::new();
     while !text.contains(needle) {
         let chunk = tokio::time::timeout(Duration::from_secs(5), frames.next())
@@ -254,20 +260,21 @@ async fn read_until(body: Body, needle: &str) -> String {
     text
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_queued_on_a_post_stream_that_goes_reaches_the_open_get_stream() {
-    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
-    let alice = f.bearer("alice@example.com").await;
-    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
-    // A tools/call answered on its own SSE stream, whose reader stops
-    // after the priming event: the answer is logged and queued for it.
+/// A tools/call answered on its own SSE stream whose reader stops after the
+/// priming event: returns the body, its stream id, once the answer is
+/// logged (and queued for that body).
+async fn a_post_stream_holding_its_answer(
+    f: &common::Fixture,
+    bearer: &str,
+    session: &str,
+) -> (impl futures::Stream + Unpin, String) {
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
         "name": "execute", "arguments": {"code": "return 41 + 1;"}
     }});
-    let post = f.post(&alice, Some(&session), call).await;
+    let post = f.post(bearer, Some(session), call).await;
     assert_eq!(post.status(), StatusCode::OK);
-    let mut post_frames = post.into_body().into_data_stream();
-    let priming = String::from_utf8_lossy(&post_frames.next().await.unwrap().unwrap()).to_string();
+    let mut frames = post.into_body().into_data_stream();
+    let priming = String::from_utf8_lossy(&frames.next().await.unwrap().unwrap()).to_string();
     let stream_id = priming
         .strip_prefix("id: ")
         .and_then(|rest| rest.split_once(':'))
@@ -276,7 +283,7 @@ async fn an_answer_queued_on_a_post_stream_that_goes_reaches_the_open_get_stream
     let deadline = Instant::now() + Duration::from_secs(5);
     while f
         .store
-        .events_after(&session, &stream_id, 0)
+        .events_after(session, &stream_id, 0)
         .await
         .unwrap()
         .is_empty()
@@ -284,18 +291,56 @@ async fn an_answer_queued_on_a_post_stream_that_goes_reaches_the_open_get_stream
         assert!(Instant::now() < deadline, "the answer was never logged");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    (frames, stream_id)
+}
+
+/// Reads `body` until `needle`, then 300 ms more; how often `needle` came.
+async fn count_on(body: Body, needle: &str) -> (usize, String) {
+    let mut frames = body.into_data_stream();
+    let mut text = read_until_in(&mut frames, needle).await;
+    while let Ok(Some(Ok(chunk))) =
+        tokio::time::timeout(Duration::from_millis(300), frames.next()).await
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    (text.matches(needle).count(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_queued_on_a_post_stream_that_goes_reaches_the_open_get_stream() {
+    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    let (post, stream_id) = a_post_stream_holding_its_answer(&f, &alice, &session).await;
     // A GET opened now leaves the answer to its POST stream, still open.
     let get = f.send(mcp(&alice, "GET", Some(&session))).await;
     assert_eq!(get.status(), StatusCode::OK);
     // The POST's reader goes: the open GET stream gets the answer, once.
-    drop(post_frames);
-    let text = read_until(get.into_body(), &format!("id: {stream_id}:1")).await;
+    drop(post);
+    let (count, text) = count_on(get.into_body(), &format!("id: {stream_id}:1")).await;
     assert!(text.contains("42"), "{text}");
-    assert_eq!(
-        text.matches(&format!("id: {stream_id}:1")).count(),
-        1,
-        "{text}"
-    );
+    assert_eq!(count, 1, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_resuming_a_post_stream_sends_its_answer_once() {
+    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    let (post, stream_id) = a_post_stream_holding_its_answer(&f, &alice, &session).await;
+    // The client resumes the POST's stream from its priming event: the
+    // replay sends the answer, and the POST's body, gone, hands it to
+    // this stream (named like it) too.
+    let mut resume = mcp(&alice, "GET", Some(&session));
+    resume
+        .headers_mut()
+        .insert("last-event-id", format!("{stream_id}:0").parse().unwrap());
+    let get = f.send(resume).await;
+    assert_eq!(get.status(), StatusCode::OK);
+    drop(post);
+    let (count, text) = count_on(get.into_body(), &format!("id: {stream_id}:1")).await;
+    assert!(text.contains("42"), "{text}");
+    assert_eq!(count, 1, "sent twice: {text}");
 }
 
 fn get(path: &str, host: &str) -> Request<Body> {
