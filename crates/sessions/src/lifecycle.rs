@@ -273,8 +273,10 @@ const RETENTION_GC_EVERY: Duration = Duration::from_secs(3600);
 type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>>>;
 
 enum Slot {
-    /// Exactly one restore is running; requests wait on this future.
-    Building(BuildFuture),
+    /// Exactly one restore is running; requests wait on this future. The
+    /// number tells this build from a later one of the same session (a
+    /// lapse clears the map while builds run).
+    Building(BuildFuture, u64),
     Live(Arc<Runtime>),
 }
 
@@ -309,6 +311,8 @@ struct Inner {
     /// Times this node forgot its leases (`lapse_locally`), moved under the
     /// `parked` lock: a disposal that began before a lapse parks nothing.
     lapses: AtomicU64,
+    /// Numbers the builds (`Slot::Building`).
+    next_build: AtomicU64,
     metrics: SessionsMetrics,
     /// Turns true once shutdown begins: standalone GET streams end and
     /// `/healthz` answers 503, while in-flight requests finish.
@@ -339,6 +343,7 @@ impl Sessions {
                 usage: Mutex::new(HashMap::new()),
                 parked: Mutex::new(HashMap::new()),
                 lapses: AtomicU64::new(0),
+                next_build: AtomicU64::new(0),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
                 node,
@@ -529,10 +534,14 @@ impl Sessions {
                         // runtime between this check and the lease.
                         return Ok(Lease::new(rt.clone()));
                     }
-                    Some(Slot::Building(build)) => build.clone(),
+                    Some(Slot::Building(build, _)) => build.clone(),
                     None => {
-                        let build = self.start_build(session_id.to_string());
-                        slots.insert(session_id.to_string(), Slot::Building(build.clone()));
+                        let number = self.inner.next_build.fetch_add(1, Ordering::Relaxed);
+                        let build = self.start_build(session_id.to_string(), number);
+                        slots.insert(
+                            session_id.to_string(),
+                            Slot::Building(build.clone(), number),
+                        );
                         build
                     }
                 }
@@ -550,17 +559,23 @@ impl Sessions {
 
     /// Spawns the restore as its own task, so a request that gives up
     /// waiting never cancels a build other requests depend on.
-    fn start_build(&self, session_id: String) -> BuildFuture {
+    fn start_build(&self, session_id: String, number: u64) -> BuildFuture {
         let this = self.clone();
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let result = this.restore(&session_id).await;
             let mut slots = this.slots();
+            // Shutdown cleared the map meanwhile (and a later build of the
+            // session may be under way): the slot is not this build's.
+            let own = matches!(slots.get(&session_id), Some(Slot::Building(_, n)) if *n == number);
+            let current = this.inner.lapses.load(Ordering::SeqCst);
             match result {
-                Ok((runtime, lapses)) if this.inner.lapses.load(Ordering::SeqCst) != lapses => {
+                Ok((runtime, lapses)) if !own || current != lapses => {
                     // This node forgot its leases meanwhile: the lease this
                     // runtime was built on may be another node's by now.
-                    slots.remove(&session_id);
+                    if own {
+                        slots.remove(&session_id);
+                    }
                     drop(slots);
                     runtime.dispose();
                     this.release(&runtime.record.owner);
@@ -576,7 +591,9 @@ impl Sessions {
                 }
                 Err(e) => {
                     // Leave nothing half-built: the next request starts afresh.
-                    slots.remove(&session_id);
+                    if own {
+                        slots.remove(&session_id);
+                    }
                     Err(e)
                 }
             }
@@ -727,14 +744,16 @@ impl Sessions {
             self.inner.lapses.fetch_add(1, Ordering::SeqCst);
             parked.clear();
         }
-        let live: Vec<Arc<Runtime>> = self
-            .slots()
-            .drain()
-            .filter_map(|(_, s)| match s {
-                Slot::Live(rt) => Some(rt),
-                Slot::Building(_) => None,
-            })
-            .collect();
+        // Builds under way stay: each sees the lapse count move and drops
+        // a runtime whose lease it got before (see `start_build`).
+        let mut live: Vec<Arc<Runtime>> = Vec::new();
+        self.slots().retain(|_, s| match s {
+            Slot::Live(rt) => {
+                live.push(rt.clone());
+                false
+            }
+            Slot::Building(..) => true,
+        });
         if !live.is_empty() {
             tracing::warn!(
                 node = self.inner.node.id(),
@@ -753,8 +772,18 @@ impl Sessions {
     /// request for the session is handed to the new holder.
     pub fn fenced(&self, runtime: &Arc<Runtime>) {
         self.inner.metrics.fenced_writes.inc();
-        self.parked().remove(runtime.id());
         let mut slots = self.slots();
+        {
+            // Its lease, if the reaper parked it meanwhile (a newer one
+            // of the session is left alone).
+            let mut parked = self.parked();
+            if parked
+                .get(runtime.id())
+                .is_some_and(|p| p.fence == *runtime.fence())
+            {
+                parked.remove(runtime.id());
+            }
+        }
         if let Some(Slot::Live(current)) = slots.get(runtime.id())
             && Arc::ptr_eq(current, runtime)
         {
@@ -1047,7 +1076,7 @@ impl Sessions {
             .drain()
             .filter_map(|(_, s)| match s {
                 Slot::Live(rt) => Some(rt),
-                Slot::Building(_) => None,
+                Slot::Building(..) => None,
             })
             .collect();
         for rt in &live {
@@ -1076,7 +1105,7 @@ impl Sessions {
             .values()
             .filter_map(|s| match s {
                 Slot::Live(rt) => Some((rt.id().to_string(), rt.last_activity_ms())),
-                Slot::Building(_) => None,
+                Slot::Building(..) => None,
             })
             .collect();
         if let Err(e) = self.inner.store.touch_sessions(touches).await {
@@ -1094,7 +1123,7 @@ impl Sessions {
             .values()
             .filter_map(|s| match s {
                 Slot::Live(rt) => Some(rt.clone()),
-                Slot::Building(_) => None,
+                Slot::Building(..) => None,
             })
             .collect();
         let mut versions: HashMap<String, i64> = HashMap::new();
