@@ -274,8 +274,8 @@ type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> 
 
 enum Slot {
     /// Exactly one restore is running; requests wait on this future. The
-    /// number tells this build from a later one of the same session (a
-    /// lapse clears the map while builds run).
+    /// number tells this build from a later one of the same session
+    /// (shutdown clears the map while builds run).
     Building(BuildFuture, u64),
     Live(Arc<Runtime>),
 }
@@ -804,16 +804,16 @@ impl Sessions {
         lapses: u64,
     ) -> Vec<(String, i64)> {
         let keep = self.inner.config.lease_kept;
-        let disposed = disposed.map(|(record, fence)| (record.id.clone(), record, fence));
         let mut parked = self.parked();
         if keep.is_zero()
             || self.inner.config.node_url.is_none()
             || self.inner.lapses.load(Ordering::SeqCst) != lapses
         {
-            return disposed.map(|(id, _, f)| (id, f.epoch)).collect();
+            return disposed.map(|(r, f)| (r.id, f.epoch)).collect();
         }
         let now = Instant::now();
-        for (id, record, fence) in disposed {
+        for (record, fence) in disposed {
+            let id = record.id.clone();
             let since = now;
             parked.insert(
                 id,
