@@ -43,7 +43,11 @@ console.log(`store: ${pgName ? `postgres (${pgName})` : "sqlite"}`);
 const port = await freePort();
 const url = `http://127.0.0.1:${port}/mcp`;
 const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--session-idle-timeout", String(IDLE_MS), "--allow-local-network"], {
-  stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, RUST_LOG: "warn" },
+  // The memory figure opens SESSIONS sessions for one account: above the
+  // per-account cap (1,000 live) the server answers 429, and a refused
+  // session would count as a session that costs nothing.
+  stdio: ["ignore", "ignore", "inherit"],
+  env: { EXECUTOR_MAX_SESSIONS_PER_PRINCIPAL: String(SESSIONS * 2), ...process.env, RUST_LOG: "warn" },
 });
 for (let i = 0; i < 100; i++) { try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch {} await sleep(50); }
 const bearer = execFileSync(BIN, ["token", "create", "--email", "bench@example.com", "--data-dir", dataDir], { encoding: "utf8" }).trim();
@@ -59,7 +63,9 @@ const post = async (sid, body) => {
 };
 const init = async () => {
   const r = await post(null, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "1" } } });
-  return r.headers.get("mcp-session-id");
+  const sid = r.headers.get("mcp-session-id");
+  if (!sid) throw new Error(`initialize answered ${r.status} without a session`);
+  return sid;
 };
 const load = (sid, body) => new Promise((resolve, reject) =>
   autocannon({ url, method: "POST", connections: CONNS, duration: DURATION, headers: headers(sid), body: JSON.stringify(body) },

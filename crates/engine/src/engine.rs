@@ -9,6 +9,7 @@ use executor_store::{
     ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, NODE_LEASE, NodeLease,
     Notice, Store, next_notice, now_ms,
 };
+use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -22,7 +23,7 @@ use crate::execution::{
     LiveExecution, MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, RunLease, SavedExecution,
     is_paused, paused_envelope,
 };
-use crate::invoke::{CallBounds, ExecutionBridge, ToolCallTrace};
+use crate::invoke::{CallBounds, CatalogAtStart, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
 use crate::normalize::normalize;
 use crate::policy_cache::PolicyCache;
@@ -436,7 +437,7 @@ impl Engine {
         claimed: Option<(Fence, i64)>,
     ) -> Result<Arc<LiveExecution>, Value> {
         let org = saved.owner.org_id.clone();
-        let catalog = self.catalogs.catalog(&org).await;
+        let catalog = catalog_at_start(&self.catalogs, &org);
         let policies = self
             .policies
             .policies(self.store.as_ref(), &org)
@@ -1184,6 +1185,24 @@ async fn watch_wall_clock(limit: Duration, gate: Arc<ApprovalGate>, stop: Stop) 
             return;
         }
     }
+}
+
+/// Starts reading `org`'s committed catalog for an execution that starts
+/// now (see [`CatalogAtStart`]). Committed, not kept: an integration the
+/// CLI has just added is callable by the next execution on every node. A
+/// read task that died (it panicked) is read again by its first caller.
+fn catalog_at_start(catalogs: &Arc<dyn CatalogSource>, org: &str) -> CatalogAtStart {
+    let (reader, again) = (catalogs.clone(), catalogs.clone());
+    let (org, org_again) = (org.to_string(), org.to_string());
+    let read = tokio::spawn(async move { reader.catalog(&org).await });
+    async move {
+        match read.await {
+            Ok(catalog) => catalog,
+            Err(_) => again.catalog(&org_again).await,
+        }
+    }
+    .boxed()
+    .shared()
 }
 
 fn decision_of(action: Action) -> Decision {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use executor_sandbox::{AgentError, HeldAnswer, HostBridge};
 use executor_store::{PolicyRecord, StoreError};
 use futures::FutureExt;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Shared};
 use serde_json::{Value, json};
 
 use crate::envelope::internal_error_id;
@@ -47,8 +47,14 @@ pub struct ExecutionBridge {
     inner: Arc<BridgeInner>,
 }
 
+/// The org's catalog as of the execution's start. Its read (a round trip
+/// on Postgres) starts with the execution and goes on while the sandbox
+/// compiles and runs the program: the first call that needs the catalog
+/// waits for it, and a program that calls no tool never does.
+pub(crate) type CatalogAtStart = Shared<BoxFuture<'static, Arc<Catalog>>>;
+
 struct BridgeInner {
-    catalog: Arc<Catalog>,
+    catalog: CatalogAtStart,
     ctx: CallContext,
     /// Approvals, call numbering and the replay journal of this execution.
     gate: Arc<ApprovalGate>,
@@ -63,7 +69,7 @@ struct BridgeInner {
 
 impl ExecutionBridge {
     pub(crate) fn new(
-        catalog: Arc<Catalog>,
+        catalog: CatalogAtStart,
         ctx: CallContext,
         policy_records: Vec<PolicyRecord>,
         gate: Arc<ApprovalGate>,
@@ -169,11 +175,12 @@ impl BridgeInner {
         path: &str,
         args: Value,
     ) -> (Result<Value, AgentError>, Option<Arc<HostHold>>) {
+        let catalog = self.catalog.clone().await;
         match path {
-            "search" => (search(&self.catalog, &self.policies, &args), None),
-            "describe.tool" => (describe_tool(&self.catalog, &self.policies, &args), None),
-            "executor.integrations.list" => (list_integrations(&self.catalog, &args), None),
-            _ => match self.invoke(index, path, args).await {
+            "search" => (search(&catalog, &self.policies, &args), None),
+            "describe.tool" => (describe_tool(&catalog, &self.policies, &args), None),
+            "executor.integrations.list" => (list_integrations(&catalog, &args), None),
+            _ => match self.invoke(&catalog, index, path, args).await {
                 Ok(result) => {
                     let held = result.as_ref().ok().and_then(|s| s.held.clone());
                     (Ok(result_value(result)), held)
@@ -188,19 +195,24 @@ impl BridgeInner {
     /// every other failure is a `{ok: false}` result.
     async fn invoke(
         &self,
+        catalog: &Arc<Catalog>,
         index: usize,
         path: &str,
         args: Value,
     ) -> Result<ToolResult, AgentError> {
-        let Some(tool) = self.catalog.get(path).cloned() else {
-            if let Some(why) = self.catalog.unavailable(path) {
+        let Some(tool) = catalog.get(path).cloned() else {
+            if let Some(why) = catalog.unavailable(path) {
                 return Ok(Err(ToolError::new(
                     why.code,
                     format!("{path} cannot be called: {}", why.message),
                 )));
             }
-            return Ok(Err(ToolError::new("tool_not_found", format!("Tool not found: {path}")).with_details(
-                json!({ "path": path, "suggestions": suggestions(&self.catalog, &self.policies, path) }),
+            return Ok(Err(ToolError::new(
+                "tool_not_found",
+                format!("Tool not found: {path}"),
+            )
+            .with_details(
+                json!({ "path": path, "suggestions": suggestions(catalog, &self.policies, path) }),
             )));
         };
         let action = self.policies.resolve(path, tool.requires_approval);
@@ -217,7 +229,7 @@ impl BridgeInner {
                 format!("{path} expects an object as its input"),
             )));
         }
-        if let Err(problems) = self.catalog.validate(&tool, &args) {
+        if let Err(problems) = catalog.validate(&tool, &args) {
             return Ok(Err(ToolError::new(
                 "invalid_tool_arguments",
                 format!("{path}: the input does not match its schema: {problems}"),
@@ -262,7 +274,7 @@ impl BridgeInner {
             tool: tool.clone(),
             args,
             ctx: self.ctx.clone(),
-            catalog: self.catalog.clone(),
+            catalog: catalog.clone(),
             policies: self.policy_records.clone(),
             budget: self.budget.clone(),
         };
