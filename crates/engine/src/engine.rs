@@ -1192,13 +1192,15 @@ async fn watch_wall_clock(limit: Duration, gate: Arc<ApprovalGate>, stop: Stop) 
 /// CLI has just added is callable by the next execution on every node. A
 /// read task that died (it panicked) is read again by its first caller.
 fn catalog_at_start(catalogs: &Arc<dyn CatalogSource>, org: &str) -> CatalogAtStart {
-    let (reader, again) = (catalogs.clone(), catalogs.clone());
-    let (org, org_again) = (org.to_string(), org.to_string());
-    let read = tokio::spawn(async move { reader.catalog(&org).await });
+    let (catalogs, org) = (catalogs.clone(), org.to_string());
+    let read = tokio::spawn({
+        let (catalogs, org) = (catalogs.clone(), org.clone());
+        async move { catalogs.catalog(&org).await }
+    });
     async move {
         match read.await {
             Ok(catalog) => catalog,
-            Err(_) => again.catalog(&org_again).await,
+            Err(_) => catalogs.catalog(&org).await,
         }
     }
     .boxed()
