@@ -98,11 +98,16 @@ const line = (name, r) => {
 const ours = await startOurs({ args: ["--session-idle-timeout", String(IDLE_MS)] });
 let a, b;
 try { a = await measure(ours); } finally { await ours.cleanup(); }
-const peer = await startPeer();
-try { b = await measure(peer); } finally { await peer.cleanup(); }
+// PEER=0: ours alone, for comparing two builds or settings of ours.
+if (process.env.PEER !== "0") {
+  const peer = await startPeer();
+  try { b = await measure(peer); } finally { await peer.cleanup(); }
+}
 console.log(`${SESSIONS} sessions × ${ROUNDS} executions, ${CONNS} in flight, ${IDLE_MS * 1.5 + 250} ms idle between rounds (ours on ${STORE}, idle timeout ${IDLE_MS} ms)`);
 line(`ours (${STORE})`, a);
-line("peer", b);
-const adv = pct(b.latencies, 99) / pct(a.latencies, 99);
-console.log(`p99 advantage (peer / ours): x${adv.toFixed(2)}`);
+if (b) {
+  line("peer", b);
+  const adv = pct(b.latencies, 99) / pct(a.latencies, 99);
+  console.log(`p99 advantage (peer / ours): x${adv.toFixed(2)}`);
+}
 process.exit(a.errors === 0 ? 0 : 1);

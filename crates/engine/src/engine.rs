@@ -20,8 +20,8 @@ use crate::envelope::{
 };
 use crate::execution::{
     Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, ExecutionState, Executions,
-    LiveExecution, MAX_ARGS_PREVIEW_CHARS, ResumeRefusal, RunEvent, RunLease, SavedExecution,
-    is_paused, paused_envelope,
+    LiveExecution, MAX_ARGS_PREVIEW_CHARS, Reply, ResumeRefusal, RunEvent, RunLease,
+    SavedExecution, is_paused, paused_envelope,
 };
 use crate::invoke::{CallBounds, CatalogAtStart, ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;
@@ -283,21 +283,24 @@ impl Engine {
         name: &str,
         args: &Value,
     ) -> Result<Value, ToolCallError> {
-        self.call_tool_asking(ctx, name, args, None).await
+        self.call_tool_asking(ctx, name, args, None, Reply::Direct)
+            .await
     }
 
     /// [`Engine::call_tool`], with approvals asked through `prompt` inline
     /// (native elicitation) when there is one: the call then answers only
-    /// when the program has finished.
+    /// when the program has finished. `reply` says how the answer leaves
+    /// the server (see [`Reply`]).
     pub async fn call_tool_asking(
         &self,
         ctx: &CallContext,
         name: &str,
         args: &Value,
         prompt: Option<&dyn ApprovalPrompt>,
+        reply: Reply,
     ) -> Result<Value, ToolCallError> {
         match name {
-            "execute" => Ok(self.execute(ctx, args, prompt).await),
+            "execute" => Ok(self.execute(ctx, args, prompt, reply).await),
             "skills" => Ok(self.skills(ctx, args).await),
             "resume" => Ok(self.resume(ctx, args).await),
             other => Err(ToolCallError::UnknownTool(other.to_string())),
@@ -309,6 +312,7 @@ impl Engine {
         ctx: &CallContext,
         args: &Value,
         prompt: Option<&dyn ApprovalPrompt>,
+        reply: Reply,
     ) -> Value {
         let Some(code) = args.get("code").and_then(Value::as_str) else {
             return envelope::tool_error(
@@ -327,7 +331,9 @@ impl Engine {
             Ok(body) => body,
             Err(refused) => {
                 let message = refused.message().to_string();
-                return self.refuse_before_running(ctx, &id, code, message).await;
+                return self
+                    .refuse_before_running(ctx, &id, code, message, reply)
+                    .await;
             }
         };
         // SPEC §4: over the org's share (or the server's limit) the answer
@@ -347,7 +353,7 @@ impl Engine {
             decided: Vec::new(),
             journal_dropped: false,
         };
-        match self.start(saved, None, slot, None).await {
+        match self.start(saved, None, slot, None, reply).await {
             Ok(live) => {
                 let mut events = live.events.lock().await;
                 let answer = self.advance(&live, &mut events).await;
@@ -417,11 +423,12 @@ impl Engine {
         id: &str,
         code: &str,
         message: String,
+        reply: Reply,
     ) -> Value {
         let outcome = RunOutcome::failed(message);
         self.metrics.record(&outcome, &[], 0);
         let record = execution_record(ctx, id, code, &outcome, Vec::new(), now_ms(), 0);
-        if let Err(e) = self.store.insert_execution(record).await {
+        if let Err(e) = write_record(&self.store, record, reply).await {
             return internal_error("could not record execution", &e);
         }
         envelope::render(&outcome, self.text_limits)
@@ -429,12 +436,14 @@ impl Engine {
 
     /// Starts (or, after a restart, replays) the run of `saved`. With a
     /// `decision`, the pending call of `saved` receives it when reached.
+    /// `reply`: how the answer of the call that starts it leaves the server.
     async fn start(
         &self,
         saved: SavedExecution,
         decision: Option<Decision>,
         slot: Slot,
         claimed: Option<(Fence, i64)>,
+        reply: Reply,
     ) -> Result<Arc<LiveExecution>, Value> {
         let org = saved.owner.org_id.clone();
         let catalog = catalog_at_start(&self.catalogs, &org);
@@ -493,6 +502,7 @@ impl Engine {
             gate: gate.clone(),
             wall_clock: self.wall_clock,
             budget,
+            reply,
         };
         tokio::spawn(runner.run(ctx, saved, bridge, events_tx));
         Ok(live)
@@ -831,7 +841,13 @@ impl Engine {
         }
         let slot = self.admission.readmit(&saved.owner.org_id);
         let live = self
-            .start(saved, Some(decision_of(action)), slot, Some(claimed))
+            .start(
+                saved,
+                Some(decision_of(action)),
+                slot,
+                Some(claimed),
+                Reply::Direct,
+            )
             .await?;
         let live = self.executions.register(id, live);
         Ok(live)
@@ -1048,6 +1064,8 @@ struct Runner {
     gate: Arc<ApprovalGate>,
     wall_clock: Duration,
     budget: HostBudget,
+    /// How the answer of the call that started the run leaves the server.
+    reply: Reply,
 }
 
 impl Runner {
@@ -1098,13 +1116,38 @@ impl Runner {
             clock.elapsed().as_millis() as i64,
         );
         // SPEC §10: the record is committed before the result is returned.
-        if let Err(e) = self.store.insert_execution(record).await {
+        let reply = record_durability(self.reply, self.gate.has_paused());
+        if let Err(e) = write_record(&self.store, record, reply).await {
             let id = internal_error_id();
             tracing::error!(error_id = %id, error = %e, "could not record execution");
             outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
         }
         self.executions.forget_after(&saved.id, FINISHED_RUN_KEPT);
         let _ = events.send(RunEvent::Finished(outcome));
+    }
+}
+
+/// How a finished run's record is made durable: as the call that started
+/// the run answers, unless a call of the run has waited for a human — the
+/// answer may then go to another caller (a resume, the CLI) or to none,
+/// and the record is flushed as it is written.
+fn record_durability(started_by: Reply, has_paused: bool) -> Reply {
+    match has_paused {
+        true => Reply::Direct,
+        false => started_by,
+    }
+}
+
+/// Writes an execution's record, durable at once or, for an answer that
+/// is logged by a flushed write before it is sent, with that write.
+async fn write_record(
+    store: &Arc<dyn Store>,
+    record: ExecutionRecord,
+    reply: Reply,
+) -> Result<(), executor_store::StoreError> {
+    match reply {
+        Reply::Direct => store.insert_execution(record).await,
+        Reply::Logged => store.insert_execution_deferred(record).await,
     }
 }
 
@@ -1298,4 +1341,20 @@ fn inventory_of(catalog: &Catalog) -> Vec<String> {
             (None, n) => format!("{} ({n} tools)", i.namespace),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SPEC §10 across the reply paths: only the answer of the call that
+    /// started a run, logged by a flushed write, carries its record's
+    /// durability; a run that waited for a human flushes its record itself.
+    #[test]
+    fn a_record_waits_for_its_flush_unless_its_starters_logged_answer_carries_it() {
+        assert_eq!(record_durability(Reply::Logged, false), Reply::Logged);
+        assert_eq!(record_durability(Reply::Logged, true), Reply::Direct);
+        assert_eq!(record_durability(Reply::Direct, false), Reply::Direct);
+        assert_eq!(record_durability(Reply::Direct, true), Reply::Direct);
+    }
 }

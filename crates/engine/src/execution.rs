@@ -220,6 +220,9 @@ pub(crate) struct ApprovalGate {
     /// by a holder that stopped (-1: none): a replay answers them as in
     /// doubt instead of sending them again (at most once).
     in_doubt_through: i64,
+    /// Set once a call has waited for a human: from then on the run's
+    /// answer may go to another caller than the one that started it.
+    has_paused: AtomicBool,
 }
 
 /// Call `index` waiting for a human in [`ApprovalGate::decide`]; dropping
@@ -248,6 +251,25 @@ impl Drop for ActiveCall {
 /// The journal version once the run has ended.
 pub(crate) const JOURNAL_CLOSED: u64 = u64::MAX;
 
+/// How a call's answer leaves the server, which decides how its execution
+/// record becomes durable. SPEC §10: the record is committed before the
+/// result is returned — and durable, so that a database crash after the
+/// agent saw a result cannot lose its record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reply {
+    /// Sent as it is (a JSON body, the CLI): the record is flushed before
+    /// the call answers.
+    #[default]
+    Direct,
+    /// Written to the session's event log, by a flushed write, before it
+    /// is sent. The record of a run that never paused (its answer goes to
+    /// this call and no other) then commits without waiting for its flush
+    /// (`Store::insert_execution_deferred`): the answer's write flushes it.
+    /// The caller owes a `Store::sync` before it sends the answer any way
+    /// but that write.
+    Logged,
+}
+
 impl ApprovalGate {
     pub(crate) fn new(
         events: mpsc::UnboundedSender<RunEvent>,
@@ -275,7 +297,13 @@ impl ApprovalGate {
             calls_changed: Notify::new(),
             lease: Mutex::new(None),
             in_doubt_through: -1,
+            has_paused: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a call of this run has waited for a human.
+    pub(crate) fn has_paused(&self) -> bool {
+        self.has_paused.load(Ordering::Acquire)
     }
 
     /// A replay of a run claimed from another node, with its lease and the
@@ -515,6 +543,7 @@ impl ApprovalGate {
             args: args.clone(),
             expires_at_ms: now_ms() + self.window.as_millis() as i64,
         };
+        self.has_paused.store(true, Ordering::Release);
         let _ = self.events.send(RunEvent::Paused(pending));
         let window = self.window;
         // Removes the entry however the wait ends: decided, timed out, or

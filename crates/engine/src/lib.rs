@@ -24,7 +24,7 @@ pub use admission::{Refused, ShareLimits};
 pub use core_tools::entries as core_tool_entries;
 pub use engine::{Engine, EngineConfig, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
-pub use execution::{Action, ApprovalPrompt, ApprovalRequest, ExecutionState, is_paused};
+pub use execution::{Action, ApprovalPrompt, ApprovalRequest, ExecutionState, Reply, is_paused};
 pub use executor_catalog::{
     CallContext, Catalog, CatalogSource, StaticCatalog, release_freed_memory,
 };

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_engine::{
-    Action, ApprovalPrompt, ApprovalRequest, CallContext, Catalog, Engine, EngineConfig,
+    Action, ApprovalPrompt, ApprovalRequest, CallContext, Catalog, Engine, EngineConfig, Reply,
     ShareLimits, StaticCatalog,
 };
 use executor_sandbox::Limits;
@@ -364,7 +364,13 @@ async fn two_approvals_in_native_mode() {
     let a = ctx(&w.store, "a@example.com").await;
     let out = w
         .engine
-        .call_tool_asking(&a, "execute", &json!({ "code": BOTH }), Some(&ByArgs))
+        .call_tool_asking(
+            &a,
+            "execute",
+            &json!({ "code": BOTH }),
+            Some(&ByArgs),
+            Reply::Direct,
+        )
         .await
         .unwrap();
     assert_eq!(

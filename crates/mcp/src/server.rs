@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_engine::{CallContext, Engine, ToolCallError};
+use executor_engine::{CallContext, Engine, Reply, ToolCallError};
 use serde_json::{Value, json};
 
 use crate::approvals::{self, Approvals};
@@ -33,6 +33,9 @@ pub struct RequestScope<'a> {
     pub protocol_version: &'a str,
     pub tools: Arc<ToolList>,
     pub approvals: Approvals<'a>,
+    /// How the answer leaves the server: logged to the session's event log
+    /// before it is sent, or sent as it is.
+    pub reply: Reply,
 }
 
 pub struct McpServer {
@@ -173,10 +176,14 @@ impl McpServer {
         }
         let engine = &self.engine;
         let result = match scope.approvals {
-            Approvals::Model => engine.call_tool(scope.ctx, name, args).await,
+            Approvals::Model => {
+                engine
+                    .call_tool_asking(scope.ctx, name, args, None, scope.reply)
+                    .await
+            }
             Approvals::Elicit(prompt) => {
                 engine
-                    .call_tool_asking(scope.ctx, name, args, Some(prompt))
+                    .call_tool_asking(scope.ctx, name, args, Some(prompt), scope.reply)
                     .await
             }
             Approvals::InputRequired => {

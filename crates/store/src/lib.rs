@@ -224,6 +224,15 @@ pub trait Store: Send + Sync + 'static {
     /// (fire-and-forget ones included). `serve` awaits it last, so that
     /// nothing queued is lost when the process exits.
     async fn flush(&self) -> StoreResult<()>;
+    /// Returns once every write this process has committed is durable:
+    /// the barrier for a caller that wrote with
+    /// [`Store::insert_execution_deferred`] and answers without a flushed
+    /// write of its own (Postgres: one write transaction, whose flush
+    /// covers every commit before it; SQLite: nothing, its commits are as
+    /// durable as they get when they return).
+    async fn sync(&self) -> StoreResult<()> {
+        Ok(())
+    }
 
     // --- orgs and policies --------------------------------------------------
     /// The id of the org with this name (or id).
@@ -373,7 +382,18 @@ pub trait Store: Send + Sync + 'static {
     async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool>;
     /// Takes the posted decision, if any: exactly one caller gets it.
     async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>>;
+    /// Commits the record, durable when this returns.
     async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
+    /// Commits the record (visible to every reader when this returns) but
+    /// may return before it is durable: the next flushed write this
+    /// process commits makes it durable, as [`Store::sync`] does. For a
+    /// caller whose answer goes out only after such a write — an answer
+    /// logged to the session's event log. Postgres writes WAL in order, so
+    /// a flush up to a later commit covers this one; SQLite has one kind
+    /// of commit.
+    async fn insert_execution_deferred(&self, record: ExecutionRecord) -> StoreResult<()> {
+        self.insert_execution(record).await
+    }
     async fn list_executions(
         &self,
         org_id: Option<&str>,

@@ -58,6 +58,7 @@ contract!(
     a_posted_decision_is_taken_exactly_once,
     racing_takers_get_a_posted_decision_once,
     executions_round_trip_and_list_newest_first,
+    a_deferred_record_is_committed_when_written,
     text_with_nul_is_stored_not_refused,
     a_periodic_job_runs_once_per_interval_across_processes,
     a_session_has_one_holder_and_each_claim_fences_the_last,
@@ -959,6 +960,28 @@ async fn executions_round_trip_and_list_newest_first(t: TestStore) {
     );
     assert_eq!(ids(s.list_executions(None, 1).await.unwrap()), ["x3"]);
     assert!(s.get_execution("none").await.unwrap().is_none());
+}
+
+/// `insert_execution_deferred` returns once the record is committed: read
+/// back at once, listed, and replaced by a later write of its run.
+async fn a_deferred_record_is_committed_when_written(t: TestStore) {
+    let s = t.store();
+    s.insert_execution_deferred(execution("d1", "a", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_execution("d1").await.unwrap(),
+        Some(execution("d1", "a", 1))
+    );
+    s.sync().await.unwrap();
+    let finished = ExecutionRecord {
+        status: ExecutionStatus::Error,
+        error: Some("late".into()),
+        ..execution("d1", "a", 1)
+    };
+    s.insert_execution(finished.clone()).await.unwrap();
+    assert_eq!(s.get_execution("d1").await.unwrap(), Some(finished));
+    assert_eq!(s.list_executions(Some("a"), 10).await.unwrap().len(), 1);
 }
 
 /// An agent's program may hold NUL; recording it must not fail the run.

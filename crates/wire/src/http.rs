@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use bytes::Bytes;
-use executor_engine::CallContext;
+use executor_engine::{CallContext, Reply};
 use executor_mcp::{
     Approvals, Incoming, McpServer, Message, Method as RpcMethod, Request, RequestScope, RpcError,
     versions,
@@ -540,6 +540,7 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
         protocol_version: lease.protocol_version(),
         tools: lease.tools(),
         approvals: Approvals::Model,
+        reply: Reply::Direct,
     }
 }
 
@@ -567,6 +568,7 @@ fn stream_one(
         tx,
         lease: lease.clone(),
         sessions: app.sessions.clone(),
+        store: store.clone(),
     };
     // The work outlives a client that goes away; shutdown still waits for it.
     let in_flight = app.in_flight.enter();
@@ -580,6 +582,8 @@ fn stream_one(
                 Some(p) => Approvals::Elicit(p),
                 None => Approvals::Model,
             },
+            // `RequestStream::send` logs the answer before it sends it.
+            reply: Reply::Logged,
             ..scope_of(&lease)
         };
         let response = AssertUnwindSafe(server.handle(&scope, &req))
@@ -609,12 +613,17 @@ fn stream_one(
 
 /// The SSE stream of one POSTed request: each message is logged, then
 /// written to the POST's socket, or to a GET stream once that socket is gone.
+///
+/// Its answer is a [`Reply::Logged`] one: the log write is the flushed
+/// write that makes the execution record durable, so every path that
+/// does not log it syncs the store first.
 #[derive(Clone)]
 struct RequestStream {
     out: Arc<tokio::sync::Mutex<OutboundStream>>,
     tx: mpsc::Sender<executor_sessions::SseEvent>,
     lease: Lease,
     sessions: Sessions,
+    store: Arc<dyn Store>,
 }
 
 impl RequestStream {
@@ -625,12 +634,16 @@ impl RequestStream {
                 Ok(event) => event,
                 Err(StoreError::Fenced { .. }) => {
                     // Another node holds the session now: this one's
-                    // runtime goes, and its streams end with it.
+                    // runtime goes, and its streams end with it. The
+                    // answer is not sent; its record is flushed all the same.
                     tracing::warn!(
                         session = self.lease.id(),
                         "the session moved to another node; its stream here ends"
                     );
                     self.sessions.fenced(self.lease.runtime());
+                    if let Err(e) = self.store.sync().await {
+                        tracing::warn!(error = %e, "could not flush the store");
+                    }
                     return;
                 }
                 Err(e) => {
@@ -638,7 +651,7 @@ impl RequestStream {
                     executor_sessions::SseEvent {
                         stream_id: out.stream_id().to_string(),
                         seq: i64::MAX,
-                        data: message.to_string(),
+                        data: self.unlogged(message).await,
                     }
                 }
             }
@@ -649,6 +662,30 @@ impl RequestStream {
                 // Logged and undelivered: a GET stream on another node may
                 // take it now, or the session's next GET will.
                 self.sessions.events_waiting(self.lease.id());
+            }
+        }
+    }
+}
+
+impl RequestStream {
+    /// What to send in place of a message the log refused: the message once
+    /// the store is synced (its execution record is durable then), or, if
+    /// the store cannot even do that, an internal error in place of an
+    /// answer, as when the record itself cannot be written.
+    async fn unlogged(&self, message: &Value) -> String {
+        match self.store.sync().await {
+            Ok(()) => message.to_string(),
+            Err(e) => {
+                tracing::error!(error = %e, "could not flush the store");
+                let answer = message
+                    .get("id")
+                    .filter(|_| message.get("method").is_none());
+                match answer {
+                    Some(request) => {
+                        executor_mcp::error_response(request, &RpcError::internal()).to_string()
+                    }
+                    None => message.to_string(),
+                }
             }
         }
     }
@@ -754,6 +791,7 @@ async fn post_sessionless(
         } else {
             Approvals::Model
         },
+        reply: Reply::Direct,
     };
     Ok(json_response(app.server().handle(&scope, &req).await))
 }

@@ -53,6 +53,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                         // One request at a time on stdio: nothing could
                         // read the client's answer to an elicitation.
                         approvals: Approvals::Model,
+                        reply: executor_engine::Reply::Direct,
                     };
                     out.push(server.handle(&scope, req).await);
                 }

@@ -90,6 +90,9 @@ pub struct PgStore {
     /// The writes every execution makes, grouped (`group.rs`), each queue
     /// started on first use on the current runtime.
     execution_records: OnceLock<Group<ExecutionRecords>>,
+    /// Records whose durability comes with their answer's event
+    /// ([`crate::Store::insert_execution_deferred`]), on the unflushed pool.
+    execution_records_deferred: OnceLock<Group<ExecutionRecords>>,
     fenced_events: OnceLock<Group<FencedEvents>>,
     delivery_marks: OnceLock<Group<DeliveryMarks>>,
 }
@@ -187,6 +190,7 @@ impl PgStore {
             listener: OnceLock::new(),
             catalog_versions: RevisionCache::new(CACHED_CATALOG_VERSIONS),
             execution_records: OnceLock::new(),
+            execution_records_deferred: OnceLock::new(),
             fenced_events: OnceLock::new(),
             delivery_marks: OnceLock::new(),
         })
@@ -203,6 +207,13 @@ impl PgStore {
     fn execution_records(&self) -> &Group<ExecutionRecords> {
         self.execution_records.get_or_init(|| {
             let pool = self.pool.clone();
+            Group::start(ExecutionRecords { pool }, Duration::ZERO)
+        })
+    }
+
+    fn execution_records_deferred(&self) -> &Group<ExecutionRecords> {
+        self.execution_records_deferred.get_or_init(|| {
+            let pool = self.unflushed.clone();
             Group::start(ExecutionRecords { pool }, Duration::ZERO)
         })
     }

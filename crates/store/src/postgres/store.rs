@@ -633,6 +633,20 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn sync(&self) -> StoreResult<()> {
+        // A transaction that wrote WAL waits, on the main pool, for its
+        // commit's flush, which covers every earlier commit (the unflushed
+        // pool's included). A transactional logical message is such a
+        // write that touches no row (an id alone writes no WAL before the
+        // commit, and Postgres commits that asynchronously).
+        self.query(
+            "SELECT pg_logical_emit_message(true, 'executor.sync', '')",
+            &[],
+        )
+        .await?;
+        Ok(())
+    }
+
     fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
         self.notices()
     }
@@ -1429,6 +1443,13 @@ impl Store for PgStore {
         // Grouped with the records of executions finishing at the same
         // time (`group.rs`); awaited until its own row is committed.
         self.execution_records().write(x).await
+    }
+
+    async fn insert_execution_deferred(&self, x: ExecutionRecord) -> StoreResult<()> {
+        // The same, on the unflushed pool: committed, not yet flushed.
+        // The caller's next flushed write (its answer's event) flushes the
+        // WAL past this commit.
+        self.execution_records_deferred().write(x).await
     }
 
     async fn list_executions(
