@@ -255,11 +255,10 @@ pub(crate) const JOURNAL_CLOSED: u64 = u64::MAX;
 /// record becomes durable. SPEC §10: the record is committed before the
 /// result is returned — and durable, so that a database crash after the
 /// agent saw a result cannot lose its record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
     /// Sent as it is (a JSON body, the CLI): the record is flushed before
     /// the call answers.
-    #[default]
     Direct,
     /// Written to the session's event log, by a flushed write, before it
     /// is sent. The record of a run that never paused (its answer goes to

@@ -5,8 +5,10 @@
 //! up to a later commit covers the record's; these tests read the server's
 //! WAL positions to check that it did.
 
+use std::sync::Arc;
+
 use executor_store::testing::PgTestDb;
-use executor_store::{EventRecord, ExecutionRecord, ExecutionStatus, LogBounds, Store};
+use executor_store::{EventRecord, ExecutionRecord, ExecutionStatus, LogBounds, PgStore, Store};
 
 fn record(id: &str) -> ExecutionRecord {
     ExecutionRecord {
@@ -39,6 +41,15 @@ async fn wal(client: &tokio_postgres::Client) -> (u64, u64) {
     (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64)
 }
 
+/// A store on a database of the test's own, and a plain connection to
+/// watch the server with (None: no Postgres, the test is skipped).
+async fn fresh() -> Option<(PgTestDb, Arc<PgStore>, tokio_postgres::Client)> {
+    let db = PgTestDb::create().await?;
+    let store = db.store().await;
+    let probe = db.raw().await;
+    Some((db, store, probe))
+}
+
 async fn visible(client: &tokio_postgres::Client, id: &str) -> bool {
     client
         .query_opt("SELECT id FROM executions WHERE id = $1", &[&id])
@@ -49,11 +60,9 @@ async fn visible(client: &tokio_postgres::Client, id: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deferred_record_is_durable_with_the_answers_event() {
-    let Some(db) = PgTestDb::create().await else {
+    let Some((_db, store, probe)) = fresh().await else {
         return;
     };
-    let store = db.store().await;
-    let probe = db.raw().await;
 
     store.insert_execution_deferred(record("x1")).await.unwrap();
     assert!(visible(&probe, "x1").await, "committed when written");
@@ -80,11 +89,9 @@ async fn a_deferred_record_is_durable_with_the_answers_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_makes_a_deferred_record_durable() {
-    let Some(db) = PgTestDb::create().await else {
+    let Some((_db, store, probe)) = fresh().await else {
         return;
     };
-    let store = db.store().await;
-    let probe = db.raw().await;
 
     for round in 0..20 {
         let id = format!("x{round}");

@@ -665,9 +665,7 @@ impl RequestStream {
             }
         }
     }
-}
 
-impl RequestStream {
     /// What to send in place of a message the log refused: the message once
     /// the store is synced (its execution record is durable then), or, if
     /// the store cannot even do that, an internal error in place of an
