@@ -10,6 +10,7 @@ const ROUNDS = Number(process.env.ROUNDS ?? 10);
 const IDLE_MS = Number(process.env.IDLE_MS ?? 1000);
 const CONNS = Number(process.env.CONNS ?? 16);
 const STORE = process.env.BENCH_STORE ?? "sqlite";
+const WARM_REQUESTS = Number(process.env.WARM_REQUESTS ?? 3000);
 
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -94,6 +95,28 @@ const line = (name, r) => {
   );
   if (r.errors) console.log(`  first error: ${r.firstError}`);
 };
+
+// The client's own code warms up first (JIT), against a server in this
+// process that answers every request with the same SSE answer: otherwise
+// the server measured first meets a cold client in its first round, and
+// the one measured second a warm one.
+const warmClient = async () => {
+  const answer = `id: w:0\nretry: 1000\ndata: \n\nid: w:1\nevent: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: 7, result: { content: [{ type: "text", text: "1" }] } })}\n\n`;
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => { res.writeHead(200, { "content-type": "text/event-stream" }); res.end(answer); });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${server.address().port}/mcp`;
+  let left = WARM_REQUESTS;
+  const worker = async () => {
+    while (left-- > 0) messagesOf((await post(url, "warm", "warm", execute)).body);
+  };
+  await Promise.all(Array.from({ length: CONNS }, worker));
+  agent.destroy();
+  await new Promise((r) => server.close(r));
+};
+await warmClient();
 
 const ours = await startOurs({ args: ["--session-idle-timeout", String(IDLE_MS)] });
 let a, b;

@@ -145,6 +145,22 @@ describe("requests on a session", () => {
     assert.equal(resp.message.result.content[0].text, "x\n\nLogs:\n[log] hi");
   });
 
+  test("a slow answer's stream: headers and the priming event first, the answer when it comes", async () => {
+    // A fast answer leaves in one write with its headers; a slow one must
+    // not hold them: the priming event's id is what lets a client resume.
+    const st = await openStream(srv.mcpUrl, {
+      method: "POST",
+      headers: mcpHeaders({ bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion }),
+      body: rpc("tools/call", { name: "execute", arguments: { code: "await new Promise((r) => setTimeout(r, 3000)); return 'late';" } }, 42),
+    });
+    assert.equal(st.status, 200);
+    await waitUntil("the priming event", () => st.events.length >= 1, { ms: 2000 });
+    assert.ok(splitEventId(st.events[0].id), JSON.stringify(st.events[0]));
+    assert.ok(!st.events.some((e) => e.data?.includes('"id":42')), `the answer came with the priming event: ${st.text}`);
+    await drain(st, 10_000);
+    assert.ok(st.events.some((e) => e.data?.includes('"late"')), st.text);
+  });
+
   test("standalone GET: 200 text/event-stream, headers at once, then a priming event", async () => {
     const t0 = Date.now();
     const st = await openGet(srv, { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion, headersTimeoutMs: 5000 });

@@ -209,6 +209,7 @@ pub(crate) async fn serve(
             max_body_bytes: opts.max_body_bytes,
             sse_keepalive: Duration::from_millis(opts.sse_keepalive),
             get_stream_rotation: Duration::from_millis(opts.get_stream_rotation),
+            first_event_window: executor_wire::FIRST_EVENT_WINDOW,
         }),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");

@@ -1,11 +1,13 @@
-//! Dedicated sandbox threads: a base of one per core, grown on demand.
+//! Dedicated sandbox threads: a base of one per core, started with the
+//! pool, grown on demand.
 //!
-//! Each thread owns one QuickJS runtime. Short executions share the base
-//! threads (more threads than cores would only add context switches and
-//! tail latency). When a job has waited [`SLOW_LANE_DELAY`] without a thread
-//! picking it up — every thread is busy with a long script — another thread
-//! is started, up to the ceiling, so a CPU-bound script never holds up a
-//! fast one for long.
+//! Each thread owns one QuickJS runtime, made when the thread starts, with
+//! its first run's context ready before any job waits for it. Short
+//! executions share the base threads (more threads than cores would only
+//! add context switches and tail latency). When a job has waited
+//! [`SLOW_LANE_DELAY`] without a thread picking it up — every thread is
+//! busy with a long script — another thread is started, up to the
+//! ceiling, so a CPU-bound script never holds up a fast one for long.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -74,7 +76,7 @@ impl Pool {
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
-        Pool {
+        let pool = Pool {
             shared: Arc::new(Shared {
                 limits,
                 jobs,
@@ -83,7 +85,14 @@ impl Pool {
                 max_threads,
             }),
             submit,
+        };
+        // The base threads start now, each with its runtime made and its
+        // first context ready, so the first executions after a start do
+        // not pay for them.
+        for _ in 0..pool.shared.base_threads {
+            pool.grow();
         }
+        pool
     }
 
     pub fn limits(&self) -> &Limits {
@@ -187,6 +196,12 @@ impl Pool {
 
 fn worker(shared: Arc<Shared>) {
     let mut engine = Engine::new(shared.limits.clone());
+    if let Ok(e) = &engine {
+        // The first run's context, made before any job waits for it.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.tidy())).is_err() {
+            engine = Engine::new(shared.limits.clone());
+        }
+    }
     while let Ok(job) = shared.jobs.recv() {
         // The requester gave up while the job was queued: nobody would
         // read the outcome, so the program never runs.
@@ -233,4 +248,22 @@ fn unix_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_threads_start_with_the_pool_not_with_its_first_run() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let pool = Pool::new(Limits::default(), 64);
+        assert_eq!(
+            pool.shared.threads.load(Ordering::Acquire),
+            cores.clamp(1, 64)
+        );
+        // Never more than the ceiling, however many cores.
+        let small = Pool::new(Limits::default(), 1);
+        assert_eq!(small.shared.threads.load(Ordering::Acquire), 1);
+    }
 }

@@ -40,7 +40,9 @@ use crate::drain::{InFlight, InFlightGuard};
 use crate::forward::{self, HandOver};
 use crate::guard::HostPolicy;
 use crate::oauth::{SharedCallbacks, oauth_router};
-use crate::sse::{self, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source, StreamOwner};
+use crate::sse::{
+    self, FIRST_EVENT_WINDOW, GET_STREAM_ROTATION, SSE_KEEPALIVE, Source, StreamOwner,
+};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -78,6 +80,8 @@ pub struct WireConfig {
     pub sse_keepalive: Duration,
     /// See [`GET_STREAM_ROTATION`].
     pub get_stream_rotation: Duration,
+    /// See [`FIRST_EVENT_WINDOW`].
+    pub first_event_window: Duration,
 }
 
 impl Default for WireConfig {
@@ -93,6 +97,7 @@ impl Default for WireConfig {
             metrics_token: None,
             sse_keepalive: SSE_KEEPALIVE,
             get_stream_rotation: GET_STREAM_ROTATION,
+            first_event_window: FIRST_EVENT_WINDOW,
         }
     }
 }
@@ -515,7 +520,7 @@ async fn post_in_session(
             // Counted as open before its first event is logged, so a GET
             // racing it never takes an event this stream is about to write.
             let post = lease.runtime().open_post_stream(&random_id(9)).await;
-            stream_one(app, lease, post, req.clone(), token_id)
+            stream_one(app, lease, post, req.clone(), token_id).await
         }
         [req] if !batch => {
             let scope = scope_of(&lease);
@@ -548,7 +553,7 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
 /// then the response once it is logged. The work runs in its own task so a
 /// client that drops the socket never cancels it; its answer then waits in
 /// the log for the session's next GET.
-fn stream_one(
+async fn stream_one(
     app: &App,
     lease: Lease,
     post: PostStream,
@@ -598,6 +603,7 @@ fn stream_one(
     let timing = sse::Timing {
         keepalive: app.config.sse_keepalive,
         rotate_after: None,
+        first_event_window: Some(app.config.first_event_window),
     };
     sse::response(
         owner,
@@ -609,6 +615,7 @@ fn stream_one(
         // (the work goes on, and its answer waits in the log).
         Some(Box::pin(auth::token_lapsed(app.store().clone(), token_id))),
     )
+    .await
 }
 
 /// The SSE stream of one POSTed request: each message is logged, then
@@ -892,9 +899,11 @@ async fn listen(
         sse::Timing {
             keepalive: app.config.sse_keepalive,
             rotate_after: Some(app.config.get_stream_rotation),
+            first_event_window: None,
         },
         Some(until),
-    );
+    )
+    .await;
     set_session_header(&mut res, &session_id);
     Ok(res)
 }

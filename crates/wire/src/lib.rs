@@ -26,4 +26,4 @@ pub use oauth::{
     CallbackPage, CallbackQuery, OAuthCallbacks, SharedCallbacks, oauth_router, serve_oauth,
 };
 pub use server::serve;
-pub use sse::{GET_STREAM_ROTATION, SSE_KEEPALIVE};
+pub use sse::{FIRST_EVENT_WINDOW, GET_STREAM_ROTATION, SSE_KEEPALIVE};

@@ -13,6 +13,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use executor_sessions::{Lease, Listener, PostStream, Sessions, SseEvent, mark_delivered};
 use executor_store::Store;
+use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Interval};
 
@@ -22,6 +23,13 @@ pub const SSE_KEEPALIVE: Duration = Duration::from_secs(25);
 /// The standalone GET stream is closed after this, by default, so proxies
 /// never hold it forever; the client reconnects.
 pub const GET_STREAM_ROTATION: Duration = Duration::from_secs(30 * 60);
+/// How long a POST's response waits for the request's answer before its
+/// headers and priming event go out alone: an answer ready by then leaves
+/// with them in one write, which wakes the client once instead of twice.
+/// The priming event's id serves only to resume a stream that is lost;
+/// one lost within this window never had it, and its answer waits in the
+/// log for the session's next GET, as any answer whose stream is gone.
+pub const FIRST_EVENT_WINDOW: Duration = Duration::from_millis(10);
 /// Shortest keepalive period: a zero one would make the interval panic.
 const MIN_KEEPALIVE: Duration = Duration::from_millis(1);
 
@@ -127,6 +135,8 @@ struct StreamState {
     session_id: String,
     /// Keeps the runtime counted as busy while the stream is open.
     owner: StreamOwner,
+    /// See [`Timing::first_event_window`]; taken with the preamble.
+    first_event_window: Option<Duration>,
     finished: bool,
 }
 
@@ -156,16 +166,21 @@ impl Drop for StreamState {
 pub struct Timing {
     /// A keepalive comment goes out this often (see [`SSE_KEEPALIVE`]).
     pub keepalive: Duration,
+    /// How long the headers and the preamble may wait for the first event,
+    /// to leave in one write with it (see [`FIRST_EVENT_WINDOW`]); `None`
+    /// sends them at once.
+    pub first_event_window: Option<Duration>,
     /// The stream ends after this (see [`GET_STREAM_ROTATION`]); `None` for
     /// a POST's stream, which ends with its answer.
     pub rotate_after: Option<Duration>,
 }
 
 /// Builds the 200 `text/event-stream` response. `preamble` goes first
-/// (priming event, replayed events); the headers are sent at once. A
-/// stream ends after `timing.rotate_after` when set, and when `until`
-/// resolves.
-pub fn response(
+/// (priming event, replayed events); the headers are sent at once, or,
+/// with `timing.first_event_window`, with the first event if it comes
+/// within it. A stream ends after `timing.rotate_after` when set, and
+/// when `until` resolves.
+pub async fn response(
     owner: StreamOwner,
     store: Arc<dyn Store>,
     preamble: Vec<String>,
@@ -184,10 +199,19 @@ pub fn response(
         store,
         source,
         owner,
+        first_event_window: timing.first_event_window,
         finished: false,
     };
-    let stream = futures::stream::unfold(state, next_chunk);
-    let mut res = Response::new(Body::from_stream(stream));
+    let mut stream = Box::pin(futures::stream::unfold(state, next_chunk));
+    // Hyper writes a response's head as soon as its body has nothing
+    // ready; with a window, the head waits for the first chunk (the
+    // preamble, and the first event if it comes in time).
+    let first = match timing.first_event_window {
+        Some(_) => stream.next().await,
+        None => None,
+    };
+    let body = futures::stream::iter(first).chain(stream);
+    let mut res = Response::new(Body::from_stream(body));
     *res.status_mut() = StatusCode::OK;
     let h = res.headers_mut();
     h.insert(
@@ -207,6 +231,12 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, S
         return None;
     }
     if let Some(chunk) = st.preamble.pop_front() {
+        let chunk = match st.first_event_window.take() {
+            Some(window) if st.preamble.is_empty() => {
+                with_first_event(&mut st, chunk, window).await
+            }
+            _ => chunk,
+        };
         return Some((Ok(chunk), st));
     }
     let rotate_at = st.rotate_at;
@@ -221,13 +251,7 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, S
         _ = async { if let Some(until) = st.until.as_mut() { until.await } }, if st.until.is_some() => Step::End,
     };
     let chunk = match step {
-        Step::Event(event) => {
-            mark_delivered(&st.store, &st.session_id, &event);
-            if let Source::Listen(l, _) = &st.source {
-                l.flushed(&event);
-            }
-            Bytes::from(event.frame())
-        }
+        Step::Event(event) => event_chunk(&st, event),
         Step::Keepalive => Bytes::from_static(b": keepalive\n\n"),
         Step::Rotate => {
             st.finished = true;
@@ -236,6 +260,30 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<Bytes, Infallible>, S
         Step::End => return None,
     };
     Some((Ok(chunk), st))
+}
+
+/// The preamble's last chunk, followed by the first event if it comes
+/// within `window`.
+async fn with_first_event(st: &mut StreamState, chunk: Bytes, window: Duration) -> Bytes {
+    // `recv` is cancel-safe: an event that comes after the window is
+    // taken by the next poll.
+    let Ok(Some(event)) = tokio::time::timeout(window, st.source.next()).await else {
+        return chunk;
+    };
+    let frame = event_chunk(st, event);
+    let mut joined = Vec::with_capacity(chunk.len() + frame.len());
+    joined.extend_from_slice(&chunk);
+    joined.extend_from_slice(&frame);
+    Bytes::from(joined)
+}
+
+/// An event leaving on this stream: marked delivered, and framed.
+fn event_chunk(st: &StreamState, event: SseEvent) -> Bytes {
+    mark_delivered(&st.store, &st.session_id, &event);
+    if let Source::Listen(l, _) = &st.source {
+        l.flushed(&event);
+    }
+    Bytes::from(event.frame())
 }
 
 enum Step {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response, StatusCode, header};
 use executor_sessions::{OutboundStream, SessionsConfig};
-use executor_wire::{MetricsToken, WireConfig};
+use executor_wire::{FIRST_EVENT_WINDOW, MetricsToken, WireConfig};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -262,14 +262,19 @@ async fn read_until_in(
 
 /// A tools/call answered on its own SSE stream whose reader stops after the
 /// priming event: returns the body, its stream id, once the answer is
-/// logged (and queued for that body).
+/// logged (and queued for that body). The answer comes after the window in
+/// which it would have left with the priming event.
 async fn a_post_stream_holding_its_answer(
     f: &common::Fixture,
     bearer: &str,
     session: &str,
 ) -> (impl futures::Stream + Unpin, String) {
+    let code = format!(
+        "await new Promise((r) => setTimeout(r, {})); return 41 + 1;",
+        FIRST_EVENT_WINDOW.as_millis() * 10
+    );
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-        "name": "execute", "arguments": {"code": "return 41 + 1;"}
+        "name": "execute", "arguments": {"code": code}
     }});
     let post = f.post(bearer, Some(session), call).await;
     assert_eq!(post.status(), StatusCode::OK);
@@ -280,6 +285,10 @@ async fn a_post_stream_holding_its_answer(
         .and_then(|rest| rest.split_once(':'))
         .map(|(id, _)| id.to_string())
         .unwrap_or_else(|| panic!("no priming event: {priming:?}"));
+    assert!(
+        !priming.contains("42"),
+        "the answer came with the priming event: {priming:?}"
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while f
         .store
@@ -292,6 +301,36 @@ async fn a_post_stream_holding_its_answer(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     (frames, stream_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_answer_leaves_in_one_chunk_with_its_priming_event() {
+    // A window no run of this test outlasts, however loaded the machine.
+    let wire = WireConfig {
+        first_event_window: Duration::from_secs(20),
+        ..WireConfig::default()
+    };
+    let f = fixture(wire, SessionsConfig::default()).await;
+    let alice = f.bearer("alice@example.com").await;
+    let session = f.initialize(&alice, "2025-06-18").await.unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+        "name": "execute", "arguments": {"code": "return 41 + 1;"}
+    }});
+    let post = f.post(&alice, Some(&session), call).await;
+    assert_eq!(post.status(), StatusCode::OK);
+    let mut frames = post.into_body().into_data_stream();
+    let first = String::from_utf8_lossy(&frames.next().await.unwrap().unwrap()).to_string();
+    let (priming, answer) = first
+        .split_once("\n\n")
+        .unwrap_or_else(|| panic!("not an event: {first:?}"));
+    assert!(
+        priming.starts_with("id: ") && priming.ends_with("data: "),
+        "{first:?}"
+    );
+    assert!(
+        answer.contains("event: message") && answer.contains("42"),
+        "{first:?}"
+    );
 }
 
 /// Reads `body` until `needle`, then 300 ms more; how often `needle` came.

@@ -279,15 +279,7 @@ impl GroupWrite for ExecutionRecords {
         ];
         let client = checkout(&self.pool).await?;
         let statement = client
-            .prepare_cached(
-                "INSERT INTO executions (id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms) \
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
-                                      $7::text[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::int8[]) \
-                 ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, account_id = excluded.account_id, \
-                 org_id = excluded.org_id, code = excluded.code, status = excluded.status, result = excluded.result, \
-                 error = excluded.error, logs = excluded.logs, tool_calls = excluded.tool_calls, \
-                 started_at = excluded.started_at, duration_ms = excluded.duration_ms",
-            )
+            .prepare_cached(INSERT_EXECUTIONS)
             .await
             .map_err(failed)?;
         client.execute(&statement, &params).await.map_err(failed)?;
@@ -341,21 +333,7 @@ impl GroupWrite for FencedEvents {
         // by row number, not by key: each caller learns whether its own
         // row went in.
         let statement = client
-            .prepare_cached(
-                "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::bool[], \
-                                                 $6::int8[], $7::text[], $8::int8[]) WITH ORDINALITY \
-                              AS r(session_id, stream_id, seq, data, undelivered, created_at, holder, epoch, n)), \
-                 locked AS MATERIALIZED (SELECT id, holder, epoch FROM sessions \
-                                         WHERE id = ANY($1::text[]) AND holder = ANY($7::text[]) \
-                                         ORDER BY id FOR SHARE), \
-                 fenced AS MATERIALIZED (SELECT r.* FROM r JOIN locked \
-                                         ON locked.id = r.session_id AND locked.holder = r.holder AND locked.epoch = r.epoch), \
-                 inserted AS (INSERT INTO events (session_id, stream_id, seq, data, undelivered, created_at) \
-                              SELECT session_id, stream_id, seq, data, undelivered, created_at FROM fenced \
-                              ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
-                              undelivered = excluded.undelivered, created_at = excluded.created_at) \
-                 SELECT n FROM fenced",
-            )
+            .prepare_cached(APPEND_FENCED_EVENTS)
             .await
             .map_err(failed)?;
         let inserted = client
@@ -396,15 +374,7 @@ impl GroupWrite for DeliveryMarks {
         // stays possible, rare, and costs a retry (40P01 is a row's fault
         // here) or that replay's error, never a lost event.
         let statement = client
-            .prepare_cached(
-                "WITH locked AS MATERIALIZED ( \
-                   SELECT e.session_id, e.stream_id, e.seq FROM events e \
-                   JOIN unnest($1::text[], $2::text[], $3::int8[]) AS m(session_id, stream_id, seq) \
-                     ON e.session_id = m.session_id AND e.stream_id = m.stream_id AND e.seq = m.seq \
-                   ORDER BY 1, 2, 3 FOR NO KEY UPDATE OF e) \
-                 UPDATE events e SET undelivered = false FROM locked \
-                 WHERE e.session_id = locked.session_id AND e.stream_id = locked.stream_id AND e.seq = locked.seq",
-            )
+            .prepare_cached(MARK_DELIVERED)
             .await
             .map_err(failed)?;
         client
@@ -414,6 +384,40 @@ impl GroupWrite for DeliveryMarks {
         Ok(vec![(); rows.len()])
     }
 }
+
+/// A group of execution records (`ExecutionRecords`).
+pub(super) const INSERT_EXECUTIONS: &str = "INSERT INTO executions (id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms) \
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                                      $7::text[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::int8[]) \
+                 ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, account_id = excluded.account_id, \
+                 org_id = excluded.org_id, code = excluded.code, status = excluded.status, result = excluded.result, \
+                 error = excluded.error, logs = excluded.logs, tool_calls = excluded.tool_calls, \
+                 started_at = excluded.started_at, duration_ms = excluded.duration_ms";
+
+/// A group of events, each written only while its node still holds its
+/// session (`FencedEvents`).
+pub(super) const APPEND_FENCED_EVENTS: &str = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::bool[], \
+                                                 $6::int8[], $7::text[], $8::int8[]) WITH ORDINALITY \
+                              AS r(session_id, stream_id, seq, data, undelivered, created_at, holder, epoch, n)), \
+                 locked AS MATERIALIZED (SELECT id, holder, epoch FROM sessions \
+                                         WHERE id = ANY($1::text[]) AND holder = ANY($7::text[]) \
+                                         ORDER BY id FOR SHARE), \
+                 fenced AS MATERIALIZED (SELECT r.* FROM r JOIN locked \
+                                         ON locked.id = r.session_id AND locked.holder = r.holder AND locked.epoch = r.epoch), \
+                 inserted AS (INSERT INTO events (session_id, stream_id, seq, data, undelivered, created_at) \
+                              SELECT session_id, stream_id, seq, data, undelivered, created_at FROM fenced \
+                              ON CONFLICT (session_id, stream_id, seq) DO UPDATE SET data = excluded.data, \
+                              undelivered = excluded.undelivered, created_at = excluded.created_at) \
+                 SELECT n FROM fenced";
+
+/// A group of delivery marks (`DeliveryMarks`).
+pub(super) const MARK_DELIVERED: &str = "WITH locked AS MATERIALIZED ( \
+                   SELECT e.session_id, e.stream_id, e.seq FROM events e \
+                   JOIN unnest($1::text[], $2::text[], $3::int8[]) AS m(session_id, stream_id, seq) \
+                     ON e.session_id = m.session_id AND e.stream_id = m.stream_id AND e.seq = m.seq \
+                   ORDER BY 1, 2, 3 FOR NO KEY UPDATE OF e) \
+                 UPDATE events e SET undelivered = false FROM locked \
+                 WHERE e.session_id = locked.session_id AND e.stream_id = locked.stream_id AND e.seq = locked.seq";
 
 #[cfg(test)]
 mod tests {

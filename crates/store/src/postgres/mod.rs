@@ -119,7 +119,7 @@ const KEY_CHECK_AAD: &str = "executor/key-check";
 /// backend's caches. Measured on `bench/idle`, the first round's p99 was
 /// 121 ms with lazily opened connections, 51 ms with opened ones. A
 /// connection that fails to open here is opened when first needed.
-async fn fill(pool: &Pool, n: usize) {
+async fn fill(pool: &Pool, n: usize, statements: &'static [&'static str]) {
     let mut opening = tokio::task::JoinSet::new();
     for _ in 0..n {
         let pool = pool.clone();
@@ -128,6 +128,11 @@ async fn fill(pool: &Pool, n: usize) {
             // Planned, never run: the plan opens every table a request
             // writes, and their indexes.
             let _ = client.simple_query(WARM_TABLES).await;
+            // Prepared now, not by the first request on this connection
+            // (a round trip and a parse each).
+            for sql in statements {
+                let _ = client.prepare_cached(sql).await;
+            }
             Some(client)
         });
     }
@@ -135,6 +140,17 @@ async fn fill(pool: &Pool, n: usize) {
     let opened = opening.join_all().await;
     drop(opened);
 }
+
+/// The statements every execution runs, which [`fill`] prepares on each
+/// connection of the main pool: the catalog read, a flushed record, the
+/// answer's event.
+const HOT_STATEMENTS: &[&str] = &[
+    store::CATALOG_VERSION,
+    group::INSERT_EXECUTIONS,
+    group::APPEND_FENCED_EVENTS,
+];
+/// The same for the unflushed pool: a deferred record, delivery marks.
+const HOT_UNFLUSHED_STATEMENTS: &[&str] = &[group::INSERT_EXECUTIONS, group::MARK_DELIVERED];
 
 /// What [`fill`] has each new backend plan: the tables of the hot path.
 const WARM_TABLES: &str = "EXPLAIN SELECT 1 FROM sessions, events, executions, \
@@ -200,8 +216,13 @@ impl PgStore {
     /// listens (see [`fill`]); a CLI command, which needs one or two, does
     /// not.
     pub async fn warm_pool(&self) {
-        fill(&self.pool, self.pool.status().max_size).await;
-        fill(&self.unflushed, UNFLUSHED_POOL_SIZE).await;
+        fill(&self.pool, self.pool.status().max_size, HOT_STATEMENTS).await;
+        fill(
+            &self.unflushed,
+            UNFLUSHED_POOL_SIZE,
+            HOT_UNFLUSHED_STATEMENTS,
+        )
+        .await;
     }
 
     fn execution_records(&self) -> &Group<ExecutionRecords> {
@@ -474,6 +495,34 @@ mod tests {
             assert_eq!(redact(url), shown);
             assert!(!redact(url).contains("secret"));
         }
+    }
+
+    #[tokio::test]
+    async fn a_warmed_pool_has_every_connection_open_with_the_hot_statements_prepared() {
+        let Some(db) = crate::testing::PgTestDb::create().await else {
+            return;
+        };
+        let store = PgStore::open(&db.url, PgOptions { pool_size: 3 })
+            .await
+            .unwrap();
+        store.warm_pool().await;
+        assert_eq!(store.pool.status().size, 3);
+        assert_eq!(store.unflushed.status().size, UNFLUSHED_POOL_SIZE);
+        for (pool, statements) in [
+            (&store.pool, HOT_STATEMENTS),
+            (&store.unflushed, HOT_UNFLUSHED_STATEMENTS),
+        ] {
+            // Every connection at once, so each of them is looked at.
+            let mut held = Vec::new();
+            for _ in 0..pool.status().max_size {
+                held.push(pool.get().await.unwrap());
+            }
+            for client in &held {
+                assert!(client.statement_cache.size() >= statements.len());
+            }
+        }
+        // None was opened after the warm-up.
+        assert_eq!(store.pool.status().size, 3);
     }
 
     #[test]

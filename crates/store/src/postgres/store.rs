@@ -110,6 +110,9 @@ impl PgStore {
     }
 }
 
+/// An org's committed catalog version: read by every execution.
+pub(super) const CATALOG_VERSION: &str = "SELECT version FROM catalog_versions WHERE org_id = $1";
+
 fn to_json(v: &serde_json::Value) -> String {
     v.to_string()
 }
@@ -908,13 +911,7 @@ impl Store for PgStore {
     }
 
     async fn committed_catalog_version(&self, org_id: &str) -> StoreResult<i64> {
-        match self
-            .query_opt(
-                "SELECT version FROM catalog_versions WHERE org_id = $1",
-                &[&org_id],
-            )
-            .await?
-        {
+        match self.query_opt(CATALOG_VERSION, &[&org_id]).await? {
             Some(row) => col(&row, 0),
             None => Ok(0),
         }
