@@ -1117,10 +1117,13 @@ impl Runner {
         );
         // SPEC §10: the record is committed before the result is returned.
         let reply = record_durability(self.reply, self.gate.has_paused());
-        if let Err(e) = write_record(&self.store, record, reply).await {
-            let id = internal_error_id();
-            tracing::error!(error_id = %id, error = %e, "could not record execution");
-            outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
+        match write_record(&self.store, record, reply).await {
+            Ok(()) => self.metrics.record_written(reply),
+            Err(e) => {
+                let id = internal_error_id();
+                tracing::error!(error_id = %id, error = %e, "could not record execution");
+                outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
+            }
         }
         self.executions.forget_after(&saved.id, FINISHED_RUN_KEPT);
         let _ = events.send(RunEvent::Finished(outcome));

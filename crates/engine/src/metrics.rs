@@ -1,6 +1,7 @@
 //! Counters for `/metrics` (SPEC §11): executions by status, tool calls by
-//! outcome, time spent running executions, and the running and paused
-//! executions at scrape time.
+//! outcome, execution records by how they were made durable, time spent
+//! running executions, and the running and paused executions at scrape
+//! time.
 //!
 //! They are `prometheus-client` metrics: `/metrics` registers them, with the
 //! sessions' series, in one registry and the crate's encoder writes the text,
@@ -12,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::execution::Reply;
 use crate::invoke::ToolCallTrace;
 
 /// One fixed label, like `status="completed"`.
@@ -32,6 +34,9 @@ pub struct EngineMetrics {
     tool_calls_ok: Counter,
     tool_calls_failed: Counter,
     tool_calls_threw: Counter,
+    records: ByLabel,
+    records_flushed: Counter,
+    records_with_answer: Counter,
     /// Wall time of executions (sandbox plus tool calls), in seconds.
     execution_seconds: Counter<f64>,
 }
@@ -40,7 +45,11 @@ impl Default for EngineMetrics {
     fn default() -> Self {
         let executions = ByLabel::default();
         let tool_calls = ByLabel::default();
+        let records = ByLabel::default();
         EngineMetrics {
+            records_flushed: series(&records, "durability", "flushed"),
+            records_with_answer: series(&records, "durability", "with_answer"),
+            records,
             executions_completed: series(&executions, "status", "completed"),
             executions_failed: series(&executions, "status", "error"),
             tool_calls_ok: series(&tool_calls, "outcome", "ok"),
@@ -77,6 +86,16 @@ impl EngineMetrics {
         }
     }
 
+    /// Counts a record written: flushed as it was written ([`Reply::Direct`])
+    /// or made durable by the flushed write of the answer that carries it
+    /// ([`Reply::Logged`]; on SQLite the two are the same kind of commit).
+    pub(crate) fn record_written(&self, durability: Reply) {
+        match durability {
+            Reply::Direct => self.records_flushed.inc(),
+            Reply::Logged => self.records_with_answer.inc(),
+        };
+    }
+
     /// Registers the engine's series for `/metrics`: these counters, then
     /// `running` and `paused` executions, read by the caller at scrape time.
     ///
@@ -93,6 +112,11 @@ impl EngineMetrics {
             "executor_tool_calls",
             "Tool calls made by executions, by outcome",
             self.tool_calls.clone(),
+        );
+        registry.register(
+            "executor_execution_records",
+            "Execution records written, by durability: flushed as written, or with the answer that carries them",
+            self.records.clone(),
         );
         registry.register(
             "executor_execution_seconds",
@@ -154,6 +178,9 @@ mod tests {
             "executor_tool_calls_total{outcome=\"ok\"} 0",
             "executor_tool_calls_total{outcome=\"error\"} 0",
             "executor_tool_calls_total{outcome=\"threw\"} 0",
+            "# TYPE executor_execution_records_total counter",
+            "executor_execution_records_total{durability=\"flushed\"} 0",
+            "executor_execution_records_total{durability=\"with_answer\"} 0",
             "# TYPE executor_execution_seconds_total counter",
             "executor_execution_seconds_total 0.0",
             "# TYPE executor_executions_running gauge",

@@ -381,6 +381,62 @@ async fn two_approvals_in_native_mode() {
     assert_eq!(*w.seen.lock().unwrap(), [json!({"n": 1})]);
 }
 
+/// `execute` answered as the wire answers on an SSE stream.
+async fn logged(
+    engine: &Engine,
+    ctx: &CallContext,
+    code: &str,
+    prompt: Option<&dyn ApprovalPrompt>,
+) -> Value {
+    engine
+        .call_tool_asking(
+            ctx,
+            "execute",
+            &json!({ "code": code }),
+            prompt,
+            Reply::Logged,
+        )
+        .await
+        .unwrap()
+}
+
+/// `executor_execution_records_total` by durability: (flushed, with_answer).
+fn records_written(engine: &Engine) -> (u64, u64) {
+    let mut registry = prometheus_client::registry::Registry::default();
+    engine.register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();
+    let count = |durability: &str| {
+        let series = format!("executor_execution_records_total{{durability=\"{durability}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {series}in {text}"))
+    };
+    (count("flushed"), count("with_answer"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_waited_for_a_human_flushes_its_record_though_its_answer_is_logged() {
+    let w = world("record-durability", EngineConfig::default());
+    let a = ctx(&w.store, "a@example.com").await;
+    // Never paused: the logged answer's flushed write carries its record.
+    logged(&w.engine, &a, "return 1;", None).await;
+    assert_eq!(records_written(&w.engine), (0, 1));
+    // Paused for a human (asked through the client here): a run that
+    // paused may answer another caller, or none, so its record flushes.
+    let out = logged(&w.engine, &a, BOTH, Some(&ByArgs)).await;
+    assert_eq!(
+        out["structuredContent"]["result"],
+        json!([1, "declined"]),
+        "{out}"
+    );
+    assert_eq!(records_written(&w.engine), (1, 1));
+    // A direct answer always flushes.
+    execute(&w.engine, &a, "return 2;").await;
+    assert_eq!(records_written(&w.engine), (2, 1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvals_across_a_restart() {
     let w = world("two-restart", EngineConfig::default());
