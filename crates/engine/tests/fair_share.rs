@@ -3,7 +3,8 @@
 //! tool calls or paused approvals — never holds another org's `execute`;
 //! the wall clock stops runs that wait too long on tools; two approvals of
 //! one `Promise.all` are decided each on its own, in model mode, in native
-//! mode and after a restart.
+//! mode and after a restart; a run that waited for a human flushes its
+//! record whatever call started it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

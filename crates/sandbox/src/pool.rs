@@ -126,6 +126,8 @@ impl Pool {
             deadline_ms: deadline_ms.clone(),
             stop,
         };
+        // The base threads started with the pool; one that could not be
+        // spawned then is tried again here.
         if self.shared.threads.load(Ordering::Acquire) < self.shared.base_threads {
             self.grow();
         }

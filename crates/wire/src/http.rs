@@ -549,8 +549,9 @@ fn scope_of(lease: &Lease) -> RequestScope<'_> {
     }
 }
 
-/// Answers one request on its own SSE stream: the priming event at once,
-/// then the response once it is logged. The work runs in its own task so a
+/// Answers one request on its own SSE stream: the priming event, then the
+/// response once it is logged — in the same write when the response is
+/// ready within [`WireConfig::first_event_window`]. The work runs in its own task so a
 /// client that drops the socket never cancels it; its answer then waits in
 /// the log for the session's next GET.
 async fn stream_one(
