@@ -555,7 +555,7 @@ impl Engine {
         };
         self.executions.register(&saved.id, live.clone());
         // Paused, the run is this node's to hold (SPEC §10).
-        if let Err(e) = self.node().ensure_alive(&self.store).await {
+        if let Err(e) = self.node().ensure_alive(self.store.as_ref()).await {
             return internal_error("could not register this node", &e);
         }
         let lease = live.gate.lease_or(|| RunLease {
@@ -857,10 +857,10 @@ impl Engine {
     /// the store says it is not alive.
     async fn claim_run(&self, id: &str) -> Result<ExecutionClaim, executor_store::StoreError> {
         let node = self.node();
-        node.ensure_alive(&self.store).await?;
+        node.ensure_alive(self.store.as_ref()).await?;
         match self.store.claim_execution(id, node.id()).await? {
             ExecutionClaim::Lapsed => {
-                node.register(&self.store).await?;
+                node.register(self.store.as_ref()).await?;
                 self.store.claim_execution(id, node.id()).await
             }
             claim => Ok(claim),

@@ -57,31 +57,24 @@ pub enum LogFormat {
     Json,
 }
 
-impl GlobalOpts {
-    pub fn data_dir(&self) -> PathBuf {
-        if let Some(d) = &self.data_dir {
-            return d.clone();
-        }
-        let base = std::env::var_os("XDG_DATA_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-            .unwrap_or_else(|| PathBuf::from("."));
-        base.join("executor")
-    }
+/// `--org`, the same on every command that acts on an org's catalog,
+/// connections or policies.
+#[derive(Debug, Clone, Args)]
+pub struct OrgArg {
+    /// The org to act on, by name (default: the only org).
+    #[arg(long = "org", env = "EXECUTOR_ORG")]
+    pub name: Option<String>,
+}
 
-    /// Whether the store is Postgres, shared by nodes that share no files.
-    pub fn shared_store(&self) -> bool {
-        self.database_url
-            .as_deref()
-            .is_some_and(|url| url.starts_with("postgres://") || url.starts_with("postgresql://"))
-    }
-
-    pub fn database_url(&self) -> String {
-        self.database_url.clone().unwrap_or_else(|| {
-            format!("sqlite://{}", self.data_dir().join("executor.db").display())
-        })
-    }
+/// `--allow-local-network`, the same on every command that makes outbound
+/// requests.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct LocalNetworkArg {
+    /// Let outbound requests (integrations' calls, spec and schema fetches,
+    /// OAuth) reach loopback, private and link-local addresses (refused by
+    /// default: the SSRF guard).
+    #[arg(long = "allow-local-network", env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+    pub allowed: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,8 +112,8 @@ pub enum Command {
         /// The account the call is made and recorded as.
         #[arg(long, env = "EXECUTOR_EMAIL", default_value = "local@localhost")]
         email: String,
-        #[arg(long, env = "EXECUTOR_ORG")]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
         #[command(flatten)]
         engine: EngineOpts,
     },
@@ -175,8 +168,8 @@ pub enum ConnectionsCommand {
         kind: CredentialKind,
         #[arg(long)]
         username: Option<String>,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// Log in to an OAuth-protected integration: prints the authorization
     /// URL (opens it when a browser is there); the running server's
@@ -186,13 +179,13 @@ pub enum ConnectionsCommand {
     Login(LoginArgs),
     /// The org's connections (never their secrets).
     List {
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     Remove {
         namespace: String,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
 }
 
@@ -233,11 +226,10 @@ pub struct LoginArgs {
     /// Print the URL only; never open a browser.
     #[arg(long)]
     pub no_browser: bool,
-    /// Let the OAuth requests reach loopback and private addresses.
-    #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
-    pub allow_local_network: bool,
-    #[arg(long)]
-    pub org: Option<String>,
+    #[command(flatten)]
+    pub local_network: LocalNetworkArg,
+    #[command(flatten)]
+    pub org: OrgArg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -268,22 +260,22 @@ pub enum IntegrationsCommand {
     Add(AddIntegration),
     /// The org's integrations.
     List {
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// Re-read an integration's source and replace its tools.
     Refresh {
         namespace: String,
-        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
-        allow_local_network: bool,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        local_network: LocalNetworkArg,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// Remove an integration and its tools.
     Remove {
         namespace: String,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
 }
 
@@ -294,17 +286,16 @@ pub enum AddIntegration {
         /// A file path or an http(s) URL.
         #[arg(long)]
         spec: String,
-        /// Allow fetching the spec from a loopback/private address.
-        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
-        allow_local_network: bool,
+        #[command(flatten)]
+        local_network: LocalNetworkArg,
         /// The first segment of every tool address (letters, digits, `_`).
         #[arg(long)]
         namespace: String,
         /// Overrides the servers the document declares.
         #[arg(long)]
         base_url: Option<String>,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// A GraphQL API: one tool per query and mutation field.
     Graphql {
@@ -315,14 +306,13 @@ pub enum AddIntegration {
         /// the endpoint is asked (introspection).
         #[arg(long)]
         schema: Option<String>,
-        /// Allow a loopback/private endpoint.
-        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
-        allow_local_network: bool,
+        #[command(flatten)]
+        local_network: LocalNetworkArg,
         /// The first segment of every tool address (letters, digits, `_`).
         #[arg(long)]
         namespace: String,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// An MCP server: over HTTP (`--url`) or started as a command that
     /// speaks MCP on stdio (`--command`; run only by servers started with
@@ -346,14 +336,13 @@ pub enum AddIntegration {
         /// LC_ALL, TMPDIR and TZ besides these.
         #[arg(long = "env", requires = "command")]
         env: Vec<String>,
-        /// Allow a loopback/private URL.
-        #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
-        allow_local_network: bool,
+        #[command(flatten)]
+        local_network: LocalNetworkArg,
         /// The first segment of every tool address (letters, digits, `_`).
         #[arg(long)]
         namespace: String,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
 }
 
@@ -364,8 +353,8 @@ pub enum ToolsCommand {
         query: String,
         #[arg(long, default_value_t = 12)]
         limit: usize,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
 }
 
@@ -380,19 +369,19 @@ pub enum PoliciesCommand {
         #[arg(long)]
         position: Option<i64>,
         /// Org name (default: the only org).
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// The rules in the order they are matched.
     List {
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
     /// Remove a rule by id.
     Remove {
         id: String,
-        #[arg(long)]
-        org: Option<String>,
+        #[command(flatten)]
+        org: OrgArg,
     },
 }
 
@@ -577,8 +566,8 @@ pub struct StdioOpts {
     /// The account the stdio session acts for (created if missing).
     #[arg(long, env = "EXECUTOR_EMAIL", default_value = "local@localhost")]
     pub email: String,
-    #[arg(long, env = "EXECUTOR_ORG")]
-    pub org: Option<String>,
+    #[command(flatten)]
+    pub org: OrgArg,
     #[command(flatten)]
     pub engine: EngineOpts,
 }
@@ -586,10 +575,8 @@ pub struct StdioOpts {
 /// Sandbox limits (SPEC §6, §12) and outbound calls.
 #[derive(Debug, Args)]
 pub struct EngineOpts {
-    /// Let integrations call loopback, private and link-local addresses
-    /// (refused by default: SSRF guard).
-    #[arg(long, env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
-    pub allow_local_network: bool,
+    #[command(flatten)]
+    pub local_network: LocalNetworkArg,
     /// Let stdio MCP integrations start their command on this machine
     /// (refused by default: such a call answers `integration_unavailable`).
     #[arg(long, env = "EXECUTOR_ALLOW_STDIO_INTEGRATIONS")]

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use executor_catalog::{Catalog, CatalogSource, ToolEntry, ToolGroup, Unavailable};
-use executor_store::{IntegrationDocument, IntegrationRecord, Store};
+use executor_store::{CatalogStore, IntegrationDocument, IntegrationRecord};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
@@ -40,7 +40,7 @@ struct Loaded {
 /// What builds share: the store, the kinds, the core tools' group and the
 /// integrations loaded so far.
 struct Loader {
-    store: Arc<dyn Store>,
+    store: Arc<dyn CatalogStore>,
     kinds: Kinds,
     core: Arc<ToolGroup>,
     /// By (org, namespace). Std lock: held only to read or swap entries.
@@ -59,7 +59,7 @@ pub struct StoreCatalogs {
 impl StoreCatalogs {
     /// Catalogs of the store's integrations, each beside `core`: the
     /// engine's built-in tools, under `executor.`.
-    pub fn new(store: Arc<dyn Store>, kinds: Kinds, core: Vec<ToolEntry>) -> Self {
+    pub fn new(store: Arc<dyn CatalogStore>, kinds: Kinds, core: Vec<ToolEntry>) -> Self {
         let core = Arc::new(ToolGroup::new(CORE_NAMESPACE, core));
         StoreCatalogs {
             loader: Arc::new(Loader {

@@ -8,14 +8,14 @@ use executor_catalog::ToolError;
 use executor_oauth::OAuth;
 use executor_outbound::{Credential, CredentialSource, Refusal, Retry};
 use executor_store::secrets::{self, SecretKey, SecretRef};
-use executor_store::{CredentialKind, Store};
+use executor_store::{ConnectionStore, CredentialKind};
 use futures::future::BoxFuture;
 
 /// Where credentials come from: the org's connections in the store,
 /// unsealed with the data dir's key; OAuth connections through `oauth`,
 /// which refreshes their tokens.
 pub struct Credentials {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn ConnectionStore>,
     pub key: Option<Arc<SecretKey>>,
     pub oauth: Option<Arc<OAuth>>,
 }

@@ -2,7 +2,8 @@
 //! integration kinds, each org's catalog built from its stored integrations
 //! ([`StoreCatalogs`]), and the connections that hold their credentials.
 //!
-//! A kind is its own crate (`executor-openapi` today) that imports a source
+//! A kind is its own crate (`executor-openapi`, `executor-graphql`,
+//! `executor-upstream`) that imports a source
 //! into a stored form, loads that form into catalog tools (an
 //! [`executor_catalog::IntegrationLoader`]) and invokes them; adding one is
 //! a crate, a variant of [`IntegrationKind`] and one line in [`Kinds::new`].

@@ -13,7 +13,7 @@ use executor_catalog::{CatalogSource, IntegrationLoader, LoadedIntegration, Tool
 use executor_integrations::{IntegrationKind, Kinds, StoreCatalogs};
 use executor_openapi::{ImportOptions, OpenApiKind};
 use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
-use executor_store::{IntegrationRecord, SqliteStore, Store, now_ms};
+use executor_store::{AccountStore, IntegrationRecord, SqliteStore, Store, now_ms};
 use futures::future::BoxFuture;
 
 const SPEC: &str = r#"{"openapi": "3.0.3", "info": {"title": "t", "version": "1"},

@@ -687,7 +687,7 @@ impl Sessions {
         if node.is_registered() {
             self.lapse_locally();
         }
-        node.register(store).await.map_err(unavailable)?;
+        node.register(store.as_ref()).await.map_err(unavailable)?;
         store
             .claim_session(session_id, node.id())
             .await
@@ -703,7 +703,7 @@ impl Sessions {
         if node.is_registered() {
             self.lapse_locally();
         }
-        node.register(&self.inner.store).await.map_err(|e| {
+        node.register(self.inner.store.as_ref()).await.map_err(|e| {
             tracing::error!(error = %e, "could not register this node on the store");
             AcquireError::Unavailable
         })
@@ -939,11 +939,11 @@ impl Sessions {
         if !node.is_registered() {
             return;
         }
-        match node.renew(&self.inner.store).await {
+        match node.renew(self.inner.store.as_ref()).await {
             Renewal::Alive => {}
             Renewal::Lapsed => {
                 self.lapse_locally();
-                if let Err(e) = node.register(&self.inner.store).await {
+                if let Err(e) = node.register(self.inner.store.as_ref()).await {
                     tracing::warn!(error = %e, "could not register this node again");
                 }
             }

@@ -40,7 +40,7 @@ impl Checkpointer {
         std::thread::Builder::new()
             .name("executor-store-checkpoint".into())
             .spawn(move || run(conn, stopped))
-            .map_err(|e| StoreError::Database(format!("cannot start the checkpointer: {e}")))?;
+            .map_err(|e| StoreError::database_caused("cannot start the checkpointer", e))?;
         Ok(Checkpointer { _alive: alive })
     }
 }

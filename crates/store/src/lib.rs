@@ -1,12 +1,18 @@
-//! Durable state behind one trait.
-//!
-//! [`Store`] is what every other crate sees: accounts, orgs, API tokens,
-//! MCP session records, the per-stream SSE event log and execution records.
-//! [`SqliteStore`] is the embedded default. Nothing above this crate knows
-//! which database it talks to, so a Postgres implementation can satisfy the
-//! same trait.
+//! Durable state behind one trait per role (`roles.rs`): accounts and
+//! tokens, policies, sessions and their SSE event log, nodes and leases,
+//! executions, the catalog, connections. [`Store`] is all of them; a crate
+//! asks for the role it uses. Two backends implement every role:
+//! [`SqliteStore`], the embedded default (`sqlite/`), and [`PgStore`], a
+//! store several nodes share (`postgres/`), each role in a file of its
+//! own. What does not depend on the SQL dialect lives once, above them:
+//! the org rule of `ensure_account` (`orgs.rs`), the column lists
+//! (`columns.rs`), lease refusals (`leases.rs`), the node lease (`node.rs`).
+//! Nothing above this crate writes SQL or knows which database it talks to.
+//! Read `roles.rs` first.
 
 mod checkpointer;
+mod columns;
+mod error;
 mod kinds;
 mod leases;
 mod node;
@@ -16,6 +22,7 @@ mod postgres;
 mod preflight;
 mod records;
 mod revision_cache;
+mod roles;
 pub mod secrets;
 mod sqlite;
 #[cfg(feature = "test-support")]
@@ -24,6 +31,7 @@ pub mod tokens;
 mod wal_probe;
 mod writer;
 
+pub use error::{DatabaseError, StoreError, StoreResult};
 pub use kinds::{
     CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
 };
@@ -32,397 +40,9 @@ pub use postgres::{ImportReport, PgOptions, PgStore, redact as redact_database_u
 pub use preflight::Refusal;
 pub use records::*;
 pub use revision_cache::RevisionCache;
+pub use roles::{
+    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, NodeStore, Notice, PolicyStore,
+    SessionStore, Store, next_notice, now_ms,
+};
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;
-
-use async_trait::async_trait;
-
-/// Errors from the storage layer. Messages are for the server log; the wire
-/// layer never shows them to a client.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Database(String),
-    #[error("not found: {0}")]
-    NotFound(String),
-    #[error("invalid input: {0}")]
-    Invalid(String),
-    /// `--org` named another account's personal org (SPEC §4: a personal
-    /// org belongs to its account alone). The text is the operator's message.
-    #[error(
-        "the org {org:?} is the personal org of the account {org}, and a personal org \
-         belongs to its account alone: name a shared org (without '@') or use that \
-         account's own token"
-    )]
-    ForeignPersonalOrg { org: String },
-    /// The store failed a start check; the text is the operator's message.
-    #[error(transparent)]
-    Refused(#[from] Refusal),
-    /// More writes are queued than the writer takes (SPEC §12): the caller
-    /// answers 503 with `Retry-After` rather than queue without bound.
-    #[error("the store is busy: too many writes are queued")]
-    Busy,
-    /// A write as the holder of a session or a paused execution carried an
-    /// epoch that is no longer its own: another node claimed it since (SPEC
-    /// §10). The caller stops acting as the holder.
-    #[error("{id} moved to another node")]
-    Fenced { id: String },
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError::Database(e.to_string())
-    }
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
-
-/// A change another process committed, pushed by stores that can
-/// ([`Store::subscribe`]). A notice may be lost; [`Notice::Lagged`] says so,
-/// and a reader then re-checks what it watches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Notice {
-    /// The org's integrations changed: its catalog version moved.
-    Catalog { org_id: String },
-    /// A decision was posted for this paused execution.
-    Decision { execution_id: String },
-    /// The session's holder logged events that found no stream on its own
-    /// node: a GET stream elsewhere may take them.
-    Events { session_id: String },
-    /// The session's tool list changed: its GET streams elsewhere send
-    /// `notifications/tools/list_changed`.
-    ListChanged { session_id: String },
-    /// The session was terminated: its GET streams end everywhere.
-    SessionGone { session_id: String },
-    /// Notices may have been missed (a reconnect, a reader behind).
-    Lagged,
-}
-
-/// The storage seam. Every method is a single logical operation that is
-/// atomic on its own; callers never hold a transaction open across awaits.
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
-    // --- tenancy -----------------------------------------------------------
-    /// Finds or creates the account for `email` and its org, and makes the
-    /// account a member. Without `org` (or with the account's own email) it
-    /// is the account's personal org, which it owns alone; any other name
-    /// is a shared org. A name with an `@` is some account's personal org,
-    /// so naming another account's is [`StoreError::ForeignPersonalOrg`],
-    /// whether that account exists yet or not.
-    async fn ensure_account(&self, email: &str, org: Option<&str>) -> StoreResult<Principal>;
-    async fn insert_token(&self, token: TokenRecord) -> StoreResult<()>;
-    async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>>;
-    /// A number that moves whenever a token or a policy changes, in any
-    /// process on this store, by the time the change is visible to reads
-    /// (SQLite: the same transaction; Postgres: its notification, sent at
-    /// commit). A token or policy read after the revision was `r` may be
-    /// reused while the revision is still `r`. None when the store cannot
-    /// tell at the moment (Postgres while its notice connection is down):
-    /// callers then read through. Cheap: no round trip.
-    fn access_revision(&self) -> Option<u64> {
-        None
-    }
-    /// Marks the token revoked; returns false when no such token exists.
-    async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
-
-    // --- sessions ----------------------------------------------------------
-    /// Inserts a new session held by `holder` at [`FIRST_EPOCH`].
-    async fn insert_session(&self, session: SessionRecord, holder: &str) -> StoreResult<()>;
-    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
-    /// Records activity for sessions (batched by the caller).
-    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()>;
-    /// Marks the session terminated and drops its event log.
-    async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()>;
-    /// Deletes session records (and their events) untouched since `before_ms`.
-    async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64>;
-
-    // --- nodes and session leases (SPEC §10) ---------------------------------
-    // Lease times are the store's clock (Postgres: the database's), so nodes
-    // whose clocks differ agree on who is alive.
-    /// Registers `id` (again) as alive for `ttl_ms`, reachable at `url`.
-    async fn register_node(&self, id: &str, url: Option<&str>, ttl_ms: i64) -> StoreResult<()>;
-    /// Extends a live node's lease by `ttl_ms`; false when it had lapsed
-    /// (or was evicted): the node then stops acting as any session's holder.
-    async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool>;
-    /// Ends another node's lease at once (it refused a connection), so its
-    /// sessions can be claimed without waiting for its lease to run out.
-    async fn evict_node(&self, id: &str) -> StoreResult<()>;
-    /// Whether the node's lease runs now.
-    async fn node_alive(&self, id: &str) -> StoreResult<bool>;
-    /// A node leaving on purpose: its sessions are released and its row is
-    /// gone, so peers claim them at once.
-    async fn retire_node(&self, id: &str) -> StoreResult<()>;
-    /// Makes `node` the session's holder, with a new epoch, unless a live
-    /// node other than `node` holds it. One conditional write: of racing
-    /// claimers one wins.
-    async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim>;
-    /// Gives up the leases of sessions whose runtimes `node` disposed; a
-    /// session claimed by another node since is left alone.
-    async fn release_sessions(&self, node: &str, sessions: Vec<(String, i64)>) -> StoreResult<()>;
-    /// Sends a notice to every process on the store (Postgres: `NOTIFY`);
-    /// nothing where the store cannot push.
-    async fn publish(&self, _notice: Notice) -> StoreResult<()> {
-        Ok(())
-    }
-
-    // --- SSE event log -----------------------------------------------------
-    /// Appends one event; prunes the stream to the newest `keep_events`
-    /// events and `keep_bytes` bytes (never evicting the newest). With a
-    /// fence, only while it still holds the session
-    /// ([`StoreError::Fenced`] otherwise).
-    async fn append_event(
-        &self,
-        event: EventRecord,
-        bounds: LogBounds,
-        fence: Option<&Fence>,
-    ) -> StoreResult<()>;
-    async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()>;
-    /// Events of one stream after `after_seq`, oldest first.
-    async fn events_after(
-        &self,
-        session_id: &str,
-        stream_id: &str,
-        after_seq: i64,
-    ) -> StoreResult<Vec<EventRecord>>;
-    /// Undelivered events of the session, oldest first, marked delivered;
-    /// events of the streams in `except` (on their way to their own
-    /// connection) are left undelivered.
-    async fn take_undelivered(
-        &self,
-        session_id: &str,
-        except: &[String],
-    ) -> StoreResult<Vec<EventRecord>>;
-    /// Deletes the delivered events of every stream whose newest event was
-    /// created before `before_ms` (its replay window has lapsed); undelivered
-    /// events stay. Returns how many were deleted.
-    async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
-
-    // --- periodic jobs ------------------------------------------------------
-    /// Claims one run of the periodic job `name` for `holder`: true for one
-    /// caller per `every_ms` among all processes on this store, so a sweep
-    /// every node schedules runs once per interval, not once per node. One
-    /// conditional write; `now_ms` is the caller's clock.
-    async fn claim_job(
-        &self,
-        name: &str,
-        holder: &str,
-        every_ms: i64,
-        now_ms: i64,
-    ) -> StoreResult<bool>;
-
-    // --- notices -------------------------------------------------------------
-    /// Changes other processes commit, as they happen (SPEC §10): on
-    /// Postgres through `LISTEN/NOTIFY`. None where the store cannot push
-    /// (SQLite: every process polls, as before). A reader keeps a slow poll
-    /// either way, since notices can be lost.
-    fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
-        None
-    }
-
-    // --- lifecycle ----------------------------------------------------------
-    /// Returns once every write queued before the call is committed
-    /// (fire-and-forget ones included). `serve` awaits it last, so that
-    /// nothing queued is lost when the process exits.
-    async fn flush(&self) -> StoreResult<()>;
-    /// Returns once every write this process has committed is durable:
-    /// the barrier for a caller that wrote with
-    /// [`Store::insert_execution_deferred`] and answers without a flushed
-    /// write of its own (Postgres: one write transaction, whose flush
-    /// covers every commit before it; SQLite: nothing, its commits are as
-    /// durable as they get when they return).
-    async fn sync(&self) -> StoreResult<()> {
-        Ok(())
-    }
-
-    // --- orgs and policies --------------------------------------------------
-    /// The id of the org with this name (or id).
-    async fn find_org(&self, name: &str) -> StoreResult<Option<String>>;
-    /// Every org as (id, name).
-    async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>>;
-    /// Inserts a rule at `position` (clamped to the end), shifting later ones.
-    async fn add_policy(&self, policy: PolicyRecord) -> StoreResult<PolicyRecord>;
-    /// The org's rules in position order.
-    async fn list_policies(&self, org_id: &str) -> StoreResult<Vec<PolicyRecord>>;
-    async fn remove_policy(&self, org_id: &str, id: &str) -> StoreResult<bool>;
-
-    // --- integrations -------------------------------------------------------
-    /// Adds or replaces an integration and bumps the org's catalog version.
-    async fn upsert_integration(&self, integration: IntegrationRecord) -> StoreResult<()>;
-    /// The org's integrations, sorted by namespace; `document` is empty
-    /// unless `with_documents`.
-    async fn list_integrations(
-        &self,
-        org_id: &str,
-        with_documents: bool,
-    ) -> StoreResult<Vec<IntegrationRecord>>;
-    async fn remove_integration(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
-    /// The document of one integration at `revision`, with its stored
-    /// search index; None when the record is gone or was written again
-    /// since.
-    async fn integration_document(
-        &self,
-        org_id: &str,
-        namespace: &str,
-        revision: i64,
-    ) -> StoreResult<Option<IntegrationDocument>>;
-    /// Replaces the document of the record at `revision` with an equivalent
-    /// one (an upgrade of its stored format), without changing its revision
-    /// or the catalog version; false when the record changed meanwhile.
-    async fn replace_integration_document(
-        &self,
-        org_id: &str,
-        namespace: &str,
-        revision: i64,
-        document: String,
-    ) -> StoreResult<bool>;
-    /// Stores the search index of the record at `revision` (built by the
-    /// server because none fitted), without changing its revision or the
-    /// catalog version; false when the record changed meanwhile.
-    async fn replace_search_index(
-        &self,
-        org_id: &str,
-        namespace: &str,
-        revision: i64,
-        search_index: Vec<u8>,
-    ) -> StoreResult<bool>;
-    /// Grows whenever the org's integrations change (0 before any), and
-    /// never goes back: a catalog built at a version holds at least what
-    /// that version names.
-    async fn catalog_version(&self, org_id: &str) -> StoreResult<i64>;
-    /// The catalog version as committed now, never a kept one: what an
-    /// execution reads, so an integration another process added is
-    /// callable on the very next execution (Postgres keeps versions until
-    /// the change's notice arrives, which may be just after).
-    async fn committed_catalog_version(&self, org_id: &str) -> StoreResult<i64> {
-        self.catalog_version(org_id).await
-    }
-
-    // --- connections --------------------------------------------------------
-    /// Sets the credential of one integration (`secret` is sealed or a reference).
-    async fn set_connection(&self, connection: ConnectionRecord) -> StoreResult<()>;
-    async fn list_connections(&self, org_id: &str) -> StoreResult<Vec<ConnectionRecord>>;
-    /// One connection, read on every tool call of its integration.
-    async fn get_connection(
-        &self,
-        org_id: &str,
-        namespace: &str,
-    ) -> StoreResult<Option<ConnectionRecord>>;
-    async fn remove_connection(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
-    /// Saves new tokens for an `oauth` connection (`secret`, `oauth`,
-    /// `updated_at_ms`) only while its generation is still `generation`,
-    /// moving it on and releasing any lease; false when another writer
-    /// moved it first (or the row is gone).
-    async fn save_connection_if(
-        &self,
-        connection: ConnectionRecord,
-        generation: i64,
-    ) -> StoreResult<bool>;
-    /// Takes the refresh lease of a connection at `generation` for
-    /// `holder` until `until_ms`: true when taken, false when the
-    /// generation moved or another holder's lease runs past `now_ms`. One
-    /// conditional write, so it is atomic across processes on one store.
-    async fn lease_connection(
-        &self,
-        org_id: &str,
-        namespace: &str,
-        generation: i64,
-        holder: &str,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> StoreResult<bool>;
-    /// Gives a lease back without saving (the refresh failed).
-    async fn release_connection_lease(
-        &self,
-        org_id: &str,
-        namespace: &str,
-        holder: &str,
-    ) -> StoreResult<()>;
-
-    // --- OAuth logins in flight ----------------------------------------------
-    /// Stores a started login; expired rows are dropped on the way.
-    async fn insert_pending_login(&self, login: PendingLoginRecord) -> StoreResult<()>;
-    /// Takes a started login for its callback: exactly one caller gets an
-    /// unexpired row; later callers (a replayed callback) get None.
-    async fn take_pending_login(
-        &self,
-        state_hash: &str,
-        now_ms: i64,
-    ) -> StoreResult<Option<PendingLoginRecord>>;
-    /// Records how a login ended (JSON for the process that started it).
-    async fn settle_pending_login(&self, state_hash: &str, outcome: String) -> StoreResult<()>;
-    /// How a login ended: None while the row is unknown, Some(None) while
-    /// it waits, Some(Some(outcome)) once settled.
-    async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>>;
-
-    // --- executions --------------------------------------------------------
-    /// Saves the resumable state of a paused execution (opaque JSON). With
-    /// a fence, as the run's holder: the first save makes the fence's node
-    /// the holder; a later one is refused ([`StoreError::Fenced`]) once
-    /// another node claimed the run.
-    async fn save_execution_state(
-        &self,
-        id: &str,
-        org_id: &str,
-        state: String,
-        fence: Option<&Fence>,
-    ) -> StoreResult<()>;
-    /// Makes `node` the holder of a paused execution, with a new epoch,
-    /// unless another live node holds it (SPEC §10: the run is replayed on
-    /// one node, never two).
-    async fn claim_execution(&self, id: &str, node: &str) -> StoreResult<ExecutionClaim>;
-    /// Records that the holder starts call `index` of a run it holds: the
-    /// fenced write every tool call of a resumed run makes before it leaves
-    /// for the integration ([`StoreError::Fenced`] once another node claimed
-    /// the run).
-    async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()>;
-    async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>>;
-    /// Posts a decision for a paused execution from outside the process
-    /// that runs it (`executor resume`). False when the execution is
-    /// unknown or a decision is already posted.
-    async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool>;
-    /// Takes the posted decision, if any: exactly one caller gets it.
-    async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>>;
-    /// Commits the record, durable when this returns.
-    async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
-    /// Commits the record (visible to every reader when this returns) but
-    /// may return before it is durable: the next flushed write this
-    /// process commits makes it durable, as [`Store::sync`] does. For a
-    /// caller whose answer goes out only after such a write — an answer
-    /// logged to the session's event log. Postgres writes WAL in order, so
-    /// a flush up to a later commit covers this one; SQLite has one kind
-    /// of commit.
-    async fn insert_execution_deferred(&self, record: ExecutionRecord) -> StoreResult<()> {
-        self.insert_execution(record).await
-    }
-    async fn list_executions(
-        &self,
-        org_id: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<ExecutionRecord>>;
-    async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>>;
-}
-
-/// The next notice of an optional subscription; never, without one. A
-/// closed channel counts as lost notices once, then as no subscription.
-pub async fn next_notice(notices: &mut Option<tokio::sync::broadcast::Receiver<Notice>>) -> Notice {
-    use tokio::sync::broadcast::error::RecvError;
-    let Some(receiver) = notices else {
-        return std::future::pending().await;
-    };
-    match receiver.recv().await {
-        Ok(notice) => notice,
-        Err(RecvError::Lagged(_)) => Notice::Lagged,
-        Err(RecvError::Closed) => {
-            *notices = None;
-            Notice::Lagged
-        }
-    }
-}
-
-/// Current wall-clock time in milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}

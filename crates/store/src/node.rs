@@ -9,14 +9,17 @@
 //! stopped (SIGSTOP), so a node that wakes after its lease ran out knows it
 //! before it acts, without asking the store.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{Store, StoreError};
+use crate::{NodeStore, StoreError};
 
 /// Default lease of a node on the store (`--node-lease-ms`).
 pub const NODE_LEASE: Duration = Duration::from_secs(10);
+
+/// How long a dead node's row stays (see `NodeStore::register_node`): a
+/// node gone for a day has no session left that names it as a live holder.
+pub(crate) const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
 
 /// This process's lease on the store. Shared (`Arc`) by the sessions and
 /// the engine: both hold things for this node (session runtimes, paused
@@ -103,7 +106,7 @@ impl NodeLease {
 
     /// Registers unless this node is alive by its own clock (a process
     /// that claims without renewing: a CLI command).
-    pub async fn ensure_alive(&self, store: &Arc<dyn Store>) -> Result<(), StoreError> {
+    pub async fn ensure_alive(&self, store: &dyn NodeStore) -> Result<(), StoreError> {
         if self.valid() {
             return Ok(());
         }
@@ -112,7 +115,7 @@ impl NodeLease {
 
     /// Registers (again), unless another caller's registration finished
     /// while this one waited for its turn.
-    pub async fn register(&self, store: &Arc<dyn Store>) -> Result<(), StoreError> {
+    pub async fn register(&self, store: &dyn NodeStore) -> Result<(), StoreError> {
         let seen = self.registrations.load(Ordering::Acquire);
         let _one = self.registering.lock().await;
         if self.registrations.load(Ordering::Acquire) != seen {
@@ -130,7 +133,7 @@ impl NodeLease {
     }
 
     /// Renews the lease.
-    pub async fn renew(&self, store: &Arc<dyn Store>) -> Renewal {
+    pub async fn renew(&self, store: &dyn NodeStore) -> Renewal {
         let sent = Instant::now();
         match store.heartbeat_node(&self.id, self.ttl_ms()).await {
             Ok(true) => {

@@ -46,3 +46,67 @@ impl OrgChoice {
         Ok((email, choice))
     }
 }
+
+/// Where `ensure_account` looks for the org asked for, once the account is
+/// known.
+pub(crate) enum OrgKey<'a> {
+    /// A personal org is found by its owner, never by its name.
+    Owner(&'a str),
+    Name(&'a str),
+}
+
+/// The org `ensure_account` wants: the row to look for, and what a new row
+/// holds when none is found.
+pub(crate) struct WantedOrg<'a> {
+    pub(crate) key: OrgKey<'a>,
+    pub(crate) name: &'a str,
+    pub(crate) owner: Option<&'a str>,
+}
+
+impl OrgChoice {
+    /// The org this choice names for `account_id` (whose email is `email`):
+    /// a personal org is named after the email and owned by the account.
+    pub(crate) fn wanted<'a>(&'a self, email: &'a str, account_id: &'a str) -> WantedOrg<'a> {
+        match self {
+            OrgChoice::Personal => WantedOrg {
+                key: OrgKey::Owner(account_id),
+                name: email,
+                owner: Some(account_id),
+            },
+            OrgChoice::Shared(name) => WantedOrg {
+                key: OrgKey::Name(name),
+                name,
+                owner: None,
+            },
+        }
+    }
+}
+
+impl WantedOrg<'_> {
+    /// What to do with the row found (`(id, owner)`): use its id, or, with
+    /// None, insert a new org. An org another account owns is refused: a
+    /// personal org belongs to its account alone (SPEC §4).
+    pub(crate) fn settle(
+        &self,
+        found: Option<(String, Option<String>)>,
+        account_id: &str,
+    ) -> StoreResult<Option<String>> {
+        match found {
+            Some((_, Some(owner))) if owner != account_id => Err(StoreError::ForeignPersonalOrg {
+                org: self.name.to_string(),
+            }),
+            Some((id, _)) => Ok(Some(id)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// A new account's id.
+pub(crate) fn new_account_id() -> String {
+    format!("acc_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A new org's id.
+pub(crate) fn new_org_id() -> String {
+    format!("org_{}", uuid::Uuid::new_v4().simple())
+}

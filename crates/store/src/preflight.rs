@@ -437,7 +437,7 @@ mod tests {
     use super::*;
     use crate::secrets::{self, SecretKey};
     use crate::sqlite::{connect, migrate};
-    use crate::{ConnectionRecord, SqliteStore, Store, StoreError};
+    use crate::{AccountStore, ConnectionRecord, ConnectionStore, SqliteStore, StoreError};
 
     /// The number of migrations this build knows, read from a fresh store.
     fn known_version() -> i64 {

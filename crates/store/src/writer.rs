@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use crate::{StoreError, StoreResult};
+use crate::{DatabaseError, StoreError, StoreResult};
 
 /// Writes taken into one transaction at most.
 const MAX_BATCH: usize = 512;
@@ -66,7 +66,7 @@ impl Writer {
         std::thread::Builder::new()
             .name("executor-store-writer".into())
             .spawn(move || run(conn, queue))
-            .map_err(|e| StoreError::Database(format!("cannot start the store writer: {e}")))?;
+            .map_err(|e| StoreError::database_caused("cannot start the store writer", e))?;
         Ok(Writer { jobs, queue_wait })
     }
 
@@ -100,7 +100,7 @@ impl Writer {
         let out = answer.await.map_err(|_| writer_gone())??;
         out.downcast::<T>()
             .map(|b| *b)
-            .map_err(|_| StoreError::Database("store writer returned the wrong type".into()))
+            .map_err(|_| StoreError::database("store writer returned the wrong type"))
     }
 
     /// Queues a write without waiting for it (a lost one must be harmless).
@@ -115,7 +115,7 @@ impl Writer {
 }
 
 fn writer_gone() -> StoreError {
-    StoreError::Database("the store writer stopped".into())
+    StoreError::database("the store writer stopped")
 }
 
 fn run(conn: Connection, queue: Receiver<Job>) {
@@ -133,9 +133,9 @@ fn run(conn: Connection, queue: Receiver<Job>) {
 
 fn commit_batch(conn: &Connection, batch: Vec<Job>) {
     if let Err(e) = run_cached(conn, "BEGIN IMMEDIATE") {
-        let msg = e.to_string();
+        let error = DatabaseError::caused(e.to_string(), e);
         for job in batch {
-            reply(job.reply, Err(StoreError::Database(msg.clone())));
+            reply(job.reply, Err(StoreError::Database(error.clone())));
         }
         return;
     }
@@ -152,7 +152,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
                 let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(conn)))
                     .unwrap_or_else(|_| {
                         tracing::error!("a store write panicked; it was rolled back");
-                        Err(StoreError::Database("the write failed unexpectedly".into()))
+                        Err(StoreError::database("the write failed unexpectedly"))
                     });
                 let end = if out.is_ok() {
                     run_cached(conn, "RELEASE job")
@@ -175,7 +175,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
     for (reply_to, out) in results {
         let out = match &committed {
             Ok(()) => out,
-            Err(e) => Err(StoreError::Database(format!("commit failed: {e}"))),
+            Err(e) => Err(StoreError::database(format!("commit failed: {e}"))),
         };
         reply(reply_to, out);
     }

@@ -3,6 +3,7 @@
 //! that changes nothing pushes nothing, and a lost listening connection is
 //! reported (`Lagged`) and comes back.
 
+use executor_store::{CatalogStore, ExecutionStore, NodeStore};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;

@@ -5,10 +5,11 @@
 //! up to a later commit covers the record's; these tests read the server's
 //! WAL positions to check that it did.
 
+use executor_store::{ExecutionStore, SessionStore};
 use std::sync::Arc;
 
 use executor_store::testing::PgTestDb;
-use executor_store::{EventRecord, ExecutionRecord, ExecutionStatus, LogBounds, PgStore, Store};
+use executor_store::{EventRecord, ExecutionRecord, ExecutionStatus, LogBounds, PgStore};
 
 fn record(id: &str) -> ExecutionRecord {
     ExecutionRecord {

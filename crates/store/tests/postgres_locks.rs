@@ -6,10 +6,11 @@
 //! is held by another transaction, as a claim in flight would: a batch
 //! locking in id order waits there holding only the rows before it.
 
+use executor_store::{AccountStore, SessionStore};
 use std::time::Duration;
 
 use executor_store::testing::PgTestDb;
-use executor_store::{ElicitationMode, SessionRecord, Store};
+use executor_store::{ElicitationMode, SessionRecord};
 
 /// Whether another transaction holds `id`'s row lock now.
 async fn locked(client: &mut tokio_postgres::Client, id: &str) -> bool {

@@ -88,8 +88,8 @@ fn failed(e: tokio_postgres::Error) -> Failed {
 fn again(e: &StoreError) -> StoreError {
     match e {
         StoreError::Busy => StoreError::Busy,
-        StoreError::Database(m) => StoreError::Database(m.clone()),
-        other => StoreError::Database(other.to_string()),
+        StoreError::Database(e) => StoreError::Database(e.clone()),
+        other => StoreError::database(other.to_string()),
     }
 }
 
@@ -130,12 +130,12 @@ impl<W: GroupWrite> Group<W> {
         {
             // The task is gone (its runtime ended): this row goes alone.
             let Item::Row(w) = item else {
-                return Err(StoreError::Database("a group write lost its row".into()));
+                return Err(StoreError::database("a group write lost its row"));
             };
             return one(&*self.writer, &w.row).await;
         }
         answered.await.map_err(|_| {
-            StoreError::Database("the write's group was abandoned before it committed".into())
+            StoreError::database("the write's group was abandoned before it committed")
         })?
     }
 
@@ -206,8 +206,8 @@ async fn commit<W: GroupWrite>(writer: &W, group: Vec<Waiting<W>>) {
             }
             return;
         }
-        Ok(_) => Failed::from(StoreError::Database(
-            "a group write answered for other rows".into(),
+        Ok(_) => Failed::from(StoreError::database(
+            "a group write answered for other rows",
         )),
         Err(failed) => failed,
     };
@@ -229,7 +229,7 @@ async fn one<W: GroupWrite>(writer: &W, row: &W::Row) -> StoreResult<W::Answer> 
         .await
         .map_err(|f| f.error)?
         .pop()
-        .ok_or_else(|| StoreError::Database("a write answered for no row".into()))
+        .ok_or_else(|| StoreError::database("a write answered for no row"))
 }
 
 /// Execution records, upserted (a paused run's record is written again
@@ -451,11 +451,11 @@ mod tests {
                 self.open.notified().await;
             }
             if rows.contains(&99) {
-                return Err(StoreError::Database("connection lost".into()).into());
+                return Err(StoreError::database("connection lost").into());
             }
             if rows.contains(&13) {
                 return Err(Failed {
-                    error: StoreError::Database("row 13 refused".into()),
+                    error: StoreError::database("row 13 refused"),
                     row_at_fault: true,
                 });
             }
@@ -507,7 +507,7 @@ mod tests {
         assert_eq!(answers[0].as_ref().ok(), Some(&10));
         assert_eq!(answers[1].as_ref().ok(), Some(&20));
         assert!(
-            matches!(&answers[2], Err(StoreError::Database(m)) if m == "row 13 refused"),
+            matches!(&answers[2], Err(StoreError::Database(e)) if e.message() == "row 13 refused"),
             "{:?}",
             answers[2]
         );
@@ -521,7 +521,7 @@ mod tests {
         assert_eq!(answers[0].as_ref().ok(), Some(&10));
         for answer in &answers[1..] {
             assert!(
-                matches!(answer, Err(StoreError::Database(m)) if m == "connection lost"),
+                matches!(answer, Err(StoreError::Database(e)) if e.message() == "connection lost"),
                 "{answer:?}"
             );
         }

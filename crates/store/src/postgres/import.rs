@@ -133,7 +133,7 @@ async fn tables(client: &deadpool_postgres::Client) -> StoreResult<Vec<Table>> {
                 (_, _, "boolean") => ColumnKind::Bool,
                 (_, _, "bytea") => ColumnKind::Bytes,
                 (_, _, other) => {
-                    return Err(StoreError::Database(format!(
+                    return Err(StoreError::database(format!(
                         "{name}.{column} has a type the copy does not know: {other}"
                     )));
                 }
@@ -250,7 +250,7 @@ async fn copy_table(
         .map_err(db_error)?;
     let landed: i64 = col(&row, 0)?;
     if landed != expected || copied != expected as u64 {
-        return Err(StoreError::Database(format!(
+        return Err(StoreError::database(format!(
             "{}: {expected} rows in SQLite, {landed} copied; nothing was committed",
             table.name
         )));
@@ -299,7 +299,7 @@ fn primary_key(table: &str) -> &'static str {
 /// One SQLite value as the Postgres column takes it.
 fn convert(table: &str, column: &str, kind: ColumnKind, value: Value) -> StoreResult<Param> {
     let mismatch = |value: &Value| {
-        StoreError::Database(format!(
+        StoreError::database(format!(
             "{table}.{column} holds a value the copy cannot convert ({:?})",
             value.data_type()
         ))

@@ -9,7 +9,7 @@
 //! (`ensure_account`, policy positions). The store contract suite
 //! (`tests/contract.rs`) runs every behaviour against both.
 //!
-//! Driver: tokio-postgres with deadpool-postgres (ARCHITECTURE.md says why
+//! Driver: tokio-postgres with deadpool-postgres (docs/decisions/postgres-driver.md says why
 //! not sqlx). Statements are prepared once per pooled connection
 //! (`prepare_cached`). Every write is awaited and committed before the
 //! method returns; Postgres already shares one WAL flush between
@@ -17,11 +17,18 @@
 //! to 20 ms (`group.rs`) and their caller does not wait for them, so they
 //! are what [`Store::flush`] waits for.
 
+mod accounts;
+mod catalog;
+mod connections;
+mod executions;
 mod group;
 mod import;
+mod nodes;
 mod notices;
+mod policies;
+mod rows;
 mod schema;
-mod store;
+mod sessions;
 
 pub use import::ImportReport;
 
@@ -85,7 +92,7 @@ pub struct PgStore {
     config: tokio_postgres::Config,
     listener: OnceLock<Listener>,
     /// Catalog versions by org, at the catalog watch's revision each was
-    /// read at (`catalog_version` in `store.rs`).
+    /// read at (`catalog_version` in `catalog.rs`).
     catalog_versions: RevisionCache<i64>,
     /// The writes every execution makes, grouped (`group.rs`), each queue
     /// started on first use on the current runtime.
@@ -145,7 +152,7 @@ async fn fill(pool: &Pool, n: usize, statements: &'static [&'static str]) {
 /// connection of the main pool: the catalog read, a flushed record, the
 /// answer's event.
 const HOT_STATEMENTS: &[&str] = &[
-    store::CATALOG_VERSION,
+    rows::CATALOG_VERSION,
     group::INSERT_EXECUTIONS,
     group::APPEND_FENCED_EVENTS,
 ];
@@ -327,7 +334,7 @@ impl PgStore {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let now = crate::now_ms();
         let proof = seal(key, &format!("{KEY_CHECK_TEXT}{nonce}"), KEY_CHECK_AAD)
-            .map_err(|e| StoreError::Database(e.to_string()))?;
+            .map_err(|e| StoreError::database_caused(e.to_string(), e))?;
         let found = self
             .query_opt(
                 "WITH added AS (INSERT INTO executor_meta (name, value, updated_at) \
@@ -351,7 +358,7 @@ impl PgStore {
         };
         let stored: String = match &found {
             Some(row) => col(row, 0)?,
-            None => return Err(StoreError::Database("the key check row is missing".into())),
+            None => return Err(StoreError::database("the key check row is missing")),
         };
         match open(key, &stored, KEY_CHECK_AAD) {
             Ok(text) if text.expose().starts_with(KEY_CHECK_TEXT) => Ok(()),
@@ -365,7 +372,7 @@ impl PgStore {
     /// `org/namespace` of every connection whose secret is sealed, for the
     /// key check of commands that open them.
     pub async fn sealed_connections(&self) -> StoreResult<Vec<String>> {
-        store::sealed_connections(self).await
+        rows::sealed_connections(self).await
     }
 }
 
@@ -392,12 +399,12 @@ async fn checkout(pool: &Pool) -> StoreResult<Client> {
     pool.get().await.map_err(|e| match e {
         PoolError::Timeout(_) => StoreError::Busy,
         PoolError::Backend(e) => db_error(e),
-        other => StoreError::Database(other.to_string()),
+        other => StoreError::database_caused(other.to_string(), other),
     })
 }
 
 pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Database(describe(&e))
+    StoreError::database_caused(describe(&e), e)
 }
 
 pub(super) fn describe(e: &tokio_postgres::Error) -> String {
@@ -471,7 +478,7 @@ pub(super) fn word<T: FromStr<Err = UnknownValue>>(
 ) -> StoreResult<T> {
     let text: &str = col(row, index)?;
     text.parse()
-        .map_err(|e: UnknownValue| StoreError::Database(e.to_string()))
+        .map_err(|e: UnknownValue| StoreError::database_caused(e.to_string(), e))
 }
 
 #[cfg(test)]

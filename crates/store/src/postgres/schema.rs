@@ -1,7 +1,7 @@
 //! The Postgres schema, its migrations and the start checks that run before
 //! them (SPEC §11, §10).
 //!
-//! `PG_MIGRATIONS` is to Postgres what `MIGRATIONS` in `sqlite.rs` is to
+//! `PG_MIGRATIONS` is to Postgres what `MIGRATIONS` in `sqlite/schema.rs` is to
 //! SQLite: its first entry is the SQLite schema as the last SQLite migration
 //! left it, in Postgres types (`INTEGER` → `BIGINT`, `BLOB` → `BYTEA`, 0/1
 //! flags → `BOOLEAN`). A later schema change is an entry in both lists.

@@ -3,8 +3,9 @@
 use executor_engine::policy::{Pattern, PolicyAction};
 use executor_store::{PolicyRecord, Store, now_ms, tokens};
 
+use super::resolve_org;
+use crate::AnyResult;
 use crate::cli::PoliciesCommand;
-use crate::{AnyResult, resolve_org};
 
 pub(crate) async fn policies(store: &dyn Store, command: PoliciesCommand) -> AnyResult<()> {
     match command {
@@ -14,7 +15,7 @@ pub(crate) async fn policies(store: &dyn Store, command: PoliciesCommand) -> Any
             position,
             org,
         } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             // Validated on save (SPEC §9): a bad rule never reaches the store.
             pattern.parse::<Pattern>()?;
             let action = PolicyAction::from_input(&action)?;
@@ -35,14 +36,14 @@ pub(crate) async fn policies(store: &dyn Store, command: PoliciesCommand) -> Any
             Ok(())
         }
         PoliciesCommand::List { org } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             for r in store.list_policies(&org_id).await? {
                 println!("{}\t{}\t{}\t{}", r.id, r.position, r.pattern, r.action);
             }
             Ok(())
         }
         PoliciesCommand::Remove { id, org } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             if store.remove_policy(&org_id, &id).await? {
                 Ok(())
             } else {

@@ -19,9 +19,10 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::integrations::{cli_kinds, sync_mcp};
+use super::resolve_org;
+use crate::AnyResult;
 use crate::cli::{GlobalOpts, LoginArgs, LoginFlow, PublicOpts};
-use crate::integrations::{cli_kinds, sync_mcp};
-use crate::{AnyResult, resolve_org};
 
 /// How often the login command looks whether its login was completed (a
 /// point read; a callback served by the command itself wakes it at once).
@@ -264,7 +265,7 @@ pub(crate) async fn login(
     global: &GlobalOpts,
     args: LoginArgs,
 ) -> AnyResult<()> {
-    let org_id = resolve_org(store.as_ref(), args.org.as_deref()).await?;
+    let org_id = resolve_org(store.as_ref(), args.org.name.as_deref()).await?;
     let namespace = args.namespace.clone();
     let target = login_target(store.as_ref(), &org_id, &namespace).await?;
     let client_secret = if args.client_secret_stdin {
@@ -279,9 +280,9 @@ pub(crate) async fn login(
     } else {
         None
     };
-    let key = Arc::new(crate::load_secret_key(global)?);
+    let key = Arc::new(crate::wiring::load_secret_key(global)?);
     let http = Arc::new(HttpClient::new(HttpConfig {
-        allow_local_network: args.allow_local_network,
+        allow_local_network: args.local_network.allowed,
         ..HttpConfig::default()
     })?);
     let oauth = Arc::new(OAuth::new(store.clone(), key.clone(), (*http).clone()));

@@ -5,8 +5,9 @@ use executor_store::secrets::SecretRef;
 use executor_store::{ConnectionRecord, CredentialKind, Store, now_ms, secrets};
 use zeroize::Zeroizing;
 
+use super::resolve_org;
+use crate::AnyResult;
 use crate::cli::{ConnectionsCommand, GlobalOpts};
-use crate::{AnyResult, resolve_org};
 
 /// A secret given to the CLI: `-` reads it from standard input, `@FILE`
 /// from a file (one trailing newline dropped), so that it stays out of
@@ -72,7 +73,7 @@ pub(crate) async fn connections(
             username,
             org,
         } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             let associated = secrets::connection_aad(&org_id, &namespace);
             let read = |value: Option<String>| value.map(secret_value).transpose();
             let (api_key, bearer, basic) = (read(api_key)?, read(bearer)?, read(basic)?);
@@ -130,7 +131,7 @@ pub(crate) async fn connections(
             Ok(())
         }
         ConnectionsCommand::List { org } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             for c in store.list_connections(&org_id).await? {
                 if c.kind == CredentialKind::OAuth {
                     let state = executor_oauth::Grant::from_record(&c)
@@ -150,7 +151,7 @@ pub(crate) async fn connections(
         }
         ConnectionsCommand::Login(_) => Err("handled by login::login".into()),
         ConnectionsCommand::Remove { namespace, org } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             if store.remove_connection(&org_id, &namespace).await? {
                 Ok(())
             } else {
@@ -161,6 +162,6 @@ pub(crate) async fn connections(
 }
 
 pub(crate) fn seal_with(global: &GlobalOpts, value: &str, associated: &str) -> AnyResult<String> {
-    let key = crate::load_secret_key(global)?;
+    let key = crate::wiring::load_secret_key(global)?;
     Ok(secrets::seal(&key, value, associated)?)
 }

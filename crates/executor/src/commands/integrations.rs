@@ -10,8 +10,9 @@ use executor_outbound::{Credential, CredentialSource, HttpClient, HttpConfig};
 use executor_store::{IntegrationRecord, Store, now_ms};
 use executor_upstream::{Discovery, Endpoint, HttpTransport, State, UpstreamSettings, Upstreams};
 
+use super::resolve_org;
+use crate::AnyResult;
 use crate::cli::{AddIntegration, GlobalOpts, IntegrationsCommand};
-use crate::{AnyResult, resolve_org};
 
 pub(crate) async fn integrations(
     shared: Arc<dyn Store>,
@@ -22,12 +23,13 @@ pub(crate) async fn integrations(
     match command {
         IntegrationsCommand::Add(AddIntegration::Openapi {
             spec,
-            allow_local_network,
+            local_network,
             namespace,
             base_url,
             org,
         }) => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let allow_local_network = local_network.allowed;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             let kinds = cli_kinds(shared.clone())?;
             import_openapi(
                 store,
@@ -43,11 +45,12 @@ pub(crate) async fn integrations(
         IntegrationsCommand::Add(AddIntegration::Graphql {
             endpoint,
             schema,
-            allow_local_network,
+            local_network,
             namespace,
             org,
         }) => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let allow_local_network = local_network.allowed;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             let kinds = cli_kinds(shared.clone())?;
             let source = GraphqlSource {
                 endpoint: &endpoint,
@@ -63,11 +66,12 @@ pub(crate) async fn integrations(
             command,
             args,
             env,
-            allow_local_network,
+            local_network,
             namespace,
             org,
         }) => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let allow_local_network = local_network.allowed;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             let endpoint = match (url, command) {
                 (Some(url), _) => Endpoint::Http {
                     url,
@@ -89,7 +93,7 @@ pub(crate) async fn integrations(
             import_mcp(store, &kinds, &credentials, &org_id, &namespace, source).await
         }
         IntegrationsCommand::List { org } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             let kinds = cli_kinds(shared.clone())?;
             for i in store.list_integrations(&org_id, false).await? {
                 let document = store
@@ -111,10 +115,11 @@ pub(crate) async fn integrations(
         }
         IntegrationsCommand::Refresh {
             namespace,
-            allow_local_network,
+            local_network,
             org,
         } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let allow_local_network = local_network.allowed;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             let existing = store.list_integrations(&org_id, true).await?;
             let record = existing
                 .into_iter()
@@ -162,7 +167,7 @@ pub(crate) async fn integrations(
             }
         }
         IntegrationsCommand::Remove { namespace, org } => {
-            let org_id = resolve_org(store, org.as_deref()).await?;
+            let org_id = resolve_org(store, org.name.as_deref()).await?;
             if store.remove_integration(&org_id, &namespace).await? {
                 Ok(())
             } else {
@@ -457,7 +462,7 @@ pub(crate) fn sealed_credentials(
     global: &GlobalOpts,
     allow_local_network: bool,
 ) -> AnyResult<Credentials> {
-    let key = Arc::new(crate::load_secret_key(global)?);
+    let key = Arc::new(crate::wiring::load_secret_key(global)?);
     // Tokens of OAuth connections are refreshed here as a call would.
     let http = HttpClient::new(HttpConfig {
         allow_local_network,

@@ -1,17 +1,53 @@
 //! `executor call` and `executor tools search`: a tool called as a one-line
 //! program, and the catalog searched, from the command line.
 
-use executor_engine::Engine;
+use std::sync::Arc;
 
+use executor_engine::{CallContext, CatalogSource};
+use executor_outbound::HttpConfig;
+use executor_store::Store;
+use executor_upstream::UpstreamSettings;
+
+use super::resolve_org;
 use crate::AnyResult;
+use crate::cli::{EngineOpts, GlobalOpts, OrgArg, ToolsCommand};
+use crate::wiring::{engine, outbound, store_catalogs};
 
-/// Runs `tools.<path>(input)` as a one-line program and prints the result.
-pub(crate) async fn call_tool(
-    engine: &Engine,
-    principal: executor_store::Principal,
+/// `executor tools search`: the org's tools ranked for a query.
+pub(crate) async fn tools(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    command: ToolsCommand,
+) -> AnyResult<()> {
+    let ToolsCommand::Search { query, limit, org } = command;
+    let org_id = resolve_org(store.as_ref(), org.name.as_deref()).await?;
+    let outbound = outbound(store.clone(), global, HttpConfig::default())?;
+    let catalogs = store_catalogs(store.clone(), &outbound, UpstreamSettings::default());
+    let catalog = catalogs.catalog(&org_id).await;
+    for (tool, score) in catalog.search(&query, None).into_iter().take(limit) {
+        let description = tool
+            .description
+            .as_deref()
+            .map(first_line)
+            .unwrap_or_default();
+        println!("{:>7.2}\t{}\t{}", score, tool.path, description);
+    }
+    Ok(())
+}
+
+/// `executor call`: runs `tools.<path>(input)` as a one-line program, as
+/// `email` in `org`, and prints the result.
+pub(crate) async fn call(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
     path: &str,
     input: &str,
+    email: &str,
+    org: &OrgArg,
+    opts: &EngineOpts,
 ) -> AnyResult<()> {
+    let principal = store.ensure_account(email, org.name.as_deref()).await?;
+    let engine = engine(store, global, opts)?;
     let input: serde_json::Value =
         serde_json::from_str(input).map_err(|e| format!("the input is not JSON: {e}"))?;
     if !input.is_object() {
@@ -23,7 +59,7 @@ pub(crate) async fn call_tool(
         .map(|segment| format!("[{}]", serde_json::Value::from(segment)))
         .collect();
     let code = format!("return await tools{accessor}({input});");
-    let ctx = executor_engine::CallContext {
+    let ctx = CallContext {
         principal,
         session_id: None,
     };

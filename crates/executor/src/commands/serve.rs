@@ -1,0 +1,135 @@
+//! `executor serve`: wires the store, engine, integrations, sessions and
+//! the wire into a server, owns its background tasks, and shuts it down
+//! without losing work (SPEC §11).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor_mcp::McpServer;
+use executor_sessions::Sessions;
+use executor_store::Store;
+use executor_wire::App;
+
+use crate::AnyResult;
+use crate::cli::{GlobalOpts, ServeOpts};
+use crate::wiring::engine_and_outbound;
+
+pub(crate) async fn serve(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    opts: ServeOpts,
+) -> AnyResult<()> {
+    let (engine, outbound) = engine_and_outbound(store.clone(), global, &opts.engine)?;
+    let server = Arc::new(McpServer::new(engine));
+    let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
+    let local = listener.local_addr()?;
+    let node_url = opts.node_url(local, global.shared_store())?;
+    let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));
+    // Background loops end when `stop` flips, after the drain; serve awaits them.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let background = [
+        tokio::spawn(sessions.clone().run_maintenance(stopped.clone())),
+        tokio::spawn(
+            sessions
+                .server()
+                .engine()
+                .clone()
+                .apply_posted_decisions(stopped),
+        ),
+    ];
+    let public_url = super::login::public_url(&opts.public, local);
+    let callbacks = super::login::Callbacks::new(
+        outbound.oauth.clone(),
+        store.clone(),
+        outbound.credentials.clone(),
+        outbound.http.clone(),
+        &opts.public,
+        &public_url,
+    );
+    let app = App {
+        sessions,
+        oauth: Some(Arc::new(callbacks)),
+        in_flight: executor_wire::InFlight::default(),
+        tokens: Default::default(),
+        config: Arc::new(opts.wire(local)),
+    };
+    tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
+    // SPEC §11: on SIGTERM, drain: `/healthz` turns 503, new `/mcp`
+    // requests get 503 + Retry-After, standalone GET streams end, and
+    // in-flight requests — JSON or SSE — finish and are recorded, up to the
+    // drain deadline. Then the listener closes, runtimes are disposed
+    // (records stay) and the process exits. A second signal exits at once.
+    let sessions = app.sessions.clone();
+    let in_flight = app.in_flight.clone();
+    let drain_deadline = opts.drain_deadline();
+    let graceful = {
+        let sessions = sessions.clone();
+        async move {
+            shutdown_signal().await;
+            sessions.drain();
+            tokio::spawn(async {
+                shutdown_signal().await;
+                tracing::warn!("second signal: exiting without waiting for in-flight requests");
+                std::process::exit(1);
+            });
+            let left = in_flight.current();
+            tracing::info!(in_flight = left, "draining");
+            if tokio::time::timeout(drain_deadline, in_flight.idle())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    in_flight = in_flight.current(),
+                    "in-flight requests outlived the shutdown deadline"
+                );
+            }
+        }
+    };
+    // Once drained, the server stops; connections still open then (a
+    // request past the deadline) get a moment, not forever.
+    let served = executor_wire::serve(listener, app, graceful);
+    tokio::pin!(served);
+    tokio::select! {
+        result = &mut served => result?,
+        _ = async {
+            let mut draining = sessions.draining();
+            let _ = draining.wait_for(|d| *d).await;
+            tokio::time::sleep(drain_deadline + CLOSE_GRACE).await;
+        } => tracing::warn!("connections still open after the drain; closing them"),
+    }
+    stop.send_replace(true);
+    for task in background {
+        let _ = task.await;
+    }
+    sessions.dispose_all().await;
+    // Last: the store writer commits what the loops and disposals queued.
+    if let Err(e) = store.flush().await {
+        tracing::error!(error = %e, "the store could not commit its last writes");
+    }
+    Ok(())
+}
+
+/// How long connections may stay open once the drain has ended.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,29 @@
+//! `executor mcp`: MCP over stdio, for clients that spawn a process.
+
+use std::sync::Arc;
+
+use executor_mcp::McpServer;
+use executor_store::Store;
+
+use crate::AnyResult;
+use crate::cli::{GlobalOpts, StdioOpts};
+use crate::wiring::engine;
+
+pub(crate) async fn serve(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    opts: StdioOpts,
+) -> AnyResult<()> {
+    let principal = store
+        .ensure_account(&opts.email, opts.org.name.as_deref())
+        .await?;
+    let engine = engine(store, global, &opts.engine)?;
+    // Like `serve`, so that `executor resume` reaches runs paused here.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let decisions = tokio::spawn(engine.clone().apply_posted_decisions(stopped));
+    let server = Arc::new(McpServer::new(engine));
+    let served = executor_wire::stdio::serve_stdio(server, principal).await;
+    stop.send_replace(true);
+    let _ = decisions.await;
+    Ok(served?)
+}

@@ -1,0 +1,202 @@
+//! Flags resolved into the crates' own config structs. `cli.rs` holds the
+//! raw flags as clap parses them; this file is the one place that turns
+//! them into `Limits`, `EngineConfig`, `SessionsConfig`, `WireConfig` and
+//! the store's options, clamping what must not be zero.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use executor_engine::{EngineConfig, ShareLimits};
+use executor_outbound::HttpConfig;
+use executor_sandbox::Limits;
+use executor_sessions::SessionsConfig;
+use executor_store::{LogBounds, StoreOptions};
+use executor_upstream::UpstreamSettings;
+use executor_wire::{HostPolicy, MetricsToken, WireConfig};
+
+use crate::AnyResult;
+use crate::cli::{Command, EngineOpts, GlobalOpts, ServeOpts};
+
+impl GlobalOpts {
+    pub fn data_dir(&self) -> PathBuf {
+        if let Some(d) = &self.data_dir {
+            return d.clone();
+        }
+        let base = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        base.join("executor")
+    }
+
+    /// Whether the store is Postgres, shared by nodes that share no files.
+    pub fn shared_store(&self) -> bool {
+        self.database_url
+            .as_deref()
+            .is_some_and(|url| url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| {
+            format!("sqlite://{}", self.data_dir().join("executor.db").display())
+        })
+    }
+}
+
+/// The store's tunables: `serve` takes them from its flags; the other
+/// commands write little and use the defaults.
+pub(crate) fn store_options(command: &Command) -> StoreOptions {
+    match command {
+        Command::Serve(opts) => StoreOptions {
+            max_queued_writes: opts.max_queued_writes.max(1),
+        },
+        _ => StoreOptions::default(),
+    }
+}
+
+impl EngineOpts {
+    /// The sandbox's limits per execution (SPEC §6, §12).
+    pub fn limits(&self) -> Limits {
+        Limits {
+            timeout: Duration::from_millis(self.execution_timeout),
+            memory_bytes: self.sandbox_memory_mb.max(1) * 1024 * 1024,
+            stack_bytes: self.sandbox_stack_kb.max(64) * 1024,
+            max_log_bytes: self.max_log_bytes,
+            max_result_bytes: self.max_result_bytes,
+            max_calls_in_flight: self.max_calls_in_flight.max(1),
+            max_calls: self.max_calls_per_execution.max(1),
+            backstop_grace: Duration::from_millis(self.sandbox_backstop),
+            max_queued_jobs: self.max_queued_sandbox_jobs.map(|n| n.max(1)),
+        }
+    }
+
+    /// How integrations' requests leave the server.
+    pub fn http(&self) -> HttpConfig {
+        HttpConfig {
+            allow_local_network: self.local_network.allowed,
+            max_response_bytes: self.max_upstream_response_bytes.max(1),
+            ..HttpConfig::default()
+        }
+    }
+
+    /// How upstream MCP servers are run and pooled.
+    pub fn upstream(&self) -> UpstreamSettings {
+        UpstreamSettings {
+            allow_stdio: self.allow_stdio_integrations,
+            max_sessions: self.max_upstream_sessions.max(1),
+            ..UpstreamSettings::default()
+        }
+    }
+
+    pub fn engine(&self) -> EngineConfig {
+        EngineConfig {
+            limits: self.limits(),
+            share: ShareLimits::new(self.max_concurrent_executions, self.max_org_executions),
+            approval_window: Duration::from_millis(self.approval_window),
+            wall_clock: Duration::from_millis(self.execution_wall_clock.max(1)),
+            max_journal_bytes: self.max_journal_bytes,
+            max_tool_path_bytes: self.max_tool_path_bytes.max(1),
+            max_result_text_chars: self.max_result_text_chars,
+            max_emitted_text_chars: self.max_emitted_text_chars,
+            max_approval_preview_chars: self.max_approval_preview_chars,
+        }
+    }
+}
+
+impl ServeOpts {
+    /// The session lifecycle's timeouts and bounds; `node_url` is where
+    /// peers reach this node ([`ServeOpts::node_url`]).
+    pub fn sessions(&self, node_url: String) -> SessionsConfig {
+        SessionsConfig {
+            idle_timeout: Duration::from_millis(self.session_idle_timeout),
+            paused_idle_timeout: Duration::from_millis(self.paused_session_idle_timeout),
+            retention: Duration::from_secs(self.session_retention_days * 24 * 3600),
+            max_sessions_per_principal: self.max_sessions_per_principal,
+            max_get_streams_per_session: self.max_get_streams_per_session,
+            busy_ceiling: Duration::from_millis(self.keep_alive_ceiling),
+            replay_window: Duration::from_millis(self.replay_window),
+            sse_replay: LogBounds {
+                max_events: self.sse_replay_events.max(1),
+                max_bytes: self.sse_replay_bytes,
+            },
+            slow_reader_bytes: self.slow_reader_bytes,
+            node_url: Some(node_url),
+            node_lease: Duration::from_millis(self.node_lease),
+            lease_kept: Duration::from_millis(self.session_lease_kept),
+        }
+    }
+
+    /// The HTTP edge's checks and bounds, for a server listening on `local`.
+    pub fn wire(&self, local: SocketAddr) -> WireConfig {
+        WireConfig {
+            hosts: self.hosts(local),
+            cors_origin: self.cors_origin.clone(),
+            max_batch: self.max_batch,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout),
+            max_connections: self.max_connections,
+            metrics_token: self.metrics_token.clone().map(MetricsToken::new),
+            max_body_bytes: self.max_body_bytes,
+            sse_keepalive: Duration::from_millis(self.sse_keepalive),
+            get_stream_rotation: Duration::from_millis(self.get_stream_rotation),
+            first_event_window: executor_wire::FIRST_EVENT_WINDOW,
+        }
+    }
+
+    /// The Host and Origin checks (SPEC §2): the hosts named, else loopback
+    /// names when listening on loopback, else any.
+    fn hosts(&self, local: SocketAddr) -> HostPolicy {
+        let allowed_origins = self.allowed_origins.clone();
+        match (&self.allowed_hosts, local.ip().is_loopback()) {
+            (Some(list), _) => HostPolicy {
+                allowed_hosts: Some(list.clone()),
+                allowed_origins,
+            },
+            (None, true) => HostPolicy {
+                allowed_origins,
+                ..HostPolicy::loopback()
+            },
+            (None, false) => HostPolicy {
+                allowed_origins,
+                ..HostPolicy::open()
+            },
+        }
+    }
+
+    pub fn drain_deadline(&self) -> Duration {
+        Duration::from_millis(self.shutdown_drain_deadline)
+    }
+
+    /// Where peers reach this node: `--node-url`, else the address it
+    /// listens on. A node listening on every address has no one address to
+    /// give, and on a shared store its peers are on other machines: it must
+    /// be told.
+    pub fn node_url(&self, local: SocketAddr, shared: bool) -> AnyResult<String> {
+        if let Some(url) = &self.node_url {
+            let url = url.trim_end_matches('/');
+            // Nodes talk plain HTTP on the network they share (see forward.rs).
+            if !url.starts_with("http://") {
+                return Err(format!("--node-url must be an http:// URL, got {url:?}").into());
+            }
+            return Ok(url.to_string());
+        }
+        if local.ip().is_unspecified() {
+            if shared {
+                return Err(format!(
+                    "listening on {local} with a shared store: set --node-url (EXECUTOR_NODE_URL) to the address the other nodes reach this one at"
+                )
+                .into());
+            }
+            // One machine (nodes sharing a SQLite file): loopback reaches it.
+            let loopback = if local.is_ipv4() {
+                "127.0.0.1"
+            } else {
+                "[::1]"
+            };
+            return Ok(format!("http://{loopback}:{}", local.port()));
+        }
+        Ok(format!("http://{local}"))
+    }
+}

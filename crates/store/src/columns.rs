@@ -1,0 +1,12 @@
+//! The column lists both backends select and insert, in the order their
+//! row readers take them (`session_from_row`, `execution_from_row`, … in
+//! each backend), written once so the two cannot drift apart.
+
+pub(crate) const SESSION_COLUMNS: &str = "id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at";
+pub(crate) const EVENT_COLUMNS: &str = "session_id, stream_id, seq, data, undelivered, created_at";
+pub(crate) const EXECUTION_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms";
+pub(crate) const CONNECTION_COLUMNS: &str =
+    "org_id, namespace, kind, username, secret, updated_at, oauth, generation";
+pub(crate) const PENDING_LOGIN_COLUMNS: &str =
+    "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
+pub(crate) const POLICY_COLUMNS: &str = "id, org_id, pattern, action, position, created_at";

@@ -1,0 +1,165 @@
+//! Accounts, orgs and API tokens on Postgres: [`AccountStore`].
+
+use async_trait::async_trait;
+
+use super::{PgStore, col, db_error, pg_text};
+use crate::orgs::OrgChoice;
+use crate::*;
+
+use super::rows::*;
+use crate::orgs::{OrgKey, new_account_id, new_org_id};
+
+#[async_trait]
+impl AccountStore for PgStore {
+    async fn ensure_account(&self, email: &str, org: Option<&str>) -> StoreResult<Principal> {
+        let (email, choice) = OrgChoice::asked(email, org)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&ACCOUNTS_LOCK],
+        )
+        .await
+        .map_err(db_error)?;
+        let now = now_ms();
+        let account_id: String = match tx
+            .query_opt("SELECT id FROM accounts WHERE email = $1", &[&email])
+            .await
+            .map_err(db_error)?
+        {
+            Some(row) => col(&row, 0)?,
+            None => {
+                let id = new_account_id();
+                tx.execute(
+                    "INSERT INTO accounts (id, email, created_at) VALUES ($1, $2, $3)",
+                    &[&id, &email, &now],
+                )
+                .await
+                .map_err(db_error)?;
+                id
+            }
+        };
+        let wanted = choice.wanted(&email, &account_id);
+        let found = match wanted.key {
+            OrgKey::Owner(owner) => tx
+                .query_opt(
+                    "SELECT id, owner_account_id FROM orgs WHERE owner_account_id = $1",
+                    &[&owner],
+                )
+                .await
+                .map_err(db_error)?,
+            OrgKey::Name(name) => tx
+                .query_opt(
+                    "SELECT id, owner_account_id FROM orgs WHERE name = $1",
+                    &[&pg_text(name)],
+                )
+                .await
+                .map_err(db_error)?,
+        };
+        let found = match found {
+            Some(row) => Some((col::<String>(&row, 0)?, col::<Option<String>>(&row, 1)?)),
+            None => None,
+        };
+        let org_id = match wanted.settle(found, &account_id)? {
+            Some(id) => id,
+            None => {
+                let id = new_org_id();
+                tx.execute(
+                    "INSERT INTO orgs (id, name, created_at, owner_account_id) VALUES ($1, $2, $3, $4)",
+                    &[&id, &pg_text(wanted.name), &now, &wanted.owner],
+                )
+                .await
+                .map_err(db_error)?;
+                id
+            }
+        };
+        tx.execute(
+            "INSERT INTO memberships (account_id, org_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&account_id, &org_id],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(Principal { account_id, org_id })
+    }
+
+    async fn insert_token(&self, t: TokenRecord) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO tokens (id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &t.id,
+                &t.secret_hash,
+                &t.principal.account_id,
+                &t.principal.org_id,
+                &t.created_at_ms,
+                &t.expires_at_ms,
+                &t.revoked_at_ms,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>> {
+        let row = self
+            .query_opt(
+                "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at FROM tokens WHERE id = $1",
+                &[&id],
+            )
+            .await?;
+        let Some(r) = row else { return Ok(None) };
+        Ok(Some(TokenRecord {
+            id: col(&r, 0)?,
+            secret_hash: col(&r, 1)?,
+            principal: Principal {
+                account_id: col(&r, 2)?,
+                org_id: col(&r, 3)?,
+            },
+            created_at_ms: col(&r, 4)?,
+            expires_at_ms: col(&r, 5)?,
+            revoked_at_ms: col(&r, 6)?,
+        }))
+    }
+
+    async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool> {
+        let n = self
+            .execute(
+                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1",
+                &[&id, &at_ms],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    fn access_revision(&self) -> Option<u64> {
+        PgStore::access_revision(self)
+    }
+
+    async fn find_org(&self, name: &str) -> StoreResult<Option<String>> {
+        let name = name.trim();
+        // Personal orgs are named after the (lowercased) email.
+        let name = if name.contains('@') {
+            name.to_lowercase()
+        } else {
+            name.to_string()
+        };
+        match self
+            .query_opt(
+                "SELECT id FROM orgs WHERE name = $1 OR id = $1",
+                &[&pg_text(&name)],
+            )
+            .await?
+        {
+            Some(row) => Ok(Some(col(&row, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>> {
+        // "C": byte order, SQLite's BINARY, whatever the database's locale.
+        let found = self
+            .query("SELECT id, name FROM orgs ORDER BY name COLLATE \"C\"", &[])
+            .await?;
+        rows(found, |r| Ok((col(r, 0)?, col(r, 1)?)))
+    }
+}

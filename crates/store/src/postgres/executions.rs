@@ -1,0 +1,215 @@
+//! Execution records and paused runs on Postgres: [`ExecutionStore`].
+
+use async_trait::async_trait;
+
+use super::notices::DECISIONS_CHANNEL;
+use super::{PgStore, col};
+use crate::columns::*;
+use crate::leases::ExecutionRefusal;
+use crate::*;
+
+use super::rows::*;
+
+#[async_trait]
+impl ExecutionStore for PgStore {
+    async fn sync(&self) -> StoreResult<()> {
+        // A transaction that wrote WAL waits, on the main pool, for its
+        // commit's flush, which covers every earlier commit (the unflushed
+        // pool's included). A transactional logical message is such a
+        // write that touches no row (an id alone writes no WAL before the
+        // commit, and Postgres commits that asynchronously).
+        self.query(
+            "SELECT pg_logical_emit_message(true, 'executor.sync', '')",
+            &[],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn save_execution_state(
+        &self,
+        id: &str,
+        org_id: &str,
+        state: String,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        // An upsert, not a replace: a decision `executor resume` posted
+        // meanwhile stays for the run to take.
+        let Some(fence) = fence else {
+            self.execute(
+                "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, state = excluded.state, \
+                 updated_at = excluded.updated_at",
+                &[&id, &org_id, &state, &now_ms()],
+            )
+            .await?;
+            return Ok(());
+        };
+        // The row lock of the conflicting row orders this against a claim.
+        let saved = self
+            .execute(
+                "INSERT INTO execution_states (id, org_id, state, updated_at, holder, epoch) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, state = excluded.state, \
+                 updated_at = excluded.updated_at \
+                 WHERE execution_states.holder = excluded.holder AND execution_states.epoch = excluded.epoch",
+                &[&id, &org_id, &state, &now_ms(), &fence.node, &fence.epoch],
+            )
+            .await?;
+        if saved == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced { id: id.to_string() })
+        }
+    }
+
+    async fn claim_execution(&self, id: &str, node: &str) -> StoreResult<ExecutionClaim> {
+        // As `claim_session`: the row lock orders racing claimers, and a
+        // refusal whose read finds the way clear claims again.
+        for _ in 0..3 {
+            let claimed = self
+                .query_opt(
+                    "UPDATE execution_states SET holder = $2, epoch = epoch + 1 \
+                     WHERE id = $1 \
+                       AND EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                       AND (holder IS NULL OR holder = $2 OR NOT EXISTS \
+                            (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= executor_now_ms())) \
+                     RETURNING epoch, calling",
+                    &[&id, &node],
+                )
+                .await?;
+            if let Some(row) = claimed {
+                return Ok(ExecutionClaim::Claimed {
+                    fence: Fence {
+                        node: node.to_string(),
+                        epoch: col(&row, 0)?,
+                    },
+                    calling: col(&row, 1)?,
+                });
+            }
+            let found = self
+                .query_opt(
+                    "SELECT holder, (SELECT url FROM nodes n WHERE n.id = execution_states.holder), \
+                       EXISTS (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= executor_now_ms()), \
+                       EXISTS (SELECT 1 FROM nodes WHERE id = $2 AND alive_until >= executor_now_ms()) \
+                     FROM execution_states WHERE id = $1",
+                    &[&id, &node],
+                )
+                .await?;
+            let found = match found {
+                Some(row) => Some(ExecutionRefusal {
+                    holder: col(&row, 0)?,
+                    holder_url: col(&row, 1)?,
+                    holder_alive: col(&row, 2)?,
+                    caller_alive: col(&row, 3)?,
+                }),
+                None => None,
+            };
+            if let Some(outcome) = ExecutionRefusal::outcome(found, node) {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::Busy)
+    }
+
+    async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()> {
+        let moved = self
+            .execute(
+                "UPDATE execution_states SET calling = GREATEST(calling, $4) \
+                 WHERE id = $1 AND holder = $2 AND epoch = $3",
+                &[&id, &fence.node, &fence.epoch, &index],
+            )
+            .await?;
+        if moved == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced { id: id.to_string() })
+        }
+    }
+
+    async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
+        match self
+            .query_opt("SELECT state FROM execution_states WHERE id = $1", &[&id])
+            .await?
+        {
+            Some(row) => Ok(Some(col(&row, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool> {
+        // The notice goes out with the commit, so the node holding the run
+        // takes the decision at once instead of at its next poll.
+        let posted = self
+            .query_opt(
+                &format!(
+                    "WITH posted AS (UPDATE execution_states SET decision = $2 \
+                       WHERE id = $1 AND decision IS NULL RETURNING id) \
+                     SELECT pg_notify('{DECISIONS_CHANNEL}', id) FROM posted"
+                ),
+                &[&id, &action],
+            )
+            .await?;
+        Ok(posted.is_some())
+    }
+
+    async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>> {
+        // Read and clear in one statement (the row lock makes one taker):
+        // Postgres 15 has no `RETURNING OLD`, so the old value comes from a
+        // locking CTE.
+        match self
+            .query_opt(
+                "WITH posted AS (SELECT id, decision FROM execution_states \
+                   WHERE id = $1 AND decision IS NOT NULL FOR UPDATE) \
+                 UPDATE execution_states e SET decision = NULL FROM posted \
+                 WHERE e.id = posted.id RETURNING posted.decision",
+                &[&id],
+            )
+            .await?
+        {
+            Some(row) => Ok(Some(col(&row, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
+        // Grouped with the records of executions finishing at the same
+        // time (`group.rs`); awaited until its own row is committed.
+        self.execution_records().write(x).await
+    }
+
+    async fn insert_execution_deferred(&self, x: ExecutionRecord) -> StoreResult<()> {
+        // The same, on the unflushed pool: committed, not yet flushed.
+        // The caller's next flushed write (its answer's event) flushes the
+        // WAL past this commit.
+        self.execution_records_deferred().write(x).await
+    }
+
+    async fn list_executions(
+        &self,
+        org_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ExecutionRecord>> {
+        let found = self
+            .query(
+                &format!(
+                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE ($1::text IS NULL OR org_id = $1) \
+                     ORDER BY started_at DESC LIMIT $2"
+                ),
+                &[&org_id, &i64::from(limit)],
+            )
+            .await?;
+        rows(found, execution_from_row)
+    }
+
+    async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {
+        self.query_opt(
+            &format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .as_ref()
+        .map(execution_from_row)
+        .transpose()
+    }
+}

@@ -1,0 +1,278 @@
+//! Session records and the SSE event log on Postgres: [`SessionStore`].
+
+use async_trait::async_trait;
+use tokio_postgres::types::ToSql;
+
+use super::group::FencedEvent;
+use super::{PgStore, db_error, pg_text};
+use crate::columns::*;
+use crate::*;
+
+use super::rows::*;
+
+#[async_trait]
+impl SessionStore for PgStore {
+    async fn insert_session(&self, s: SessionRecord, holder: &str) -> StoreResult<()> {
+        self.execute(
+            &format!("INSERT INTO sessions ({SESSION_COLUMNS}, holder, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"),
+            &[
+                &s.id,
+                &s.owner.account_id,
+                &s.owner.org_id,
+                &pg_text(&s.protocol_version),
+                &to_json(&s.client_info),
+                &to_json(&s.client_capabilities),
+                &s.elicitation_mode.as_str(),
+                &s.created_at_ms,
+                &s.last_activity_at_ms,
+                &s.terminated_at_ms,
+                &holder,
+                &FIRST_EPOCH,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        self.query_opt(
+            &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .as_ref()
+        .map(session_from_row)
+        .transpose()
+    }
+
+    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
+        // One statement per batch. An id twice in one batch would be updated
+        // with either value (UPDATE … FROM takes one match), so each keeps
+        // its latest.
+        let mut latest = std::collections::BTreeMap::new();
+        for (id, at) in touches {
+            let entry = latest.entry(id).or_insert(at);
+            *entry = (*entry).max(at);
+        }
+        if latest.is_empty() {
+            return Ok(());
+        }
+        let (ids, ats): (Vec<String>, Vec<i64>) = latest.into_iter().unzip();
+        // On the main pool: a batch may wait for row locks, and the
+        // unflushed pool's few connections serve claims, which a restore
+        // waits for.
+        self.execute(
+            &format!(
+                "{} UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, t.at) \
+                 FROM unnest($1::text[], $2::int8[]) AS t(id, at), locked \
+                 WHERE s.id = t.id AND locked.id = s.id",
+                sessions_locked_in_order("")
+            ),
+            &[&ids, &ats],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "UPDATE sessions SET terminated_at = COALESCE(terminated_at, $2) WHERE id = $1",
+            &[&id, &at_ms],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute("DELETE FROM events WHERE session_id = $1", &[&id])
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM events WHERE session_id IN (SELECT id FROM sessions WHERE last_activity_at < $1)",
+            &[&before_ms],
+        )
+        .await
+        .map_err(db_error)?;
+        let n = tx
+            .execute(
+                "DELETE FROM sessions WHERE last_activity_at < $1",
+                &[&before_ms],
+            )
+            .await
+            .map_err(db_error)?;
+        // Paused executions expire within minutes; their saved states
+        // (kept for idempotent repeats) go with the same retention.
+        tx.execute(
+            "DELETE FROM execution_states WHERE updated_at < $1",
+            &[&before_ms],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(n)
+    }
+
+    async fn append_event(
+        &self,
+        e: EventRecord,
+        bounds: LogBounds,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        // Prune only when the stream can be over its bounds: streams of a
+        // single request hold one or two events and take one statement.
+        let may_overflow =
+            e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2;
+        if !may_overflow && let Some(f) = fence {
+            // The common case, a holder's response: grouped with the
+            // events other sessions append at the same time (`group.rs`).
+            let id = e.session_id.clone();
+            let event = FencedEvent {
+                event: e,
+                holder: f.node.clone(),
+                epoch: f.epoch,
+            };
+            return match self.fenced_events().write(event).await? {
+                true => Ok(()),
+                false => Err(StoreError::Fenced { id }),
+            };
+        }
+        // Fenced: the row comes from the session's own row, locked FOR
+        // SHARE, so it is inserted only while the fence holds and a claim
+        // waits for it (or it sees the claim and inserts nothing).
+        let (insert_sql, holder, epoch) = match fence {
+            Some(f) => (FENCED_EVENT_INSERT, f.node.as_str(), f.epoch),
+            None => (EVENT_INSERT, "", 0),
+        };
+        let row: [&(dyn ToSql + Sync); 8] = [
+            &e.session_id,
+            &e.stream_id,
+            &e.seq,
+            &e.data,
+            &e.undelivered,
+            &e.created_at_ms,
+            &holder,
+            &epoch,
+        ];
+        let row = if fence.is_some() { &row[..] } else { &row[..6] };
+        let inserted = |n: u64| {
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::Fenced {
+                    id: e.session_id.clone(),
+                })
+            }
+        };
+        if !may_overflow {
+            return inserted(self.execute(insert_sql, row).await?);
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let insert = tx.prepare_cached(insert_sql).await.map_err(db_error)?;
+        inserted(tx.execute(&insert, row).await.map_err(db_error)?)?;
+        tx.execute(
+            "DELETE FROM events WHERE session_id = $1 AND stream_id = $2 AND seq <= $3",
+            &[
+                &e.session_id,
+                &e.stream_id,
+                &(e.seq - bounds.max_events as i64),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        // The byte bound: newest first, every event past the one where the
+        // running total passes it goes, but never the newest.
+        let prune = tx
+            .prepare_cached(
+                "DELETE FROM events e USING ( \
+                   SELECT seq FROM ( \
+                     SELECT seq, \
+                            SUM(octet_length(data)) OVER (ORDER BY seq DESC) AS total, \
+                            row_number() OVER (ORDER BY seq DESC) AS newest \
+                     FROM events WHERE session_id = $1 AND stream_id = $2) sized \
+                   WHERE newest > 1 AND total > $3) cut \
+                 WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq = cut.seq",
+            )
+            .await
+            .map_err(db_error)?;
+        let max_bytes = i64::try_from(bounds.max_bytes).unwrap_or(i64::MAX);
+        tx.execute(&prune, &[&e.session_id, &e.stream_id, &max_bytes])
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
+        // Grouped with the marks of other streams, in a group that lingers
+        // (`MARKS_LINGER`). Unflushed: a mark lost in a database crash only
+        // replays the event once more (delivery is at-least-once).
+        self.delivery_marks()
+            .write((session_id.to_string(), stream_id.to_string(), seq))
+            .await
+    }
+
+    async fn events_after(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        after_seq: i64,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let found = self
+            .query(
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND stream_id = $2 AND seq > $3 ORDER BY seq"
+                ),
+                &[&session_id, &stream_id, &after_seq],
+            )
+            .await?;
+        rows(found, event_from_row)
+    }
+
+    async fn take_undelivered(
+        &self,
+        session_id: &str,
+        except: &[String],
+    ) -> StoreResult<Vec<EventRecord>> {
+        // This node's lingering marks first, so that what it delivered is
+        // not taken again (another node's may still be lingering: delivery
+        // is at-least-once).
+        self.flush_marks().await;
+        // One statement: of two nodes taking at once, each event goes to one.
+        let found = self
+            .query(
+                &format!(
+                    "UPDATE events SET undelivered = false WHERE session_id = $1 AND undelivered \
+                     AND stream_id <> ALL($2::text[]) RETURNING {EVENT_COLUMNS}"
+                ),
+                &[&session_id, &except],
+            )
+            .await?;
+        let mut events = rows(found, event_from_row)?;
+        // RETURNING has no order; the log's is creation, then stream, then seq.
+        events.sort_by(|a, b| {
+            (a.created_at_ms, &a.stream_id, a.seq).cmp(&(b.created_at_ms, &b.stream_id, b.seq))
+        });
+        // They were undelivered when taken.
+        for event in &mut events {
+            event.undelivered = true;
+        }
+        Ok(events)
+    }
+
+    async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64> {
+        // A stream is judged by its newest event, so a stream that is still
+        // being written keeps all of its delivered events.
+        self.execute(
+            "DELETE FROM events WHERE NOT undelivered AND (session_id, stream_id) IN \
+             (SELECT session_id, stream_id FROM events GROUP BY session_id, stream_id \
+              HAVING MAX(created_at) < $1)",
+            &[&before_ms],
+        )
+        .await
+    }
+}

@@ -1,0 +1,203 @@
+//! Execution records and paused runs on SQLite: [`ExecutionStore`].
+
+use super::*;
+
+#[async_trait]
+impl ExecutionStore for SqliteStore {
+    async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
+        self.writer.write(move |conn| {
+            let logs = serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into());
+            conn.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO executions ({EXECUTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+            ))?
+            .execute(params![
+                x.id,
+                x.session_id,
+                x.account_id,
+                x.org_id,
+                x.code,
+                x.status,
+                x.result.as_ref().map(to_json),
+                x.error,
+                logs,
+                to_json(&x.tool_calls),
+                x.started_at_ms,
+                x.duration_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_executions(
+        &self,
+        org_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ExecutionRecord>> {
+        let org_id = org_id.map(str::to_string);
+        self.read_all(&format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR org_id = ?1) ORDER BY started_at DESC LIMIT ?2"
+            ), params![org_id, limit], execution_from_row)
+    }
+
+    async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {
+        self.read_one(&format!(
+                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"
+                ), [id], execution_from_row)
+    }
+
+    async fn save_execution_state(
+        &self,
+        id: &str,
+        org_id: &str,
+        state: String,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        let (id, org_id, fence) = (id.to_string(), org_id.to_string(), fence.cloned());
+        self.writer
+            .write(move |conn| {
+                // An upsert, not a replace: a decision `executor resume`
+                // posted meanwhile stays for the run to take.
+                let Some(fence) = fence else {
+                    conn.prepare_cached(
+                        "INSERT INTO execution_states (id, org_id, state, updated_at) VALUES (?1, ?2, ?3, ?4) \
+                         ON CONFLICT (id) DO UPDATE SET org_id = ?2, state = ?3, updated_at = ?4",
+                    )?
+                    .execute(params![id, org_id, state, now_ms()])?;
+                    return Ok(());
+                };
+                let saved = conn
+                    .prepare_cached(
+                        "INSERT INTO execution_states (id, org_id, state, updated_at, holder, epoch) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                         ON CONFLICT (id) DO UPDATE SET org_id = ?2, state = ?3, updated_at = ?4 \
+                         WHERE execution_states.holder = ?5 AND execution_states.epoch = ?6",
+                    )?
+                    .execute(params![id, org_id, state, now_ms(), fence.node, fence.epoch])?;
+                if saved == 1 {
+                    Ok(())
+                } else {
+                    Err(StoreError::Fenced { id })
+                }
+            })
+            .await
+    }
+
+    async fn claim_execution(&self, id: &str, node: &str) -> StoreResult<ExecutionClaim> {
+        let (id, node) = (id.to_string(), node.to_string());
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                let claimed = conn
+                    .prepare_cached(
+                        "UPDATE execution_states SET holder = ?2, epoch = epoch + 1 \
+                         WHERE id = ?1 \
+                           AND EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                           AND (holder IS NULL OR holder = ?2 OR NOT EXISTS \
+                                (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= ?3)) \
+                         RETURNING epoch, calling",
+                    )?
+                    .query_row(params![id, node, now], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                if let Some((epoch, calling)) = claimed {
+                    return Ok(ExecutionClaim::Claimed {
+                        fence: Fence { node, epoch },
+                        calling,
+                    });
+                }
+                let found = conn
+                    .prepare_cached(
+                        "SELECT holder, (SELECT url FROM nodes n WHERE n.id = execution_states.holder), \
+                           EXISTS (SELECT 1 FROM nodes n WHERE n.id = execution_states.holder AND n.alive_until >= ?3), \
+                           EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                         FROM execution_states WHERE id = ?1",
+                    )?
+                    .query_row(params![id, node, now], |r| {
+                        Ok(ExecutionRefusal {
+                            holder: r.get(0)?,
+                            holder_url: r.get(1)?,
+                            holder_alive: r.get(2)?,
+                            caller_alive: r.get(3)?,
+                        })
+                    })
+                    .optional()?;
+                // One transaction: a claim refused here cannot have raced.
+                ExecutionRefusal::outcome(found, &node).ok_or_else(|| {
+                    StoreError::database("execution claim refused without a cause")
+                })
+            })
+            .await
+    }
+
+    async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()> {
+        let (id, fence) = (id.to_string(), fence.clone());
+        self.writer
+            .write(move |conn| {
+                let moved = conn
+                    .prepare_cached(
+                        "UPDATE execution_states SET calling = MAX(calling, ?4) \
+                         WHERE id = ?1 AND holder = ?2 AND epoch = ?3",
+                    )?
+                    .execute(params![id, fence.node, fence.epoch, index])?;
+                if moved == 1 {
+                    Ok(())
+                } else {
+                    Err(StoreError::Fenced { id })
+                }
+            })
+            .await
+    }
+
+    async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
+        self.read_one("SELECT state FROM execution_states WHERE id = ?1", [id], |r| r.get(0))
+    }
+
+    async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool> {
+        let (id, action) = (id.to_string(), action.to_string());
+        self.writer
+            .write(move |conn| {
+                let changed = conn
+                    .prepare_cached(
+                        "UPDATE execution_states SET decision = ?2 WHERE id = ?1 AND decision IS NULL",
+                    )?
+                    .execute(params![id, action])?;
+                Ok(changed > 0)
+            })
+            .await
+    }
+
+    async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>> {
+        let id = id.to_string();
+        // Servers ask this every 200 ms per paused run: a plain read first,
+        // so that the common "nothing posted" answer costs no write.
+        let posted = self.read({
+            let id = id.clone();
+            move |conn| {
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT 1 FROM execution_states WHERE id = ?1 AND decision IS NOT NULL",
+                    )?
+                    .exists([id])?)
+            }
+        })?;
+        if !posted {
+            return Ok(None);
+        }
+        // Inside the writer's BEGIN IMMEDIATE: read-then-clear is atomic
+        // across processes.
+        self.writer
+            .write(move |conn| {
+                let decision: Option<String> = conn
+                    .prepare_cached(
+                        "SELECT decision FROM execution_states WHERE id = ?1 AND decision IS NOT NULL",
+                    )?
+                    .query_row([&id], |r| r.get(0))
+                    .optional()?;
+                if decision.is_some() {
+                    conn.prepare_cached("UPDATE execution_states SET decision = NULL WHERE id = ?1")?
+                        .execute([&id])?;
+                }
+                Ok(decision)
+            })
+            .await
+    }
+}

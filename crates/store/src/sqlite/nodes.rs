@@ -1,0 +1,153 @@
+//! Nodes, session leases, periodic jobs and notices on SQLite: [`NodeStore`].
+
+use super::*;
+
+#[async_trait]
+impl NodeStore for SqliteStore {
+    async fn register_node(&self, id: &str, url: Option<&str>, ttl_ms: i64) -> StoreResult<()> {
+        let (id, url) = (id.to_string(), url.map(str::to_string));
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                // A node gone for a day has no session left that names it
+                // as a live holder; its row is only clutter.
+                conn.prepare_cached("DELETE FROM nodes WHERE alive_until < ?1")?
+                    .execute([now - NODE_ROW_KEPT_MS])?;
+                conn.prepare_cached(
+                    "INSERT INTO nodes (id, url, started_at, alive_until) VALUES (?1, ?2, ?3, ?3 + ?4) \
+                     ON CONFLICT (id) DO UPDATE SET url = excluded.url, alive_until = excluded.alive_until",
+                )?
+                .execute(params![id, url, now, ttl_ms])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                Ok(conn
+                    .prepare_cached(
+                        "UPDATE nodes SET alive_until = ?2 + ?3 WHERE id = ?1 AND alive_until >= ?2",
+                    )?
+                    .execute(params![id, now, ttl_ms])?
+                    == 1)
+            })
+            .await
+    }
+
+    async fn evict_node(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached("UPDATE nodes SET alive_until = 0 WHERE id = ?1")?
+                    .execute([id])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn node_alive(&self, id: &str) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM nodes WHERE id = ?1 AND alive_until >= ?2")?
+                .exists(params![id, now_ms()])?)
+        })
+    }
+
+    async fn retire_node(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached("UPDATE sessions SET holder = NULL WHERE holder = ?1")?
+                    .execute([&id])?;
+                conn.prepare_cached("DELETE FROM nodes WHERE id = ?1")?
+                    .execute([&id])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim> {
+        // A read first, off the writer: a request for a session another
+        // live node holds (the common case on a node that hands requests
+        // over) costs a read, not a write.
+        let read = {
+            let (id, node) = (id.to_string(), node.to_string());
+            self.read(move |conn| claim_refusal(conn, &id, &node))?
+        };
+        if let Some(outcome) = ClaimRefusal::outcome(read, node) {
+            return Ok(outcome);
+        }
+        let (id, node) = (id.to_string(), node.to_string());
+        // The writer runs the claim and, when it fails, the read of why in
+        // one transaction: the answer is exact, not a hint.
+        self.writer
+            .write(move |conn| {
+                let now = now_ms();
+                let claimed = conn
+                    .prepare_cached(&format!(
+                        "UPDATE sessions SET holder = ?2, epoch = epoch + 1 \
+                         WHERE id = ?1 AND terminated_at IS NULL \
+                           AND EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND alive_until >= ?3) \
+                           AND (holder IS NULL OR holder = ?2 OR NOT EXISTS \
+                                (SELECT 1 FROM nodes n WHERE n.id = sessions.holder AND n.alive_until >= ?3)) \
+                         RETURNING {SESSION_COLUMNS}, epoch"
+                    ))?
+                    .query_row(params![id, node, now], |r| {
+                        Ok((session_from_row(r)?, r.get::<_, i64>(10)?))
+                    })
+                    .optional()?;
+                if let Some((record, epoch)) = claimed {
+                    return Ok(SessionClaim::Claimed {
+                        record,
+                        fence: Fence { node, epoch },
+                    });
+                }
+                let found = claim_refusal(conn, &id, &node)?;
+                // One transaction: a claim refused here cannot have raced.
+                ClaimRefusal::outcome(found, &node)
+                    .ok_or_else(|| StoreError::database("session claim refused without a cause"))
+            })
+            .await
+    }
+
+    async fn release_sessions(&self, node: &str, sessions: Vec<(String, i64)>) -> StoreResult<()> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        let node = node.to_string();
+        self.writer
+            .write(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "UPDATE sessions SET holder = NULL WHERE id = ?1 AND holder = ?2 AND epoch = ?3",
+                )?;
+                for (id, epoch) in &sessions {
+                    stmt.execute(params![id, node, epoch])?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim_job(
+        &self,
+        name: &str,
+        holder: &str,
+        every_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        self.writer
+            .write(move |conn| {
+                Ok(conn
+                    .prepare_cached(CLAIM_JOB_SQLITE)?
+                    .execute(params![name, holder, now_ms, every_ms])?
+                    == 1)
+            })
+            .await
+    }
+}

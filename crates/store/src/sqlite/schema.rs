@@ -1,0 +1,242 @@
+//! The SQLite schema: numbered migrations applied on open under
+//! `PRAGMA user_version`. A schema change is an entry here and one in
+//! `postgres/schema.rs` (the schema parity test compares the two).
+
+use rusqlite::Connection;
+
+use crate::StoreResult;
+
+pub(super) const MIGRATIONS: &[&str] = &[
+    r#"
+CREATE TABLE orgs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE accounts (
+    id TEXT PRIMARY KEY,
+    email TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE memberships (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    org_id TEXT NOT NULL REFERENCES orgs(id),
+    PRIMARY KEY (account_id, org_id)
+);
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    secret_hash BLOB NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    revoked_at INTEGER
+);
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    protocol_version TEXT NOT NULL,
+    client_info TEXT NOT NULL,
+    client_capabilities TEXT NOT NULL,
+    elicitation_mode TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_activity_at INTEGER NOT NULL,
+    terminated_at INTEGER
+);
+CREATE INDEX sessions_last_activity ON sessions(last_activity_at);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    stream_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    undelivered INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, stream_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_undelivered ON events(session_id, undelivered);
+CREATE TABLE executions (
+    id TEXT PRIMARY KEY,
+    session_id TEXT,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    code TEXT NOT NULL,
+    status TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    logs TEXT NOT NULL,
+    tool_calls TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL
+);
+CREATE INDEX executions_org_started ON executions(org_id, started_at);
+"#,
+    r#"
+CREATE TABLE policies (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    action TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX policies_org_position ON policies(org_id, position);
+"#,
+    r#"
+CREATE TABLE execution_states (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+"#,
+    r#"
+CREATE TABLE integrations (
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    base_url TEXT,
+    tool_count INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, namespace)
+);
+CREATE TABLE catalog_versions (
+    org_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL
+);
+"#,
+    r#"
+CREATE TABLE connections (
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    username TEXT,
+    secret TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, namespace)
+);
+"#,
+    // A decision posted by `executor resume` for the process running it.
+    r#"
+ALTER TABLE execution_states ADD COLUMN decision TEXT;
+"#,
+    // Personal orgs belong to their account (SPEC §4). Before, a personal
+    // org was only an org named after the email, so `--org <someone's
+    // email>` could create or join it. An org named exactly like an
+    // account's email is that account's personal org. Any other name with
+    // an `@` was made with `--org` by someone else (emails are stored
+    // lowercased and the owner had no account yet): it is renamed to its id
+    // (which `--org` also accepts), so that the name stays free for the
+    // personal org of the account it looks like.
+    r#"
+ALTER TABLE orgs ADD COLUMN owner_account_id TEXT REFERENCES accounts(id);
+UPDATE orgs SET owner_account_id = (SELECT a.id FROM accounts a WHERE a.email = orgs.name);
+UPDATE orgs SET name = id WHERE owner_account_id IS NULL AND name LIKE '%@%';
+CREATE UNIQUE INDEX orgs_owner ON orgs(owner_account_id) WHERE owner_account_id IS NOT NULL;
+"#,
+    // Which write of the org's integrations made this record (the org's
+    // catalog version after it): the server reuses an integration's loaded
+    // tools while its revision is unchanged.
+    r#"
+ALTER TABLE integrations ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+"#,
+    // The search index of each integration's tools, built at import so
+    // that the server need not (see `IntegrationRecord::search_index`).
+    r#"
+ALTER TABLE integrations ADD COLUMN search_index BLOB;
+"#,
+    // OAuth connections (executor-oauth): the grant's non-secret state, a
+    // generation that every write moves (a refresh saves only where it is
+    // unchanged) and the refresh lease that makes one process refresh at a
+    // time; logins between their authorization URL and their callback.
+    r#"
+ALTER TABLE connections ADD COLUMN oauth TEXT;
+ALTER TABLE connections ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE connections ADD COLUMN lease_holder TEXT;
+ALTER TABLE connections ADD COLUMN lease_until INTEGER;
+CREATE TABLE oauth_pending (
+    state_hash TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    request TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    taken INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT
+);
+"#,
+    // Periodic jobs every server schedules (the event sweep, retention GC):
+    // the next time each is due, so one process runs each per interval.
+    r#"
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    next_at INTEGER NOT NULL
+);
+"#,
+    // Nodes and session leases (SPEC §10): a session's runtime lives on the
+    // node named by `holder` while that node is alive; `epoch` grows with
+    // each claim and fences the holder's writes.
+    r#"
+CREATE TABLE nodes (
+    id TEXT PRIMARY KEY,
+    url TEXT,
+    started_at INTEGER NOT NULL,
+    alive_until INTEGER NOT NULL
+);
+ALTER TABLE sessions ADD COLUMN holder TEXT;
+ALTER TABLE sessions ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+-- A paused execution's run lives on one node too: `calling` is the highest
+-- call index it started after a resume (a replay answers calls up to it
+-- that have no journaled answer as in doubt, never sending them again).
+ALTER TABLE execution_states ADD COLUMN holder TEXT;
+ALTER TABLE execution_states ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE execution_states ADD COLUMN calling INTEGER NOT NULL DEFAULT -1;
+"#,
+    // The access revision (`Store::access_revision`): a counter every change
+    // to tokens or policies moves, in the same transaction, whichever process
+    // makes it (the server, a CLI command, another server on the data dir).
+    // Caches of tokens and policies stay valid while it stands still.
+    r#"
+CREATE TABLE revisions (
+    name TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+);
+INSERT INTO revisions (name, n) VALUES ('access', 0);
+CREATE TRIGGER tokens_insert_access AFTER INSERT ON tokens
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER tokens_update_access AFTER UPDATE ON tokens
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER tokens_delete_access AFTER DELETE ON tokens
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER policies_insert_access AFTER INSERT ON policies
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER policies_update_access AFTER UPDATE ON policies
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+CREATE TRIGGER policies_delete_access AFTER DELETE ON policies
+    BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
+"#,
+];
+
+pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        // IMMEDIATE: two processes starting at once serialise here instead
+        // of failing to upgrade a read transaction.
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+        // Another process may have migrated between our read and now.
+        let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if v > i as i64 {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+        tx.commit()?;
+    }
+    Ok(())
+}

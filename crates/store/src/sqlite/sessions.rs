@@ -1,0 +1,190 @@
+//! Session records and the SSE event log on SQLite: [`SessionStore`].
+
+use super::*;
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn insert_session(&self, s: SessionRecord, holder: &str) -> StoreResult<()> {
+        let holder = holder.to_string();
+        self.writer.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at, holder, epoch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?
+            .execute(params![
+                s.id,
+                s.owner.account_id,
+                s.owner.org_id,
+                s.protocol_version,
+                to_json(&s.client_info),
+                to_json(&s.client_capabilities),
+                s.elicitation_mode,
+                s.created_at_ms,
+                s.last_activity_at_ms,
+                s.terminated_at_ms,
+                holder,
+                FIRST_EPOCH
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        let id = id.to_string();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at FROM sessions WHERE id = ?1",
+                )?
+                .query_row([id], session_from_row)
+                .optional()?)
+        })
+    }
+
+    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
+        if touches.is_empty() {
+            return Ok(());
+        }
+        self.writer.write(move |conn| {
+            let tx = conn;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "UPDATE sessions SET last_activity_at = MAX(last_activity_at, ?2) WHERE id = ?1",
+                )?;
+                for (id, at) in &touches {
+                    stmt.execute(params![id, at])?;
+                }
+            }
+                        Ok(())
+        })
+        .await
+    }
+
+    async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()> {
+        let id = id.to_string();
+        self.writer
+            .write(move |conn| {
+                let tx = conn;
+                tx.execute(
+                    "UPDATE sessions SET terminated_at = COALESCE(terminated_at, ?2) WHERE id = ?1",
+                    params![id, at_ms],
+                )?;
+                tx.execute("DELETE FROM events WHERE session_id = ?1", [&id])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64> {
+        self.writer.write(move |conn| {
+            let tx = conn;
+            tx.execute(
+                "DELETE FROM events WHERE session_id IN (SELECT id FROM sessions WHERE last_activity_at < ?1)",
+                [before_ms],
+            )?;
+            let n = tx.execute("DELETE FROM sessions WHERE last_activity_at < ?1", [before_ms])?;
+            // Paused executions expire within minutes; their saved states
+            // (kept for idempotent repeats) go with the same retention.
+            tx.execute("DELETE FROM execution_states WHERE updated_at < ?1", [before_ms])?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn append_event(
+        &self,
+        e: EventRecord,
+        bounds: LogBounds,
+        fence: Option<&Fence>,
+    ) -> StoreResult<()> {
+        let fence = fence.cloned();
+        self.writer.write(move |conn| {
+            let tx = conn;
+            if let Some(fence) = &fence {
+                holds_session(tx, &e.session_id, fence)?;
+            }
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO events (session_id, stream_id, seq, data, undelivered, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![e.session_id, e.stream_id, e.seq, e.data, e.undelivered as i64, e.created_at_ms])?;
+            // Prune only when the stream can be over its bounds: streams of a
+            // single request hold one or two events and skip this entirely.
+            if e.seq >= bounds.max_events as i64 || e.data.len() as u64 > bounds.max_bytes / 2 {
+                prune_stream(tx, &e.session_id, &e.stream_id, e.seq, bounds)?;
+            }
+                        Ok(())
+        })
+        .await
+    }
+
+    async fn mark_delivered(&self, session_id: &str, stream_id: &str, seq: i64) -> StoreResult<()> {
+        let (session_id, stream_id) = (session_id.to_string(), stream_id.to_string());
+        self.writer.write_later(move |conn| {
+            conn.prepare_cached(
+                "UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+            )?
+            .execute(params![session_id, stream_id, seq])?;
+            Ok(())
+        });
+        Ok(())
+    }
+
+    async fn events_after(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        after_seq: i64,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let (session_id, stream_id) = (session_id.to_string(), stream_id.to_string());
+        self.read_all("SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq > ?3 ORDER BY seq", params![session_id, stream_id, after_seq], event_from_row)
+    }
+
+    async fn take_undelivered(
+        &self,
+        session_id: &str,
+        except: &[String],
+    ) -> StoreResult<Vec<EventRecord>> {
+        let session_id = session_id.to_string();
+        let except = except.to_vec();
+        // On the writer: the read and the marks are one step, so of two
+        // takers each event goes to one.
+        self.writer
+            .write(move |conn| {
+                let events = {
+                    let mut stmt = conn.prepare_cached(
+                        "SELECT session_id, stream_id, seq, data, undelivered, created_at FROM events WHERE session_id = ?1 AND undelivered = 1 ORDER BY created_at, stream_id, seq",
+                    )?;
+                    let rows = stmt.query_map([&session_id], event_from_row)?;
+                    rows.collect::<Result<Vec<_>, _>>()?
+                };
+                let events: Vec<EventRecord> = events
+                    .into_iter()
+                    .filter(|e| !except.contains(&e.stream_id))
+                    .collect();
+                let mut mark = conn.prepare_cached(
+                    "UPDATE events SET undelivered = 0 WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+                )?;
+                for e in &events {
+                    mark.execute(params![session_id, e.stream_id, e.seq])?;
+                }
+                Ok(events)
+            })
+            .await
+    }
+
+    async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64> {
+        self.writer
+            .write(move |conn| {
+                // A stream is judged by its newest event, so a stream that is
+                // still being written keeps all of its delivered events.
+                let n = conn.execute(
+                    "DELETE FROM events WHERE undelivered = 0 AND (session_id, stream_id) IN \
+                     (SELECT session_id, stream_id FROM events GROUP BY session_id, stream_id \
+                      HAVING MAX(created_at) < ?1)",
+                    [before_ms],
+                )?;
+                Ok(n as u64)
+            })
+            .await
+    }
+}
