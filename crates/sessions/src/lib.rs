@@ -7,6 +7,8 @@
 //! reaper; the record stays and the next request restores it.
 
 mod lifecycle;
+mod maintenance;
+mod parking;
 mod remote;
 mod runtime;
 mod streams;

@@ -29,7 +29,9 @@
 //! `Dormant` is a durable record with no runtime; `Building` is the short
 //! window in which exactly one task restores it while any number of
 //! requests wait for that one result. The map below is the only place a
-//! runtime is created, stored or disposed.
+//! runtime is created, stored or disposed. The leases this node keeps for
+//! disposed runtimes are `parking.rs`'s; the loop that ticks the reaper,
+//! renews this node's lease and sweeps the store is `maintenance.rs`.
 //!
 //! Limits (SPEC §12): an (account, org) may hold at most
 //! `max_sessions_per_principal` live sessions — runtimes in memory, the
@@ -49,7 +51,7 @@ use std::time::{Duration, Instant};
 use executor_mcp::McpServer;
 use executor_store::{
     ElicitationMode, FIRST_EPOCH, Fence, LogBounds, NODE_LEASE, NodeLease, Notice, Principal,
-    Renewal, SessionClaim, SessionRecord, Store, StoreError, next_notice, now_ms,
+    SessionClaim, SessionRecord, Store, StoreError, now_ms,
 };
 use futures::FutureExt;
 use futures::future::Shared;
@@ -59,6 +61,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
+use crate::parking::{LEASE_KEPT, Parking, release_leases};
 use crate::remote::{RemoteListen, RemoteListeners};
 use crate::runtime::{Lease, Runtime};
 use crate::streams::{OutboundStream, SLOW_READER_BYTES, StreamLimit};
@@ -106,15 +109,6 @@ pub const REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// stream open (SPEC §3, §12): longer than a GET stream lives before its
 /// rotation (30 min), so only a lease that is never released reaches it.
 pub const BUSY_CEILING: Duration = Duration::from_secs(35 * 60);
-/// Default time a disposed session's lease stays with its node. Its next
-/// request there restores it without a write (a claim was one write to
-/// the store per restore, and its release another); a request that lands
-/// on another node meanwhile is handed here, as for a live session. After
-/// it, the lease is released, and the session is served where it lands.
-pub const LEASE_KEPT: Duration = Duration::from_secs(5 * 60);
-/// Parked leases one node keeps at most; past it the oldest are released.
-/// Each holds a session record (about a kilobyte).
-const MAX_PARKED: usize = 10_000;
 
 impl Default for SessionsConfig {
     fn default() -> Self {
@@ -260,31 +254,14 @@ impl SessionsMetrics {
     }
 }
 
-/// How often catalog versions are compared for `tools/list_changed`.
-const CATALOG_CHECK_EVERY: Duration = Duration::from_secs(1);
-/// The same check behind a store's catalog notices, for a lost one.
-const CATALOG_CHECK_FALLBACK: Duration = Duration::from_secs(10);
-/// How often delivered events past their replay window are deleted: often
-/// enough that the log holds minutes of events, not days.
-const EVENT_SWEEP_EVERY: Duration = Duration::from_secs(60);
-/// How often sessions past their retention are deleted, store-wide.
-const RETENTION_GC_EVERY: Duration = Duration::from_secs(3600);
-
 type BuildFuture = Shared<Pin<Box<dyn Future<Output = Result<(), AcquireError>> + Send>>>;
 
-enum Slot {
+pub(crate) enum Slot {
     /// Exactly one restore is running; requests wait on this future. The
     /// number tells this build from a later one of the same session
     /// (shutdown clears the map while builds run).
     Building(BuildFuture, u64),
     Live(Arc<Runtime>),
-}
-
-/// A session whose runtime this node disposed and whose lease it kept.
-struct Parked {
-    record: SessionRecord,
-    fence: Fence,
-    since: Instant,
 }
 
 /// What one (account, org) holds, for the session cap.
@@ -296,21 +273,17 @@ struct Usage {
     created: usize,
 }
 
-struct Inner {
-    store: Arc<dyn Store>,
-    server: Arc<McpServer>,
-    config: SessionsConfig,
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) server: Arc<McpServer>,
+    pub(crate) config: SessionsConfig,
     slots: Mutex<HashMap<String, Slot>>,
     /// Per-(account, org) counts behind the session cap. A std lock: held
     /// for one map update, never across an await, and never together with
     /// `slots`.
     usage: Mutex<HashMap<Principal, Usage>>,
-    /// Parked sessions by id. A std lock, as `usage`; taken inside `slots`
-    /// (by the reaper), never the other way round.
-    parked: Mutex<HashMap<String, Parked>>,
-    /// Times this node forgot its leases (`lapse_locally`), moved under the
-    /// `parked` lock: a disposal that began before a lapse parks nothing.
-    lapses: AtomicU64,
+    /// The leases of disposed runtimes this node kept, and its lapses.
+    parking: Parking,
     /// Numbers the builds (`Slot::Building`).
     next_build: AtomicU64,
     metrics: SessionsMetrics,
@@ -319,15 +292,15 @@ struct Inner {
     draining: tokio::sync::watch::Sender<bool>,
     /// This process as a node on the store: its id holds session leases
     /// and the periodic jobs it claims.
-    node: Arc<NodeLease>,
+    pub(crate) node: Arc<NodeLease>,
     /// GET streams here of sessions other nodes hold.
-    remote: RemoteListeners,
+    pub(crate) remote: RemoteListeners,
 }
 
 /// The one entry point to sessions. Cheap to clone.
 #[derive(Clone)]
 pub struct Sessions {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Sessions {
@@ -341,8 +314,7 @@ impl Sessions {
                 server,
                 slots: Mutex::new(HashMap::new()),
                 usage: Mutex::new(HashMap::new()),
-                parked: Mutex::new(HashMap::new()),
-                lapses: AtomicU64::new(0),
+                parking: Parking::new(config.lease_kept, config.node_url.is_some()),
                 next_build: AtomicU64::new(0),
                 metrics: SessionsMetrics::default(),
                 draining: tokio::sync::watch::channel(false).0,
@@ -412,14 +384,10 @@ impl Sessions {
             .count()
     }
 
-    fn slots(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+    pub(crate) fn slots(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
         // A poisoned lock only means a panic elsewhere while it was held; the
         // map itself is always consistent (every mutation is one call).
         self.inner.slots.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn parked(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
-        self.inner.parked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn usage(&self) -> MutexGuard<'_, HashMap<Principal, Usage>> {
@@ -568,7 +536,7 @@ impl Sessions {
             // Shutdown cleared the map meanwhile (and a later build of the
             // session may be under way): the slot is not this build's.
             let own = matches!(slots.get(&session_id), Some(Slot::Building(_, n)) if *n == number);
-            let current = this.inner.lapses.load(Ordering::SeqCst);
+            let current = this.inner.parking.lapses();
             match result {
                 Ok((runtime, lapses)) if !own || current != lapses => {
                     // This node forgot its leases meanwhile: the lease this
@@ -613,11 +581,7 @@ impl Sessions {
     /// got the lease (a lapse since then voids it).
     async fn restore(&self, session_id: &str) -> Result<(Runtime, u64), AcquireError> {
         self.inner.metrics.builds.fetch_add(1, Ordering::Relaxed);
-        let (parked, lapses) = {
-            let mut parked = self.parked();
-            let lapses = self.inner.lapses.load(Ordering::SeqCst);
-            (parked.remove(session_id), lapses)
-        };
+        let (parked, lapses) = self.inner.parking.take(session_id);
         if let Some(parked) = parked {
             // Ours as a live runtime is: acquire checked this node's own
             // lease, a peer claims it only once that lease lapsed on the
@@ -627,7 +591,11 @@ impl Sessions {
             let reservation = match self.reserve(&parked.record.owner, false) {
                 Ok(r) => r,
                 Err(e) => {
-                    self.release_leases(vec![(session_id.to_string(), parked.fence.epoch)]);
+                    release_leases(
+                        &self.inner.store,
+                        self.inner.node.id(),
+                        vec![(session_id.to_string(), parked.fence.epoch)],
+                    );
                     return Err(e);
                 }
             };
@@ -652,11 +620,15 @@ impl Sessions {
         self.inner.metrics.claims.inc();
         // After the claim: a lapse within it (`claim` registers again) is
         // behind this lease.
-        let lapses = self.inner.lapses.load(Ordering::SeqCst);
+        let lapses = self.inner.parking.lapses();
         let reservation = match self.reserve(&record.owner, false) {
             Ok(r) => r,
             Err(e) => {
-                self.release_leases(vec![(record.id.clone(), fence.epoch)]);
+                release_leases(
+                    &self.inner.store,
+                    self.inner.node.id(),
+                    vec![(record.id.clone(), fence.epoch)],
+                );
                 return Err(e);
             }
         };
@@ -738,12 +710,8 @@ impl Sessions {
 
     /// Disposes every runtime without a write: this node's lease lapsed
     /// (or may have), so another node may hold any of them by now.
-    fn lapse_locally(&self) {
-        {
-            let mut parked = self.parked();
-            self.inner.lapses.fetch_add(1, Ordering::SeqCst);
-            parked.clear();
-        }
+    pub(crate) fn lapse_locally(&self) {
+        self.inner.parking.lapse();
         // Builds under way stay: each sees the lapse count move and drops
         // a runtime whose lease it got before (see `start_build`).
         let mut live: Vec<Arc<Runtime>> = Vec::new();
@@ -773,17 +741,11 @@ impl Sessions {
     pub fn fenced(&self, runtime: &Arc<Runtime>) {
         self.inner.metrics.fenced_writes.inc();
         let mut slots = self.slots();
-        {
-            // Its lease, if the reaper parked it meanwhile (a newer one
-            // of the session is left alone).
-            let mut parked = self.parked();
-            if parked
-                .get(runtime.id())
-                .is_some_and(|p| p.fence == *runtime.fence())
-            {
-                parked.remove(runtime.id());
-            }
-        }
+        // Its lease, if the reaper parked it meanwhile (a newer one of the
+        // session is left alone).
+        self.inner
+            .parking
+            .remove_fenced(runtime.id(), runtime.fence());
         if let Some(Slot::Live(current)) = slots.get(runtime.id())
             && Arc::ptr_eq(current, runtime)
         {
@@ -792,74 +754,6 @@ impl Sessions {
             runtime.dispose();
             self.release(&runtime.record.owner);
         }
-    }
-
-    /// Parks the leases of runtimes just disposed; returns the leases to
-    /// release: parked for `lease_kept` already, over [`MAX_PARKED`], or all
-    /// of them on a node peers cannot hand requests to (no URL) or when
-    /// this node forgot its leases since `lapses` was read.
-    fn park(
-        &self,
-        disposed: impl Iterator<Item = (SessionRecord, Fence)>,
-        lapses: u64,
-    ) -> Vec<(String, i64)> {
-        let keep = self.inner.config.lease_kept;
-        let mut parked = self.parked();
-        if keep.is_zero()
-            || self.inner.config.node_url.is_none()
-            || self.inner.lapses.load(Ordering::SeqCst) != lapses
-        {
-            return disposed.map(|(r, f)| (r.id, f.epoch)).collect();
-        }
-        let now = Instant::now();
-        for (record, fence) in disposed {
-            let id = record.id.clone();
-            let since = now;
-            parked.insert(
-                id,
-                Parked {
-                    record,
-                    fence,
-                    since,
-                },
-            );
-        }
-        let mut released: Vec<(String, i64)> = Vec::new();
-        parked.retain(|id, p| {
-            let keep_it = now.duration_since(p.since) < keep;
-            if !keep_it {
-                released.push((id.clone(), p.fence.epoch));
-            }
-            keep_it
-        });
-        if parked.len() > MAX_PARKED {
-            let mut by_age: Vec<(Instant, String)> =
-                parked.iter().map(|(id, p)| (p.since, id.clone())).collect();
-            by_age.sort_unstable();
-            for (_, id) in by_age.into_iter().take(parked.len() - MAX_PARKED) {
-                if let Some(p) = parked.remove(&id) {
-                    released.push((id, p.fence.epoch));
-                }
-            }
-        }
-        if parked.capacity() > 64 && parked.len() < parked.capacity() / 4 {
-            parked.shrink_to_fit();
-        }
-        released
-    }
-
-    /// Gives the leases of disposed runtimes back, in the background.
-    fn release_leases(&self, sessions: Vec<(String, i64)>) {
-        if sessions.is_empty() {
-            return;
-        }
-        let store = self.inner.store.clone();
-        let node = self.inner.node.id().to_string();
-        tokio::spawn(async move {
-            if let Err(e) = store.release_sessions(&node, sessions).await {
-                tracing::warn!(error = %e, "could not release session leases");
-            }
-        });
     }
 
     /// Opens a GET stream here for a session another node holds (see
@@ -895,61 +789,11 @@ impl Sessions {
     }
 
     /// Writes the session's undelivered events to its GET streams here.
-    async fn feed_remote(&self, session_id: &str) {
+    pub(crate) async fn feed_remote(&self, session_id: &str) {
         self.inner
             .remote
             .feed(&self.inner.store, session_id, self.inner.config.sse_replay)
             .await;
-    }
-
-    /// Acts on a notice about one session's streams.
-    async fn on_session_notice(&self, notice: Notice) {
-        match notice {
-            Notice::Events { session_id } => self.feed_remote(&session_id).await,
-            Notice::ListChanged { session_id } => {
-                let changed = executor_mcp::tools_list_changed().to_string();
-                self.inner.remote.broadcast(&session_id, &changed);
-            }
-            Notice::SessionGone { session_id } => self.inner.remote.end(&session_id),
-            _ => {}
-        }
-    }
-
-    /// The fallback for lost notices: every session with a GET stream here
-    /// that another node holds is fed from the log.
-    /// A session terminated meanwhile ends its streams here: its notice is
-    /// lost, or the store cannot push one (SQLite).
-    async fn feed_all_remote(&self) {
-        for session_id in self.inner.remote.open_sessions() {
-            match self.inner.store.get_session(&session_id).await {
-                Ok(Some(record)) if record.terminated_at_ms.is_none() => {
-                    self.feed_remote(&session_id).await;
-                }
-                Ok(_) => self.inner.remote.end(&session_id),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not check a session with a stream here")
-                }
-            }
-        }
-    }
-
-    /// Renews this node's lease; a lapse disposes every runtime it held.
-    async fn renew_node(&self) {
-        let node = &self.inner.node;
-        if !node.is_registered() {
-            return;
-        }
-        match node.renew(self.inner.store.as_ref()).await {
-            Renewal::Alive => {}
-            Renewal::Lapsed => {
-                self.lapse_locally();
-                if let Err(e) = node.register(self.inner.store.as_ref()).await {
-                    tracing::warn!(error = %e, "could not register this node again");
-                }
-            }
-            Renewal::Failed if !node.valid() => self.lapse_locally(),
-            Renewal::Failed => {}
-        }
     }
 
     /// DELETE: terminates the session for its owner.
@@ -981,7 +825,7 @@ impl Sessions {
             rt.dispose();
             self.release(&rt.record.owner);
         }
-        self.parked().remove(session_id);
+        self.inner.parking.remove(session_id);
         drop(lease);
         // GET streams of the session on other nodes end too.
         self.inner.remote.end(session_id);
@@ -996,7 +840,7 @@ impl Sessions {
 
     /// Disposes idle runtimes; returns how many. Called by the reaper.
     pub fn dispose_idle(&self) -> usize {
-        let lapses = self.inner.lapses.load(Ordering::SeqCst);
+        let lapses = self.inner.parking.lapses();
         let now = now_ms();
         let c = &self.inner.config;
         let mut disposed = Vec::new();
@@ -1029,7 +873,7 @@ impl Sessions {
             // Parked before the slots are unlocked: a request for one of
             // them then finds its parked lease, never a gap in which it
             // claims anew and the old fence is parked after it.
-            self.park(
+            self.inner.parking.park(
                 disposed
                     .iter()
                     .map(|rt| (rt.record.clone(), rt.fence().clone())),
@@ -1041,7 +885,7 @@ impl Sessions {
             .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
             .collect();
         // Released, a quiet session's next request is served where it lands.
-        self.release_leases(released);
+        release_leases(&self.inner.store, self.inner.node.id(), released);
         for rt in &disposed {
             tracing::debug!(session = rt.id(), "disposed idle session runtime");
             rt.dispose();
@@ -1070,7 +914,7 @@ impl Sessions {
     pub async fn dispose_all(&self) {
         self.inner.remote.end_all();
         // Released with the node's retirement below.
-        self.parked().clear();
+        self.inner.parking.clear();
         let live: Vec<Arc<Runtime>> = self
             .slots()
             .drain()
@@ -1094,194 +938,6 @@ impl Sessions {
             && let Err(e) = self.inner.store.retire_node(self.inner.node.id()).await
         {
             tracing::warn!(error = %e, "could not release this node's sessions");
-        }
-    }
-
-    /// Writes the activity of live runtimes to their records (so retention
-    /// sees them) without touching the store on every request.
-    pub async fn flush_activity(&self) {
-        let touches: Vec<(String, i64)> = self
-            .slots()
-            .values()
-            .filter_map(|s| match s {
-                Slot::Live(rt) => Some((rt.id().to_string(), rt.last_activity_ms())),
-                Slot::Building(..) => None,
-            })
-            .collect();
-        if let Err(e) = self.inner.store.touch_sessions(touches).await {
-            tracing::warn!(error = %e, "could not record session activity");
-        }
-    }
-
-    /// Picks up catalog changes made by other processes (the CLI): a live
-    /// runtime built against an older catalog version gets a rebuilt tool
-    /// list and, when it differs, `notifications/tools/list_changed` on its
-    /// GET streams (SPEC §2).
-    pub async fn refresh_tool_lists(&self) {
-        let live: Vec<Arc<Runtime>> = self
-            .slots()
-            .values()
-            .filter_map(|s| match s {
-                Slot::Live(rt) => Some(rt.clone()),
-                Slot::Building(..) => None,
-            })
-            .collect();
-        let mut versions: HashMap<String, i64> = HashMap::new();
-        let notification = executor_mcp::tools_list_changed();
-        for rt in live {
-            let org = rt.record.owner.org_id.clone();
-            let current = match versions.get(&org) {
-                Some(v) => *v,
-                None => match self.inner.store.catalog_version(&org).await {
-                    Ok(v) => *versions.entry(org.clone()).or_insert(v),
-                    Err(_) => continue,
-                },
-            };
-            if rt.catalog_version() == current {
-                continue;
-            }
-            rt.set_catalog_version(current);
-            let tools = self
-                .inner
-                .server
-                .build_tool_list(&org, rt.native_elicitation())
-                .await;
-            if rt.replace_tools(tools) {
-                rt.notify_listeners(&notification);
-                // GET streams of the session on other nodes.
-                let changed = Notice::ListChanged {
-                    session_id: rt.id().to_string(),
-                };
-                if let Err(e) = self.inner.store.publish(changed).await {
-                    tracing::warn!(error = %e, "could not announce a changed tool list");
-                }
-            }
-        }
-    }
-
-    /// Deletes the delivered events of POST streams whose last event is
-    /// older than the replay window (SPEC §12): a `Last-Event-ID` replay
-    /// cannot need them any more. Undelivered events stay until the
-    /// session's next GET takes them. Returns how many were deleted.
-    pub async fn delete_lapsed_events(&self) -> u64 {
-        let before = now_ms() - self.inner.config.replay_window.as_millis() as i64;
-        match self.inner.store.delete_replayed_events(before).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not delete lapsed events");
-                0
-            }
-        }
-    }
-
-    /// Whether this server runs the store-wide job `name` now (see
-    /// `Store::claim_job`). A store error skips this round: the job is
-    /// asked for again at the next.
-    async fn claim_job(&self, name: &str, every: Duration) -> bool {
-        let every_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
-        match self
-            .inner
-            .store
-            .claim_job(name, self.inner.node.id(), every_ms, now_ms())
-            .await
-        {
-            Ok(claimed) => claimed,
-            Err(e) => {
-                tracing::warn!(error = %e, job = name, "could not claim a periodic job");
-                false
-            }
-        }
-    }
-
-    /// Runs the reaper, activity flushes, event-log sweeps and retention GC
-    /// until `stop` turns true (`serve` flips it after the drain and awaits
-    /// this task). Spawn once per server.
-    pub async fn run_maintenance(self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let tick = (self.inner.config.idle_timeout / 5)
-            .clamp(Duration::from_millis(50), Duration::from_secs(5));
-        let mut interval = tokio::time::interval(tick);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_flush = Instant::now();
-        let mut last_gc: Option<Instant> = None;
-        let mut last_event_sweep: Option<Instant> = None;
-        let mut last_catalog_check = Instant::now();
-        let mut renewal = tokio::time::interval(self.inner.node.renew_every());
-        renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // A store that pushes catalog changes (Postgres) is polled only as a
-        // fallback for a lost notice; one that cannot is polled each second.
-        let mut notices = self.inner.store.subscribe();
-        let catalog_check_every = if notices.is_some() {
-            CATALOG_CHECK_FALLBACK
-        } else {
-            CATALOG_CHECK_EVERY
-        };
-        loop {
-            // Awaited after the select: none of its branches' outputs (the
-            // stop flag's read guard) may live across an await.
-            let (notice, renew) = tokio::select! {
-                _ = interval.tick() => (None, false),
-                notice = next_notice(&mut notices) => (Some(notice), false),
-                _ = renewal.tick() => (None, true),
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            if renew {
-                self.renew_node().await;
-                continue;
-            }
-            if let Some(notice) = notice {
-                if matches!(
-                    notice,
-                    Notice::Events { .. } | Notice::ListChanged { .. } | Notice::SessionGone { .. }
-                ) {
-                    self.on_session_notice(notice).await;
-                    continue;
-                }
-                if notice == Notice::Lagged {
-                    self.feed_all_remote().await;
-                }
-                if matches!(notice, Notice::Catalog { .. } | Notice::Lagged) {
-                    // One check answers a burst of notices.
-                    if let Some(pending) = notices.as_mut() {
-                        while pending.try_recv().is_ok() {}
-                    }
-                    last_catalog_check = Instant::now();
-                    self.refresh_tool_lists().await;
-                }
-                continue;
-            }
-            self.dispose_idle();
-            if last_catalog_check.elapsed() >= catalog_check_every {
-                last_catalog_check = Instant::now();
-                self.refresh_tool_lists().await;
-                self.feed_all_remote().await;
-            }
-            // The store-wide sweeps: every server asks each minute, one of
-            // all the servers on the store runs each per interval.
-            if last_event_sweep.is_none_or(|t| t.elapsed() >= EVENT_SWEEP_EVERY) {
-                last_event_sweep = Some(Instant::now());
-                if self
-                    .claim_job("delete_lapsed_events", EVENT_SWEEP_EVERY)
-                    .await
-                {
-                    self.delete_lapsed_events().await;
-                }
-            }
-            if last_flush.elapsed() >= Duration::from_secs(30) {
-                last_flush = Instant::now();
-                self.flush_activity().await;
-            }
-            if last_gc.is_none_or(|t| t.elapsed() >= EVENT_SWEEP_EVERY) {
-                last_gc = Some(Instant::now());
-                if !self.claim_job("gc_sessions", RETENTION_GC_EVERY).await {
-                    continue;
-                }
-                let before = now_ms() - self.inner.config.retention.as_millis() as i64;
-                match self.inner.store.gc_sessions(before).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "garbage-collected old sessions"),
-                    Err(e) => tracing::warn!(error = %e, "session retention GC failed"),
-                }
-            }
         }
     }
 }

@@ -22,7 +22,8 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, header};
 use axum::response::Response;
 use bytes::Bytes;
-use executor_sessions::Holder;
+use executor_sessions::{AcquireError, Holder, Lease};
+use executor_store::Principal;
 use futures::StreamExt;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -30,15 +31,22 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::WireError;
-use crate::http::App;
+use crate::app::App;
 
 /// Marks a request one node handed to another.
-pub(crate) const HOP_HEADER: &str = "x-executor-hop";
+const HOP_HEADER: &str = "x-executor-hop";
 /// How long a connection to a peer may take before it counts as refused.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// What a request came with besides its body, as a hand-over resends it.
+pub(crate) struct RequestParts {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+}
+
 /// What handing a request over came to.
-pub(crate) enum HandOver {
+enum HandOver {
     /// The holder answered (or it failed in a way the client must see).
     Answered(Response),
     /// The holder is gone; the caller serves the request itself.
@@ -46,14 +54,49 @@ pub(crate) enum HandOver {
 }
 
 /// The request as it came in, to be sent on.
-pub(crate) struct Forward<'a> {
-    pub method: Method,
-    pub uri: &'a Uri,
-    pub headers: &'a HeaderMap,
-    pub body: Bytes,
+struct Forward<'a> {
+    method: Method,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+    body: Bytes,
 }
 
 type PeerClient = Client<HttpConnector, Body>;
+
+/// The session's runtime here, or the holder's answer when another node
+/// holds it: the request (with `body`) is handed over, and served here
+/// after all when the holder turns out to be dead.
+pub(crate) async fn acquire_or_hand_over(
+    app: &App,
+    session_id: &str,
+    principal: &Principal,
+    request: &RequestParts,
+    body: Bytes,
+) -> Result<Result<Lease, Response>, WireError> {
+    let holder: Box<Holder> = match app.sessions.acquire(session_id, principal).await {
+        Ok(lease) => return Ok(Ok(lease)),
+        Err(AcquireError::HeldElsewhere(holder)) => holder,
+        Err(e) => return Err(e.into()),
+    };
+    let incoming = Forward {
+        method: request.method.clone(),
+        uri: &request.uri,
+        headers: &request.headers,
+        body,
+    };
+    match hand_over(app, &holder, incoming).await? {
+        HandOver::Answered(response) => Ok(Err(response)),
+        HandOver::Unreachable => {
+            evict(app, &holder).await;
+            match app.sessions.acquire(session_id, principal).await {
+                Ok(lease) => Ok(Ok(lease)),
+                // Another node claimed it first: the client retries.
+                Err(AcquireError::HeldElsewhere(_)) => Err(WireError::Moving),
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}
 
 /// One keep-alive pool of connections to peers, for the process. Plain
 /// HTTP: nodes reach each other on the network they share (TLS between
@@ -88,7 +131,7 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 
 /// Sends `request` to `holder`. Refused before a byte of it was sent:
 /// [`HandOver::Unreachable`]; any later failure is the client's 503.
-pub(crate) async fn hand_over(
+async fn hand_over(
     app: &App,
     holder: &Holder,
     request: Forward<'_>,
@@ -191,7 +234,7 @@ async fn holder_lapsed(app: App, node_id: String) {
 
 /// Ends the holder's lease at once (it refused a connection), so the
 /// session can be claimed here without waiting for the lease to run out.
-pub(crate) async fn evict(app: &App, holder: &Holder) {
+async fn evict(app: &App, holder: &Holder) {
     if let Err(e) = app.sessions.store().evict_node(&holder.node_id).await {
         tracing::warn!(error = %e, "could not evict an unreachable node");
     }

@@ -6,22 +6,29 @@
 //! [`executor_mcp::McpServer`]. Every failure is a [`WireError`], rendered to
 //! the wire in one place.
 
+mod app;
 mod auth;
+mod delete;
 mod drain;
 mod error;
 mod forward;
 mod guard;
 mod http;
+mod listen;
 mod oauth;
+mod post;
+mod request_stream;
 mod server;
 mod sse;
 pub mod stdio;
+mod transport;
 
+pub use app::{App, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BODY_BYTES, WireConfig};
 pub use auth::MetricsToken;
 pub use drain::InFlight;
 pub use error::WireError;
 pub use guard::HostPolicy;
-pub use http::{App, BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BODY_BYTES, WireConfig, router};
+pub use http::router;
 pub use oauth::{
     CallbackPage, CallbackQuery, OAuthCallbacks, SharedCallbacks, oauth_router, serve_oauth,
 };

@@ -21,7 +21,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::http::{App, router};
+use crate::app::App;
+use crate::http::router;
 
 /// Descriptors left for everything but client connections (the store's
 /// files, outbound calls of integrations, the runtime's own): a quarter of

@@ -1,0 +1,282 @@
+//! POST `/mcp`: `initialize`, the messages of a session (answered as JSON
+//! or on their own SSE stream, `request_stream.rs`), and the requests of
+//! the sessionless revision.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use executor_engine::{CallContext, Reply};
+use executor_mcp::{
+    Approvals, Incoming, McpServer, Message, Method as RpcMethod, Request, RequestScope, RpcError,
+    versions,
+};
+use executor_sessions::{AcquireError, Lease};
+use executor_store::tokens::random_id;
+use executor_store::{ElicitationMode, Principal};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::WireError;
+use crate::app::App;
+use crate::forward::{RequestParts, acquire_or_hand_over};
+use crate::request_stream::{scope_of, stream_one};
+use crate::transport::{
+    Accepts, VERSION_HEADER, check_content_type, header_str, json_response, json_text_response,
+    read_body, read_bytes, set_session_header,
+};
+
+/// The query of `/mcp`; only a POST reads it.
+#[derive(Debug, Deserialize, Default)]
+pub(crate) struct McpQuery {
+    elicitation_mode: Option<String>,
+}
+
+impl McpQuery {
+    /// The client opted in to native elicitation (SPEC §9).
+    fn native(&self) -> bool {
+        self.elicitation_mode.as_deref() == Some(ElicitationMode::Native.as_str())
+    }
+}
+
+/// Who a POST acts for, and the token its streams follow.
+pub(crate) struct Caller {
+    pub(crate) principal: Principal,
+    pub(crate) token_id: String,
+}
+
+pub(crate) async fn post(
+    app: &App,
+    caller: Caller,
+    session_id: Option<String>,
+    query: McpQuery,
+    request: &RequestParts,
+    mut body: Body,
+) -> Result<Response, WireError> {
+    let headers = &request.headers;
+    let principal = caller.principal;
+    let lease = match &session_id {
+        Some(id) => match app.sessions.acquire(id, &principal).await {
+            Ok(lease) => Some(lease),
+            Err(AcquireError::HeldElsewhere(_)) => {
+                let bytes = read_bytes(app, headers, body).await?;
+                match acquire_or_hand_over(app, id, &principal, request, bytes.clone()).await? {
+                    Ok(lease) => {
+                        body = Body::from(bytes);
+                        Some(lease)
+                    }
+                    Err(answered) => return Ok(answered),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        },
+        // Draining: no new sessions and no sessionless work.
+        None if app.sessions.is_draining() => return Err(WireError::Draining),
+        None => None,
+    };
+    let accepts = Accepts::of(headers);
+    if !accepts.json && !accepts.sse {
+        return Err(WireError::NotAcceptable(
+            "the client must accept application/json or text/event-stream",
+        ));
+    }
+    check_content_type(headers)?;
+    let incoming = read_body(app, headers, body).await?;
+    let version_header = header_str(headers, VERSION_HEADER);
+    if let Some(v) = version_header
+        && !versions::is_supported(v)
+    {
+        return Err(WireError::BadRequest(format!(
+            "Unsupported protocol version: {v}"
+        )));
+    }
+    let is_initialize = incoming.messages().iter().any(|m| {
+        m.as_request()
+            .is_some_and(|r| r.method == RpcMethod::Initialize)
+    });
+    match lease {
+        Some(lease) => {
+            if is_initialize {
+                return Err(WireError::Rpc(RpcError::invalid_request(
+                    "initialize must not carry an Mcp-Session-Id",
+                )));
+            }
+            post_in_session(app, lease, incoming, accepts, caller.token_id).await
+        }
+        None => match incoming {
+            Incoming::Single(Message::Request(req)) if req.method == RpcMethod::Initialize => {
+                initialize(app, principal, req, query).await
+            }
+            Incoming::Batch(_) if is_initialize => Err(WireError::Rpc(RpcError::invalid_request(
+                "initialize must not be part of a batch",
+            ))),
+            incoming if is_sessionless(version_header, &incoming) => {
+                post_sessionless(app, principal, incoming, query).await
+            }
+            _ => Err(WireError::BadRequest(
+                "Mcp-Session-Id header is required".into(),
+            )),
+        },
+    }
+}
+
+/// A request of the sessionless revision: by header, by `_meta`, or by its
+/// method (`server/discover` exists only there).
+fn is_sessionless(version_header: Option<&str>, incoming: &Incoming) -> bool {
+    if version_header == Some(versions::SESSIONLESS) {
+        return true;
+    }
+    let Incoming::Single(Message::Request(req)) = incoming else {
+        return false;
+    };
+    req.method == RpcMethod::ServerDiscover
+        || req
+            .params
+            .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+            .and_then(Value::as_str)
+            == Some(versions::SESSIONLESS)
+}
+
+async fn initialize(
+    app: &App,
+    principal: Principal,
+    req: Request,
+    query: McpQuery,
+) -> Result<Response, WireError> {
+    let requested = req.params.get("protocolVersion").and_then(Value::as_str);
+    let version = versions::negotiate(requested);
+    let client_info = req.params.get("clientInfo").cloned().unwrap_or(Value::Null);
+    let capabilities = req.params.get("capabilities").cloned().unwrap_or(json!({}));
+    let native = executor_mcp::native_mode(version, query.native(), &capabilities);
+    let lease = app
+        .sessions
+        .create(
+            principal,
+            version,
+            client_info,
+            capabilities,
+            if native {
+                ElicitationMode::Native
+            } else {
+                ElicitationMode::Model
+            },
+        )
+        .await?;
+    let body = executor_mcp::result_response(&req.id, McpServer::initialize_result(version));
+    let mut res = json_response(body);
+    set_session_header(&mut res, lease.id());
+    Ok(res)
+}
+
+async fn post_in_session(
+    app: &App,
+    lease: Lease,
+    incoming: Incoming,
+    accepts: Accepts,
+    token_id: String,
+) -> Result<Response, WireError> {
+    let batch = matches!(incoming, Incoming::Batch(_));
+    if batch && lease.protocol_version() != versions::BATCHING {
+        return Err(WireError::Rpc(RpcError::invalid_request(
+            "batches are not supported on this protocol version",
+        )));
+    }
+    for message in incoming.messages() {
+        if let Message::Response(response) = message
+            && !lease.deliver_client_response(response)
+        {
+            tracing::debug!("a client response matched no waiting request");
+        }
+    }
+    let requests: Vec<Request> = incoming
+        .messages()
+        .iter()
+        .filter_map(|m| m.as_request().cloned())
+        .collect();
+    if requests.is_empty() {
+        // Notifications and responses only: accepted, nothing to answer.
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    if app.sessions.is_draining() {
+        return Err(WireError::Draining);
+    }
+    if let [req] = requests.as_slice()
+        && app.server().refused_for_load(&lease.ctx, req)
+    {
+        return Err(WireError::Overloaded);
+    }
+    let session_id = lease.id().to_string();
+    let mut res = match requests.as_slice() {
+        [req] if !batch && accepts.sse && (req.method == RpcMethod::ToolsCall || !accepts.json) => {
+            // Counted as open before its first event is logged, so a GET
+            // racing it never takes an event this stream is about to write.
+            let post = lease.runtime().open_post_stream(&random_id(9)).await;
+            stream_one(app, lease, post, req.clone(), token_id).await
+        }
+        [req] if !batch => {
+            let scope = scope_of(&lease);
+            json_text_response(app.server().handle_text(&scope, req).await)
+        }
+        _ => {
+            let scope = scope_of(&lease);
+            let mut answers = Vec::with_capacity(requests.len());
+            for req in &requests {
+                answers.push(app.server().handle(&scope, req).await);
+            }
+            json_response(Value::Array(answers))
+        }
+    };
+    set_session_header(&mut res, &session_id);
+    Ok(res)
+}
+
+async fn post_sessionless(
+    app: &App,
+    principal: Principal,
+    incoming: Incoming,
+    query: McpQuery,
+) -> Result<Response, WireError> {
+    let Incoming::Single(message) = incoming else {
+        return Err(WireError::Rpc(RpcError::invalid_request(
+            "batches are not supported on this protocol version",
+        )));
+    };
+    let Message::Request(req) = message else {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    };
+    let ctx = CallContext {
+        principal,
+        session_id: None,
+    };
+    if app.server().refused_for_load(&ctx, &req) {
+        return Err(WireError::Overloaded);
+    }
+    // The client's capabilities ride in each request's `_meta` here.
+    let capabilities = req
+        .params
+        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let native = executor_mcp::native_mode(versions::SESSIONLESS, query.native(), &capabilities);
+    // Only `tools/list` reads the list; other requests skip building it.
+    let tools = if req.method == RpcMethod::ToolsList {
+        app.server()
+            .build_tool_list(&ctx.principal.org_id, native)
+            .await
+    } else {
+        Arc::default()
+    };
+    let scope = RequestScope {
+        ctx: &ctx,
+        protocol_version: versions::SESSIONLESS,
+        tools,
+        approvals: if native {
+            Approvals::InputRequired
+        } else {
+            Approvals::Model
+        },
+        reply: Reply::Direct,
+    };
+    Ok(json_response(app.server().handle(&scope, &req).await))
+}
