@@ -8,8 +8,8 @@ use super::index::{
     Doc, FIELD_COUNT, Field, NAME_FIELD, PairMask, ROUTE_FIELD, SUMMARY_FIELD, SearchIndex, Term,
 };
 use super::level::{
-    CONTAINS, EXACT, MAX_QUERY_TOKENS, MIN_CONTAINS_LEN, NONE, PREFIX, covers, exact_in, level_at,
-    prefix_bits, raise_levels, token_bits, tokens_where,
+    MAX_QUERY_TOKENS, MIN_CONTAINS_LEN, MatchLevel, covers, exact_in, level_at, prefix_bits,
+    raise_levels, token_bits, tokens_where,
 };
 use super::lexicon::{
     ABBREVIATIONS, PLACE_WORDS, RELATED, RESTATING, Verb, is_filler, lookup, query_verb, synonyms,
@@ -105,7 +105,7 @@ impl SearchIndex {
                 *levels = packed;
             }
             matches.matched.push(t);
-            matches.words |= tokens_where(packed, |l| l == EXACT);
+            matches.words |= tokens_where(packed, |l| l == MatchLevel::Exact);
             let bits = u32::from(token_bits(packed)) | u32::from(said) << MAX_QUERY_TOKENS;
             for posting in &term.postings {
                 if let Some(reach) = matches.reach.get_mut(posting.doc()) {
@@ -281,7 +281,7 @@ fn weak(hits: &[(usize, f64)]) -> bool {
 }
 
 /// The best level each query token reached in each field of one document.
-type DocLevels = [[u8; MAX_QUERY_TOKENS]; FIELD_COUNT];
+type DocLevels = [[MatchLevel; MAX_QUERY_TOKENS]; FIELD_COUNT];
 
 /// What matching the vocabulary found.
 struct Matches {
@@ -351,11 +351,11 @@ impl Coverage {
     /// exactly too: `planner` in `list planner plans tasks` for "list
     /// tasks in a plan", which says "plan" and not "planner". They count
     /// neither as covered nor as terms the query leaves out.
-    fn echoes(&self, field: usize, levels: &[u8]) -> u8 {
+    fn echoes(&self, field: usize, levels: &[MatchLevel]) -> u8 {
         let tokens = self.prefix_tokens[field];
         let all_exact = (0..levels.len())
             .filter(|&t| tokens >> t & 1 == 1)
-            .all(|t| levels[t] == EXACT);
+            .all(|t| levels[t] == MatchLevel::Exact);
         if tokens != 0 && all_exact {
             self.prefixed[field]
         } else {
@@ -476,20 +476,20 @@ impl Query {
                 let mut level = term_level(term, token, pairs);
                 let abbreviations = self.abbreviations.get(t).copied().unwrap_or_default();
                 if abbreviations.iter().any(|abbr| *term.text == **abbr) {
-                    level = EXACT;
+                    level = MatchLevel::Exact;
                 }
-                if level < PREFIX {
+                if level < MatchLevel::Prefix {
                     let alternatives = self.alternatives.get(t).map_or(&[][..], Vec::as_slice);
                     if alternatives.iter().any(|alt| *term.text == **alt) {
-                        level = PREFIX;
+                        level = MatchLevel::Prefix;
                     }
                 }
-                let own = u16::from(level != NONE) << t;
+                let own = u16::from(level != MatchLevel::None) << t;
                 let related = self.related.get(t).copied().unwrap_or_default();
-                if level < PREFIX && related.iter().any(|alt| *term.text == **alt) {
-                    level = PREFIX;
+                if level < MatchLevel::Prefix && related.iter().any(|alt| *term.text == **alt) {
+                    level = MatchLevel::Prefix;
                 }
-                (packed | (u32::from(level) << (2 * t)), said | own)
+                (packed | level.packed_at(t), said | own)
             })
     }
 
@@ -528,13 +528,13 @@ impl Query {
         {
             let candidates = self.tokens.iter().zip(&self.token_pairs);
             for (t, ((token, &pairs), level)) in candidates.zip(best.iter_mut()).enumerate() {
-                if *level == NONE
+                if *level == MatchLevel::None
                     && spanning >> t & 1 == 1
                     && token.len() >= MIN_CONTAINS_LEN
                     && field.pairs.may_contain(pairs)
                     && contains(&field.compact, token)
                 {
-                    *level = CONTAINS;
+                    *level = MatchLevel::Contains;
                     found = true;
                 }
             }
@@ -597,13 +597,13 @@ impl Query {
         let count = self.tokens.len();
         let matched = (0..count)
             .filter(|&t| self.qualifiers >> t & 1 == 0)
-            .filter(|&t| levels.iter().any(|field| field[t] != NONE))
+            .filter(|&t| levels.iter().any(|field| field[t] != MatchLevel::None))
             .count();
-        let phrase: [u8; FIELD_COUNT] = std::array::from_fn(|f| match doc.fields.get(f) {
+        let phrase: [MatchLevel; FIELD_COUNT] = std::array::from_fn(|f| match doc.fields.get(f) {
             Some(field) => self.phrase_level(field, &levels[f][..count]),
-            None => NONE,
+            None => MatchLevel::None,
         });
-        if matched < self.required && !phrase.contains(&EXACT) {
+        if matched < self.required && !phrase.contains(&MatchLevel::Exact) {
             return None;
         }
         let mut score = 0.0;
@@ -626,7 +626,7 @@ impl Query {
             let created = usize::from(field == ROUTE_FIELD && self.creates_object(doc, found));
             let tokens = levels[field][..count]
                 .iter()
-                .filter(|&&l| l >= PREFIX)
+                .filter(|&&l| l >= MatchLevel::Prefix)
                 .count();
             let echoes = coverage.echoes(field, &levels[field][..count]);
             let covered = coverage.covered[field].saturating_sub(echoes);
@@ -670,7 +670,9 @@ impl Query {
     /// ("reply" and `…/replies`) does not count: the tool may as well
     /// create something else's replies, and the word itself is matched.
     fn creates_object(&self, doc: &Doc, found: &Found) -> bool {
-        self.verb == Verb::Action && doc.verb == Verb::Create && level_at(found.object, 0) == PREFIX
+        self.verb == Verb::Action
+            && doc.verb == Verb::Create
+            && level_at(found.object, 0) == MatchLevel::Prefix
     }
 
     /// Whether the query's action verb is in the route only as a place it
@@ -681,16 +683,16 @@ impl Query {
     fn verb_only_in_place(&self, doc: &Doc, levels: &DocLevels, found: &Found) -> bool {
         self.verb == Verb::Action
             && doc.verb != Verb::None
-            && levels[ROUTE_FIELD][0] == EXACT
-            && level_at(found.object, 0) == NONE
-            && level_at(found.target, 0) == NONE
+            && levels[ROUTE_FIELD][0] == MatchLevel::Exact
+            && level_at(found.object, 0) == MatchLevel::None
+            && level_at(found.target, 0) == MatchLevel::None
     }
 
     /// Whether the route names a place the query names (see
     /// [`PLACE_WEIGHT`]).
     fn passes_through_place(&self, levels: &DocLevels) -> bool {
         (0..self.tokens.len())
-            .any(|t| self.containers >> t & 1 == 1 && levels[ROUTE_FIELD][t] >= PREFIX)
+            .any(|t| self.containers >> t & 1 == 1 && levels[ROUTE_FIELD][t] >= MatchLevel::Prefix)
     }
 
     /// Whether the route's object is a place the query names rather than
@@ -698,8 +700,8 @@ impl Query {
     fn acts_on_container(&self, found: &Found) -> bool {
         let names_head = self
             .head
-            .is_some_and(|t| level_at(found.object, t) >= PREFIX);
-        !names_head && self.containers & tokens_where(found.object, |l| l == EXACT) != 0
+            .is_some_and(|t| level_at(found.object, t) >= MatchLevel::Prefix);
+        !names_head && self.containers & tokens_where(found.object, |l| l == MatchLevel::Exact) != 0
     }
 
     /// Whether the query's head names the route's object, but in the other
@@ -708,7 +710,7 @@ impl Query {
         let Some(t) = self.head else {
             return false;
         };
-        level_at(found.object, t) >= PREFIX && doc.plural != self.plural
+        level_at(found.object, t) >= MatchLevel::Prefix && doc.plural != self.plural
     }
 
     /// How well the query names a route's object: by its head; or by its
@@ -721,13 +723,15 @@ impl Query {
     /// what the query's verb says, on what the query names: "fork a
     /// repository" is `POST /repos/{owner}/{repo}/forks`, but "share a
     /// file" is not `POST /shares` nor "search …" `PATCH /search`.
-    fn object_level(&self, doc: &Doc, levels: &DocLevels, found: &Found) -> u8 {
-        let by_head = |packed| self.head.map_or(NONE, |t| level_at(packed, t));
-        let head_in_route = self.head.is_none_or(|t| levels[ROUTE_FIELD][t] >= PREFIX);
+    fn object_level(&self, doc: &Doc, levels: &DocLevels, found: &Found) -> MatchLevel {
+        let by_head = |packed| self.head.map_or(MatchLevel::None, |t| level_at(packed, t));
+        let head_in_route = self
+            .head
+            .is_none_or(|t| levels[ROUTE_FIELD][t] >= MatchLevel::Prefix);
         let by_verb = if self.verb == Verb::None || doc.verb == Verb::None || !head_in_route {
-            NONE
+            MatchLevel::None
         } else {
-            level_at(found.object, 0).min(PREFIX)
+            level_at(found.object, 0).min(MatchLevel::Prefix)
         };
         by_head(found.object)
             .max(by_verb)
@@ -736,36 +740,37 @@ impl Query {
 
     /// How the whole query phrase matches a field. The substring scan is only
     /// worth doing when every token already matched that field somehow.
-    fn phrase_level(&self, field: &Field, token_levels: &[u8]) -> u8 {
+    fn phrase_level(&self, field: &Field, token_levels: &[MatchLevel]) -> MatchLevel {
         if starts_with(&field.compact, &self.compact) {
             if field.compact.len() == self.compact.len() {
-                EXACT
+                MatchLevel::Exact
             } else {
-                PREFIX
+                MatchLevel::Prefix
             }
-        } else if token_levels.iter().all(|&l| l != NONE) && contains(&field.compact, &self.compact)
+        } else if token_levels.iter().all(|&l| l != MatchLevel::None)
+            && contains(&field.compact, &self.compact)
         {
-            CONTAINS
+            MatchLevel::Contains
         } else {
-            NONE
+            MatchLevel::None
         }
     }
 }
 
-fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> u8 {
+fn term_level(term: &Term, token: &str, token_pairs: PairMask) -> MatchLevel {
     if starts_with(&term.text, token) {
         if term.text.len() == token.len() {
-            EXACT
+            MatchLevel::Exact
         } else {
-            PREFIX
+            MatchLevel::Prefix
         }
     } else if token.len() >= MIN_CONTAINS_LEN
         && term.pairs.may_contain(token_pairs)
         && contains(&term.text, token)
     {
-        CONTAINS
+        MatchLevel::Contains
     } else {
-        NONE
+        MatchLevel::None
     }
 }
 
@@ -894,22 +899,22 @@ fn hyphen_compounds(text: &str) -> Vec<String> {
 }
 
 /// A field's share of its weight for one query token matched at `level`.
-fn token_factor(level: u8) -> f64 {
+fn token_factor(level: MatchLevel) -> f64 {
     match level {
-        EXACT => 1.0,
-        PREFIX => 0.6,
-        CONTAINS => 0.3,
-        _ => 0.0,
+        MatchLevel::Exact => 1.0,
+        MatchLevel::Prefix => 0.6,
+        MatchLevel::Contains => 0.3,
+        MatchLevel::None => 0.0,
     }
 }
 
 /// The bonus share of a field's weight when the whole query phrase matches it.
-fn phrase_factor(level: u8) -> f64 {
+fn phrase_factor(level: MatchLevel) -> f64 {
     match level {
-        EXACT => 1.5,
-        PREFIX => 0.9,
-        CONTAINS => 0.5,
-        _ => 0.0,
+        MatchLevel::Exact => 1.5,
+        MatchLevel::Prefix => 0.9,
+        MatchLevel::Contains => 0.5,
+        MatchLevel::None => 0.0,
     }
 }
 
@@ -1256,15 +1261,15 @@ mod tests {
         let Some(query) = Query::parse("alpha beta") else {
             panic!("parses");
         };
-        let mut levels: DocLevels = [[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT];
+        let mut levels: DocLevels = [[MatchLevel::None; MAX_QUERY_TOKENS]; FIELD_COUNT];
         for field in &mut levels {
-            field[0] = EXACT;
+            field[0] = MatchLevel::Exact;
         }
-        levels[4][1] = EXACT;
-        let mut more: DocLevels = [[NONE; MAX_QUERY_TOKENS]; FIELD_COUNT];
+        levels[4][1] = MatchLevel::Exact;
+        let mut more: DocLevels = [[MatchLevel::None; MAX_QUERY_TOKENS]; FIELD_COUNT];
         for field in [0, NAME_FIELD, 4] {
-            more[field][0] = EXACT;
-            more[field][1] = EXACT;
+            more[field][0] = MatchLevel::Exact;
+            more[field][1] = MatchLevel::Exact;
         }
         let weights = [1.0, 1.0];
         let score =
