@@ -6,7 +6,7 @@
 //! [`ToolInvoker`] that runs them; a stored kind loads its records through
 //! an [`IntegrationLoader`]. This crate holds what every kind and the
 //! engine share: the entries, grouped per integration and indexed
-//! ([`ToolGroup`], [`Catalog`], `search.rs`); tool schemas held as compact
+//! ([`ToolGroup`], [`Catalog`], `search/`); tool schemas held as compact
 //! text with the definitions an integration's tools share stored once
 //! (`schema.rs`); argument validation (`validate.rs`); the TypeScript
 //! rendering of `describe` (`describe.rs`); and the host memory a tool

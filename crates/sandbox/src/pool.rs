@@ -16,7 +16,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::oneshot;
 
-use crate::run::{Engine, RunContext};
+use crate::run::{RunContext, ThreadRuntime};
 use crate::{HostBridge, Limits, RunOutcome, SandboxError, Stop};
 
 /// Native stack of a sandbox thread: above the JS stack cap so QuickJS hits
@@ -197,11 +197,11 @@ impl Pool {
 }
 
 fn worker(shared: Arc<Shared>) {
-    let mut engine = Engine::new(shared.limits.clone());
-    if let Ok(e) = &engine {
+    let mut runtime = ThreadRuntime::new(shared.limits.clone());
+    if let Ok(e) = &runtime {
         // The first run's context, made before any job waits for it.
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.tidy())).is_err() {
-            engine = Engine::new(shared.limits.clone());
+            runtime = ThreadRuntime::new(shared.limits.clone());
         }
     }
     while let Ok(job) = shared.jobs.recv() {
@@ -211,21 +211,21 @@ fn worker(shared: Arc<Shared>) {
             continue;
         }
         job.started.store(true, Ordering::Release);
-        let result = match &engine {
-            // A panic inside the engine must cost one execution, not the thread.
+        let result = match &runtime {
+            // A panic inside the runtime must cost one execution, not the thread.
             Ok(e) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 e.run(&job.code, &job.context)
             })) {
                 Ok(result) => {
                     if e.is_poisoned() {
-                        engine = Engine::new(shared.limits.clone());
+                        runtime = ThreadRuntime::new(shared.limits.clone());
                     }
                     result
                 }
                 Err(_) => {
                     // The runtime may be half-way through anything: it is
                     // never reused, the next job gets a fresh one.
-                    engine = Engine::new(shared.limits.clone());
+                    runtime = ThreadRuntime::new(shared.limits.clone());
                     Err(SandboxError::Engine("the sandbox engine panicked".into()))
                 }
             },
@@ -235,10 +235,10 @@ fn worker(shared: Arc<Shared>) {
         // Housekeeping after the answer, off the request's path (no host
         // code runs there); a panic costs the runtime, which is replaced,
         // and no run.
-        if let Ok(e) = &engine {
+        if let Ok(e) = &runtime {
             let tidied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.tidy()));
             if tidied.is_err() {
-                engine = Engine::new(shared.limits.clone());
+                runtime = ThreadRuntime::new(shared.limits.clone());
             }
         }
     }

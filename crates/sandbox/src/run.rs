@@ -46,8 +46,8 @@ type Reply = (u64, crate::HeldAnswer);
 ///
 /// The work around a run that its answer does not need — freeing the spent
 /// context, collecting, and making the next run's context with the prelude
-/// loaded — happens in [`Engine::tidy`], after the answer is sent.
-pub(crate) struct Engine {
+/// loaded — happens in [`ThreadRuntime::tidy`], after the answer is sent.
+pub(crate) struct ThreadRuntime {
     /// The next run's context, never used by a run yet. Declared (so
     /// dropped) before the runtime, like `spent`.
     spare: RefCell<Option<Spare>>,
@@ -70,7 +70,7 @@ pub(crate) struct Engine {
     prelude: Vec<u8>,
 }
 
-impl Engine {
+impl ThreadRuntime {
     pub(crate) fn new(limits: Limits) -> Result<Self, SandboxError> {
         let runtime = Runtime::new().map_err(|e| SandboxError::Runtime(e.to_string()))?;
         runtime.set_memory_limit(limits.memory_bytes);
@@ -88,7 +88,7 @@ impl Engine {
                 || stop_probe.borrow().as_ref().is_some_and(Stop::is_requested)
         })));
         let prelude = compile_prelude(&runtime)?;
-        Ok(Engine {
+        Ok(ThreadRuntime {
             spare: RefCell::new(None),
             spent: RefCell::new(None),
             gc_due: Cell::new(false),
@@ -195,7 +195,7 @@ impl Engine {
             })?;
 
         let mut driver = Driver {
-            engine: self,
+            runtime: self,
             ctx,
             host: &host,
             pending: &pending,
@@ -475,7 +475,7 @@ fn host_call_function<'js>(
 
 /// Drives one run: the job queue, timers and tool-call replies.
 struct Driver<'a, 'js> {
-    engine: &'a Engine,
+    runtime: &'a ThreadRuntime,
     ctx: &'a Ctx<'js>,
     host: &'a Object<'js>,
     pending: &'a Pending<'js>,
@@ -504,11 +504,11 @@ impl<'js> Driver<'_, 'js> {
         };
         loop {
             while self.ctx.execute_pending_job() {}
-            if let Some(message) = self.engine.stop_message() {
+            if let Some(message) = self.runtime.stop_message() {
                 return Settled::Thrown(message);
             }
-            if self.engine.past_deadline() {
-                return Settled::Thrown(self.engine.timeout_message());
+            if self.runtime.past_deadline() {
+                return Settled::Thrown(self.runtime.timeout_message());
             }
             match promise.state() {
                 PromiseState::Resolved => {
@@ -553,7 +553,7 @@ impl<'js> Driver<'_, 'js> {
             let wait = timer_wait.unwrap_or(MAX_WAIT).min(MAX_WAIT);
             let started = Instant::now();
             let reply = self.replies.recv_timeout(wait);
-            self.engine.extend_deadline(started.elapsed(), self.rc);
+            self.runtime.extend_deadline(started.elapsed(), self.rc);
             match reply {
                 Ok(reply) => return self.settle_call(reply),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -562,10 +562,10 @@ impl<'js> Driver<'_, 'js> {
                 }
             }
         } else if let Some(wait) = timer_wait {
-            let remaining = self.engine.remaining();
+            let remaining = self.runtime.remaining();
             if wait >= remaining && remaining <= MAX_WAIT {
                 std::thread::sleep(remaining);
-                return Err(Settled::Thrown(self.engine.timeout_message()));
+                return Err(Settled::Thrown(self.runtime.timeout_message()));
             }
             // Sleep in slices, so a stop request is seen within MAX_WAIT;
             // firing timers early is harmless (only due ones fire).
@@ -610,7 +610,7 @@ impl<'js> Driver<'_, 'js> {
     }
 
     fn thrown(&self, e: rquickjs::Error) -> Settled<'js> {
-        Settled::Thrown(self.engine.thrown(self.ctx, self.host, e))
+        Settled::Thrown(self.runtime.thrown(self.ctx, self.host, e))
     }
 }
 
@@ -771,19 +771,19 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn host_code_that_panics_poisons_the_runtime() {
-        let engine = Engine::new(Limits::default()).unwrap();
+        let runtime = ThreadRuntime::new(Limits::default()).unwrap();
         let context = RunContext {
             bridge: Some(Arc::new(Panicking)),
             handle: tokio::runtime::Handle::current(),
             deadline_ms: Arc::new(AtomicI64::new(0)),
             stop: Stop::default(),
         };
-        assert!(!engine.is_poisoned());
+        assert!(!runtime.is_poisoned());
         // The program itself only sees the call fail.
-        let outcome = tokio::task::block_in_place(|| engine.run("await tools.x()", &context));
+        let outcome = tokio::task::block_in_place(|| runtime.run("await tools.x()", &context));
         let message = outcome.unwrap().result.unwrap_err();
         assert!(message.contains("the host failed"), "{message}");
         // The pool must not run another program on this runtime.
-        assert!(engine.is_poisoned());
+        assert!(runtime.is_poisoned());
     }
 }
