@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use executor_catalog::{
     ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSchema, ToolSuccess,
 };
-use executor_engine::{CallContext, Catalog, Engine, EngineConfig, StaticCatalog};
+use executor_engine::{CallContext, Catalog, CoreTool, Engine, EngineConfig, StaticCatalog};
 use executor_store::{SqliteStore, Store};
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -108,7 +108,7 @@ fn main() {
             let (engine, ctx) = (&engine, &ctx);
             async move {
                 let started = Instant::now();
-                let out = engine.call_tool(ctx, "execute", &json!({ "code": code })).await.expect("execute");
+                let out = engine.call_tool(ctx, CoreTool::Execute, &json!({ "code": code })).await.into_result();
                 assert!(out.get("isError").is_none(), "{out}");
                 started.elapsed()
             }

@@ -1,19 +1,9 @@
-//! The execution lifecycle, in one place (SPEC §9, model-mode approvals).
-//!
-//! ```text
-//!   execute ──► Running ──(tool call needs approval)──► Waiting ──resume──► Running …
-//!                  │                                        │
-//!                  └──────────(program ends)──► Settled ◄───┘ (decline/cancel/timeout
-//!                                                             make the call throw)
-//! ```
-//!
-//! A run that never pauses is never registered here. A paused run keeps its
-//! sandbox thread blocked inside the tool call (its compute clock stopped)
-//! and is continued in place by `resume`. Its state is also saved to the
-//! store with a journal of every tool-call answer so far, so that after a
-//! restart `resume` can replay the program deterministically up to the
-//! pending call (answering earlier calls from the journal, not upstream) and
-//! apply the decision there.
+//! An execution's model (SPEC §9): its states ([`ExecutionState`], whose
+//! transitions are drawn and made in `lifecycle.rs`), its saved form
+//! (`SavedExecution`, journal and decisions, what a replay after a restart
+//! reads), the approval gate its waiting calls sit in (`ApprovalGate`), the
+//! registry of paused runs (`Executions`), the decisions a human gives
+//! (`Action`) and the envelopes a pause or a refusal answers with.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -95,22 +85,6 @@ impl ApprovalRequest {
             &pending.args,
             max_preview_chars,
         )
-    }
-
-    /// The request a paused envelope (SPEC §9) stands for, its arguments
-    /// cut at `max_preview_chars` (the engine's
-    /// [`crate::Engine::approval_preview_chars`]).
-    pub fn from_paused(paused: &Value, max_preview_chars: usize) -> Option<Self> {
-        if !is_paused(paused) {
-            return None;
-        }
-        let sc = &paused["structuredContent"];
-        Some(Self::new(
-            sc["executionId"].as_str()?,
-            sc["interaction"]["address"].as_str()?,
-            &sc["interaction"]["args"],
-            max_preview_chars,
-        ))
     }
 }
 
@@ -655,11 +629,6 @@ fn args_preview(args: &Value, max_chars: usize) -> String {
     } else {
         preview
     }
-}
-
-/// Whether a `CallToolResult` is the paused envelope.
-pub fn is_paused(result: &Value) -> bool {
-    result["structuredContent"]["status"] == "waiting_for_interaction"
 }
 
 /// Why a resume cannot proceed (SPEC §9).

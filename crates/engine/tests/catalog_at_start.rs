@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use executor_engine::{
-    CallContext, Catalog, CatalogSource, Engine, EngineConfig, core_tool_entries,
+    CallContext, Catalog, CatalogSource, CoreTool, Engine, EngineConfig, core_tool_entries,
 };
 use executor_store::{SqliteStore, Store};
 use futures::future::BoxFuture;
@@ -70,11 +70,11 @@ async fn a_program_runs_while_its_catalog_is_read() {
     // it before starting would never finish.
     let plain = tokio::time::timeout(
         Duration::from_secs(20),
-        engine.call_tool(&ctx, "execute", &json!({ "code": "return 1;" })),
+        engine.call_tool(&ctx, CoreTool::Execute, &json!({ "code": "return 1;" })),
     )
     .await
     .expect("a program that calls no tool does not wait for the catalog")
-    .expect("execute is a tool");
+    .into_result();
     assert_eq!(status(&plain), "completed", "{plain}");
     assert_eq!(plain["structuredContent"]["result"], json!(1));
     assert_eq!(
@@ -90,7 +90,7 @@ async fn a_program_runs_while_its_catalog_is_read() {
             let code =
                 "const found = await tools.executor.integrations.list({}); return typeof found;";
             engine
-                .call_tool(&ctx, "execute", &json!({ "code": code }))
+                .call_tool(&ctx, CoreTool::Execute, &json!({ "code": code }))
                 .await
         })
     };
@@ -99,7 +99,7 @@ async fn a_program_runs_while_its_catalog_is_read() {
         .await
         .expect("the tool call is answered once the catalog is read")
         .expect("the task finished")
-        .expect("execute is a tool");
+        .into_result();
     assert_eq!(status(&called), "completed", "{called}");
     assert_eq!(called["structuredContent"]["result"], json!("object"));
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_engine::{CallContext, Engine, EngineConfig};
+use executor_engine::{CallContext, CoreTool, Engine, EngineConfig};
 use executor_sandbox::Limits;
 use executor_store::{SqliteStore, Store};
 use serde_json::Value;
@@ -129,9 +129,13 @@ async fn every_corpus_case_renders_exactly() {
         let name = case["name"].as_str().unwrap_or("?");
         let code = case["code"].as_str().unwrap_or_default();
         let result = engine
-            .call_tool(&ctx, "execute", &serde_json::json!({ "code": code }))
+            .call_tool(
+                &ctx,
+                CoreTool::Execute,
+                &serde_json::json!({ "code": code }),
+            )
             .await
-            .expect("execute is a tool");
+            .into_result();
         if let Err(why) = check(case, &result) {
             failures.push(format!("{name}: {why}"));
         }

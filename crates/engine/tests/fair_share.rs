@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_engine::{
-    Action, ApprovalPrompt, ApprovalRequest, CallContext, Catalog, Engine, EngineConfig, Reply,
-    ShareLimits, StaticCatalog,
+    Action, ApprovalPrompt, ApprovalRequest, CallContext, Catalog, CoreTool, Engine, EngineConfig,
+    Reply, ShareLimits, StaticCatalog, ToolOutcome,
 };
 use executor_sandbox::Limits;
 use executor_store::{SqliteStore, Store};
@@ -113,20 +113,20 @@ async fn ctx(store: &Arc<dyn Store>, email: &str) -> CallContext {
 
 async fn execute(engine: &Engine, ctx: &CallContext, code: &str) -> Value {
     engine
-        .call_tool(ctx, "execute", &json!({ "code": code }))
+        .call_tool(ctx, CoreTool::Execute, &json!({ "code": code }))
         .await
-        .unwrap()
+        .into_result()
 }
 
 async fn resume(engine: &Engine, ctx: &CallContext, id: &str, action: &str) -> Value {
     engine
         .call_tool(
             ctx,
-            "resume",
+            CoreTool::Resume,
             &json!({ "executionId": id, "action": action }),
         )
         .await
-        .unwrap()
+        .into_result()
 }
 
 fn text(result: &Value) -> String {
@@ -367,13 +367,13 @@ async fn two_approvals_in_native_mode() {
         .engine
         .call_tool_asking(
             &a,
-            "execute",
+            CoreTool::Execute,
             &json!({ "code": BOTH }),
             Some(&ByArgs),
             Reply::Direct,
         )
         .await
-        .unwrap();
+        .into_result();
     assert_eq!(
         out["structuredContent"]["result"],
         json!([1, "declined"]),
@@ -392,13 +392,13 @@ async fn logged(
     engine
         .call_tool_asking(
             ctx,
-            "execute",
+            CoreTool::Execute,
             &json!({ "code": code }),
             prompt,
             Reply::Logged,
         )
         .await
-        .unwrap()
+        .into_result()
 }
 
 /// `executor_execution_records_total` by durability: (flushed, with_answer).
@@ -499,7 +499,15 @@ async fn the_approval_preview_is_cut_at_the_configured_length() {
     let a = ctx(&w.store, "a@example.com").await;
     let long = "x".repeat(100);
     let code = format!("return (await tools.t.approve({{ note: '{long}' }})).data");
-    let paused = execute(&w.engine, &a, &code).await;
+    let outcome = w
+        .engine
+        .call_tool(&a, CoreTool::Execute, &json!({ "code": code }))
+        .await;
+    let ToolOutcome::Paused(paused_call) = outcome else {
+        panic!("the call waits for approval: {outcome:?}");
+    };
+    let request = paused_call.request;
+    let paused = paused_call.envelope;
     let id = paused_id(&paused);
     let pretty = serde_json::to_string_pretty(&json!({ "note": long })).unwrap();
     let cut: String = pretty.chars().take(20).collect();
@@ -510,7 +518,6 @@ async fn the_approval_preview_is_cut_at_the_configured_length() {
         paused["structuredContent"]["interaction"]["args"]["note"],
         long
     );
-    let request = ApprovalRequest::from_paused(&paused, w.engine.approval_preview_chars()).unwrap();
     assert!(
         request
             .message
@@ -541,9 +548,9 @@ async fn a_pending_approval_beside_other_work_is_not_a_pause() {
         let a = a.clone();
         async move {
             engine
-                .call_tool(&a, "execute", &json!({ "code": code }))
+                .call_tool(&a, CoreTool::Execute, &json!({ "code": code }))
                 .await
-                .unwrap()
+                .into_result()
         }
     });
     // The pause envelope comes first; the program goes on behind it.

@@ -142,3 +142,291 @@ fn json_rpc_shapes_and_codes_live_in_mcp() {
     );
     assert!(has_error_code("code: -32001,") && !has_error_code("-3200 or -320011"));
 }
+
+/// The docs a newcomer reads first, whose names are checked against the tree.
+const CHECKED_DOCS: &[&str] = &["README.md", "ARCHITECTURE.md"];
+
+/// Names the docs cite that belong to other projects (dependencies, the
+/// protocol, tools), not to this one.
+const FOREIGN_NAMES: &[&str] = &[
+    "AsyncFunction",
+    "BTreeMap",
+    "CallToolResult",
+    "EnvFilter",
+    "JoinSet",
+    "StreamableHttpService",
+];
+
+/// Backticked spans of `text` (inline code, not fenced blocks).
+fn code_spans(text: &str) -> Vec<String> {
+    let mut spans = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        spans.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+    }
+    spans
+}
+
+/// Relative link targets of `text` (`](path)`, anchors dropped).
+fn link_targets(text: &str) -> Vec<String> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| text[at + 2..].split_once(')'))
+        .map(|(target, _)| target.split('#').next().unwrap_or_default().to_string())
+        .filter(|t| !t.is_empty() && !t.contains("://") && !t.starts_with("mailto:"))
+        .collect()
+}
+
+/// Whether a code span names a file or directory of this repository.
+fn looks_like_repo_path(span: &str) -> bool {
+    const TOP: &[&str] = &[
+        "crates/", "tests/", "bench/", "docs/", "scripts/", "fuzz/", ".ci/",
+    ];
+    TOP.iter().any(|top| span.starts_with(top))
+        && !span.contains(|c: char| c.is_whitespace() || "<>*…{}$|".contains(c))
+}
+
+#[test]
+fn every_path_the_docs_name_exists() {
+    let mut missing = Vec::new();
+    for doc in CHECKED_DOCS {
+        let text = read(&root().join(doc));
+        let spans = code_spans(&text)
+            .into_iter()
+            .filter(|s| looks_like_repo_path(s));
+        for path in spans.chain(link_targets(&text)) {
+            // `crates/x/src/a.rs:12` and `path/` name the same file.
+            let file = path.split(':').next().unwrap_or_default();
+            if !root().join(file).exists() {
+                missing.push(format!("{doc}: {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "paths the docs name that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Every `.rs` file's text under `crates/`, read once.
+fn all_sources() -> String {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates"), &mut files);
+    rust_files(&root().join("fuzz"), &mut files);
+    files.iter().map(|f| read(f)).collect::<Vec<_>>().join("\n")
+}
+
+/// Whether `sources` define `name` as a type, trait, fn, const or variant.
+fn defines(sources: &str, name: &str) -> bool {
+    let keyword = [
+        "struct",
+        "enum",
+        "trait",
+        "type",
+        "fn",
+        "const",
+        "static",
+        "mod",
+        "macro_rules!",
+    ]
+    .iter()
+    .any(|k| {
+        sources.contains(&format!("{k} {name}<"))
+            || sources.contains(&format!("{k} {name}("))
+            || sources.contains(&format!("{k} {name} "))
+            || sources.contains(&format!("{k} {name};"))
+            || sources.contains(&format!("{k} {name}:"))
+    });
+    // An enum variant: indented, then `Name,` / `Name {` / `Name(`.
+    keyword
+        || sources.lines().any(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(name).is_some_and(|rest| {
+                rest.starts_with(',') || rest.starts_with(" {") || rest.starts_with('(')
+            })
+        })
+}
+
+/// A code span that names a Rust item: `Type`, `Type::item`, `function()`.
+fn rust_item_names(span: &str) -> Vec<String> {
+    let span = span.trim_end_matches("()");
+    let is_ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let parts: Vec<&str> = span.split("::").collect();
+    if parts.len() > 3 || !parts.iter().all(|p| is_ident(p)) {
+        return Vec::new();
+    }
+    let camel = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_uppercase())
+            && s.chars().any(|c| c.is_ascii_lowercase())
+            && !s.contains('_')
+    };
+    match parts.as_slice() {
+        // `Store`, `SessionRecord`: CamelCase with a lower-case letter.
+        [one] if camel(one) => vec![one.to_string()],
+        // `Sessions::acquire`, `Slot::Live`.
+        [ty, item] if camel(ty) => vec![ty.to_string(), item.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn every_rust_name_the_docs_cite_exists() {
+    let sources = all_sources();
+    let mut missing = Vec::new();
+    for doc in CHECKED_DOCS {
+        for span in code_spans(&read(&root().join(doc))) {
+            for name in rust_item_names(&span) {
+                if !FOREIGN_NAMES.contains(&name.as_str()) && !defines(&sources, &name) {
+                    missing.push(format!("{doc}: `{span}` ({name})"));
+                }
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "names the docs cite that no crate defines:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// `### \`crates/NAME\`` sections of ARCHITECTURE.md, by crate name.
+fn architecture_sections() -> Vec<(String, String)> {
+    let architecture = read(&root().join("ARCHITECTURE.md"));
+    architecture
+        .split("\n### `crates/")
+        .skip(1)
+        .filter_map(|section| {
+            let (name, body) = section.split_once("`\n")?;
+            let body = body.split("\n## ").next().unwrap_or(body);
+            let body = body.split("\n### ").next().unwrap_or(body);
+            Some((name.to_string(), body.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_crate_section_says_what_the_crate_must_never_do() {
+    let sections = architecture_sections();
+    for name in crates() {
+        let (_, body) = sections
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section for crates/{name}"));
+        assert!(
+            body.contains("Must never"),
+            "ARCHITECTURE.md's section on crates/{name} has no \"Must never\" line"
+        );
+    }
+}
+
+/// The `executor-*` crates a manifest's `[dependencies]` name, by short name.
+fn internal_dependencies(name: &str) -> Vec<String> {
+    let manifest = read(&root().join("crates").join(name).join("Cargo.toml"));
+    let dependencies = manifest
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .map(|rest| rest.split("\n[").next().unwrap_or(rest))
+        .unwrap_or_default();
+    let mut names: Vec<String> = dependencies
+        .lines()
+        .filter_map(|l| l.strip_prefix("executor-"))
+        .filter_map(|l| l.split(['.', ' ', '=']).next())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_dependency_table_is_the_manifests_arrows() {
+    let architecture = read(&root().join("ARCHITECTURE.md"));
+    let table = architecture
+        .split("| crate | depends on |")
+        .nth(1)
+        .expect("ARCHITECTURE.md has the crate dependency table");
+    let mut rows = Vec::new();
+    for line in table.lines().skip(2) {
+        let Some(row) = line.strip_prefix("| `") else {
+            break;
+        };
+        let (name, rest) = row.split_once('`').expect("a crate name in backticks");
+        let mut arrows: Vec<String> = rest
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect();
+        arrows.sort();
+        rows.push((name.to_string(), arrows, rest.contains("every crate above")));
+    }
+    let mut listed: Vec<String> = rows.iter().map(|(n, _, _)| n.clone()).collect();
+    listed.sort();
+    assert_eq!(listed, crates(), "the table's rows against crates/");
+    for (name, arrows, every) in rows {
+        let mut actual = internal_dependencies(&name);
+        if every {
+            let mut others: Vec<String> = crates().into_iter().filter(|c| *c != name).collect();
+            others.sort();
+            assert_eq!(actual, others, "crates/{name} is said to use every crate");
+            continue;
+        }
+        actual.retain(|d| *d != name);
+        assert_eq!(
+            arrows, actual,
+            "ARCHITECTURE.md's arrows from {name} against its Cargo.toml"
+        );
+    }
+}
+
+/// The long flags of `executor serve --help`, `--help` and `--version` aside.
+fn serve_flags() -> Vec<String> {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_executor"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("executor serve --help runs");
+    let text = String::from_utf8_lossy(&help.stdout);
+    let mut flags: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim_start().split_once("--"))
+        .filter(|(before, _)| before.is_empty() || before.ends_with(", "))
+        .filter_map(|(_, rest)| {
+            rest.split([' ', '=', '<', '\t'])
+                .next()
+                .map(|f| format!("--{f}"))
+        })
+        .filter(|f| f != "--help" && f != "--version")
+        .collect();
+    flags.sort();
+    flags.dedup();
+    flags
+}
+
+#[test]
+fn the_configuration_doc_lists_exactly_the_flags_of_serve() {
+    let doc = read(&root().join("docs/configuration.md"));
+    let mut documented: Vec<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `--"))
+        .filter_map(|l| l.split([' ', '`']).next().map(|f| format!("--{f}")))
+        .collect();
+    documented.sort();
+    documented.dedup();
+    assert_eq!(
+        documented,
+        serve_flags(),
+        "docs/configuration.md's flags against `executor serve --help`"
+    );
+}

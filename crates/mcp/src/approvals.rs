@@ -57,18 +57,15 @@ const INPUT_KEY: &str = "approval";
 /// it leads to is authorised against the caller, like any `resume`.
 const STATE_PREFIX: &str = "executor/v1:";
 
-/// The `input_required` result for a paused envelope; the arguments shown
-/// are cut at `max_preview_chars`.
-pub(crate) fn input_required(paused: &Value, max_preview_chars: usize) -> Value {
-    let Some(request) = ApprovalRequest::from_paused(paused, max_preview_chars) else {
-        return paused.clone();
-    };
+/// The `input_required` result asking the human about `request` (its
+/// arguments already cut at the preview length).
+pub(crate) fn input_required(request: &ApprovalRequest) -> Value {
     json!({
         "resultType": "input_required",
         "inputRequests": {
             INPUT_KEY: {
                 "method": "elicitation/create",
-                "params": elicitation_params(versions::SESSIONLESS, &request),
+                "params": elicitation_params(versions::SESSIONLESS, request),
             }
         },
         "requestState": format!("{STATE_PREFIX}{}", request.execution_id),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_engine::{CallContext, Engine, Reply, ToolCallError};
+use executor_engine::{CallContext, CoreTool, Engine, Reply, ToolCallError, ToolOutcome};
 use serde_json::{Value, json};
 
 use crate::approvals::{self, Approvals};
@@ -107,7 +107,7 @@ impl McpServer {
     /// share is answered by the engine instead, with a tool error.
     pub fn refused_for_load(&self, ctx: &CallContext, req: &Request) -> bool {
         req.method == Method::ToolsCall
-            && req.params.get("name").and_then(Value::as_str) == Some("execute")
+            && req.params.get("name").and_then(Value::as_str) == Some(CoreTool::Execute.as_str())
             && self.engine.server_full_for(&ctx.principal.org_id)
     }
 
@@ -167,6 +167,9 @@ impl McpServer {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("tools/call needs params.name (string)"))?;
+        let tool: CoreTool = name
+            .parse()
+            .map_err(|e: ToolCallError| RpcError::invalid_params(e.to_string()))?;
         let empty = json!({});
         let args = params.get("arguments").unwrap_or(&empty);
         if !args.is_object() {
@@ -175,36 +178,33 @@ impl McpServer {
             ));
         }
         let engine = &self.engine;
-        let result = match scope.approvals {
+        let outcome = match scope.approvals {
             Approvals::Model => {
                 engine
-                    .call_tool_asking(scope.ctx, name, args, None, scope.reply)
+                    .call_tool_asking(scope.ctx, tool, args, None, scope.reply)
                     .await
             }
             Approvals::Elicit(prompt) => {
                 engine
-                    .call_tool_asking(scope.ctx, name, args, Some(prompt), scope.reply)
+                    .call_tool_asking(scope.ctx, tool, args, Some(prompt), scope.reply)
                     .await
             }
             Approvals::InputRequired => {
-                // A retry carries the answer to our elicitation: it resumes
+                // A retry carries the answer to our elicitation: it decides
                 // the execution its requestState names.
-                let result = match approvals::retried(params)? {
+                let outcome = match approvals::retried(params)? {
                     Some((execution_id, action)) => {
-                        let resume = json!({ "executionId": execution_id, "action": action });
-                        engine.call_tool(scope.ctx, "resume", &resume).await
+                        engine.decide(scope.ctx, &execution_id, action).await
                     }
-                    None => engine.call_tool(scope.ctx, name, args).await,
+                    None => engine.call_tool(scope.ctx, tool, args).await,
                 };
-                result.map(|r| match executor_engine::is_paused(&r) {
-                    true => approvals::input_required(&r, engine.approval_preview_chars()),
-                    false => r,
-                })
+                return Ok(match outcome {
+                    ToolOutcome::Paused(paused) => approvals::input_required(&paused.request),
+                    ToolOutcome::Answered(result) => result,
+                });
             }
         };
-        result.map_err(|e| match e {
-            ToolCallError::UnknownTool(_) => RpcError::invalid_params(e.to_string()),
-        })
+        Ok(outcome.into_result())
     }
 }
 

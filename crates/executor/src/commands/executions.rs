@@ -50,5 +50,5 @@ pub(crate) async fn resume(
     let result = engine
         .resume_from_outside(execution_id, action, Duration::from_secs(wait))
         .await;
-    print_result(&result)
+    print_result(result)
 }

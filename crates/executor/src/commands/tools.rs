@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use executor_engine::{CallContext, CatalogSource};
+use executor_engine::{CallContext, CatalogSource, CoreTool, ToolOutcome};
 use executor_outbound::HttpConfig;
 use executor_store::Store;
 use executor_upstream::UpstreamSettings;
@@ -63,14 +63,20 @@ pub(crate) async fn call(
         principal,
         session_id: None,
     };
-    let result = engine
-        .call_tool(&ctx, "execute", &serde_json::json!({ "code": code }))
-        .await?;
-    print_result(&result)
+    let outcome = engine
+        .call_tool(
+            &ctx,
+            CoreTool::Execute,
+            &serde_json::json!({ "code": code }),
+        )
+        .await;
+    print_result(outcome)
 }
 
-/// Prints a `CallToolResult`'s text; fails when it is an error.
-pub(crate) fn print_result(result: &serde_json::Value) -> AnyResult<()> {
+/// Prints what a call came to: its `CallToolResult`'s text (a paused call's
+/// envelope names the execution); fails when it is an error.
+pub(crate) fn print_result(outcome: ToolOutcome) -> AnyResult<()> {
+    let result = outcome.into_result();
     let text = result["content"]
         .as_array()
         .into_iter()

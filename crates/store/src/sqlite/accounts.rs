@@ -139,7 +139,11 @@ impl AccountStore for SqliteStore {
         } else {
             name.to_string()
         };
-        self.read_one("SELECT id FROM orgs WHERE name = ?1 OR id = ?1", [name], |r| r.get(0))
+        self.read_one(
+            "SELECT id FROM orgs WHERE name = ?1 OR id = ?1",
+            [name],
+            |r| r.get(0),
+        )
     }
 
     async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>> {

@@ -171,6 +171,10 @@ impl ConnectionStore for SqliteStore {
     }
 
     async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>> {
-        self.read_one("SELECT outcome FROM oauth_pending WHERE state_hash = ?1", [state_hash], |r| r.get::<_, Option<String>>(0))
+        self.read_one(
+            "SELECT outcome FROM oauth_pending WHERE state_hash = ?1",
+            [state_hash],
+            |r| r.get::<_, Option<String>>(0),
+        )
     }
 }

@@ -41,9 +41,11 @@ impl ExecutionStore for SqliteStore {
     }
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {
-        self.read_one(&format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"
-                ), [id], execution_from_row)
+        self.read_one(
+            &format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"),
+            [id],
+            execution_from_row,
+        )
     }
 
     async fn save_execution_state(
@@ -148,7 +150,11 @@ impl ExecutionStore for SqliteStore {
     }
 
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
-        self.read_one("SELECT state FROM execution_states WHERE id = ?1", [id], |r| r.get(0))
+        self.read_one(
+            "SELECT state FROM execution_states WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
     }
 
     async fn post_execution_decision(&self, id: &str, action: &str) -> StoreResult<bool> {

@@ -224,7 +224,12 @@ impl SqliteStore {
         params: impl rusqlite::Params,
         row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     ) -> StoreResult<Option<T>> {
-        self.read(|conn| Ok(conn.prepare_cached(sql)?.query_row(params, row).optional()?))
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(sql)?
+                .query_row(params, row)
+                .optional()?)
+        })
     }
 
     /// Every row, in the statement's order, read inline with a pooled

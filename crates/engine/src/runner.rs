@@ -1,0 +1,252 @@
+//! The run of one execution on its own task (`Runner`): the program on the
+//! sandbox pool under its wall clock, then its record written before its
+//! answer is handed back, so a pause can answer the `execute` call while
+//! the program waits inside its tool call. Also the writes a run makes to
+//! the store: its record, its saved state, its journal while paused.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use executor_catalog::{CallContext, HostBudget};
+use executor_sandbox::{HostBridge, Pool, RunOutcome, SandboxError, Stop};
+use executor_store::{ExecutionRecord, ExecutionStatus, Store, now_ms};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::envelope::internal_error_id;
+use crate::execution::{
+    ApprovalGate, Executions, LiveExecution, Reply, RunEvent, RunLease, SavedExecution,
+};
+use crate::invoke::{ExecutionBridge, ToolCallTrace};
+use crate::metrics::EngineMetrics;
+
+/// How often a running execution's wall clock is read.
+const WALL_CLOCK_TICK: Duration = Duration::from_millis(100);
+/// How long a finished run that had paused stays in memory (see
+/// `Executions::forget_after`).
+const FINISHED_RUN_KEPT: Duration = Duration::from_secs(30);
+
+/// Runs one execution to its end on its own task, so a pause can answer the
+/// `execute` call while the program waits inside its tool call.
+pub(crate) struct Runner {
+    pub(crate) pool: Pool,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) metrics: Arc<EngineMetrics>,
+    pub(crate) executions: Arc<Executions>,
+    /// Holds the run's fair-share slot; released when the run ends.
+    pub(crate) gate: Arc<ApprovalGate>,
+    pub(crate) wall_clock: Duration,
+    pub(crate) budget: HostBudget,
+    /// How the answer of the call that started the run leaves the server.
+    pub(crate) reply: Reply,
+}
+
+impl Runner {
+    pub(crate) async fn run(
+        self,
+        ctx: CallContext,
+        saved: SavedExecution,
+        bridge: ExecutionBridge,
+        events: mpsc::UnboundedSender<RunEvent>,
+    ) {
+        let started_at_ms = now_ms();
+        let clock = Instant::now();
+        let host: Arc<dyn HostBridge> = Arc::new(bridge.clone());
+        let stop = Stop::default();
+        let watch = tokio::spawn(watch_wall_clock(
+            self.wall_clock,
+            self.gate.clone(),
+            stop.clone(),
+        ));
+        let ran = self
+            .pool
+            .run_until(saved.body.clone(), Some(host), stop)
+            .await;
+        watch.abort();
+        self.gate.release_slot();
+        self.budget.give_back_memory();
+        let mut outcome = match ran {
+            Ok(outcome) => outcome,
+            Err(SandboxError::Busy) => RunOutcome::failed(
+                "the server is too busy to start this execution; retry in a moment",
+            ),
+            Err(e) => {
+                let id = internal_error_id();
+                tracing::error!(error_id = %id, error = %e, "sandbox failure");
+                RunOutcome::failed(format!("Internal tool error [{id}]"))
+            }
+        };
+        let trace = bridge.trace();
+        self.metrics
+            .record(&outcome, &trace, clock.elapsed().as_micros() as u64);
+        let record = execution_record(
+            &ctx,
+            &saved.id,
+            &saved.code,
+            &outcome,
+            trace.clone(),
+            started_at_ms,
+            clock.elapsed().as_millis() as i64,
+        );
+        // SPEC §10: the record is committed before the result is returned.
+        let reply = record_durability(self.reply, self.gate.has_paused());
+        match write_record(&self.store, record, reply).await {
+            Ok(()) => self.metrics.record_written(reply),
+            Err(e) => {
+                let id = internal_error_id();
+                tracing::error!(error_id = %id, error = %e, "could not record execution");
+                outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
+            }
+        }
+        self.executions.forget_after(&saved.id, FINISHED_RUN_KEPT);
+        let _ = events.send(RunEvent::Finished(outcome));
+    }
+}
+
+/// How a finished run's record is made durable: as the call that started
+/// the run answers, unless a call of the run has waited for a human — the
+/// answer may then go to another caller (a resume, the CLI) or to none,
+/// and the record is flushed as it is written.
+fn record_durability(started_by: Reply, has_paused: bool) -> Reply {
+    match has_paused {
+        true => Reply::Direct,
+        false => started_by,
+    }
+}
+
+/// Writes an execution's record, durable at once or, for an answer that
+/// is logged by a flushed write before it is sent, with that write.
+pub(crate) async fn write_record(
+    store: &Arc<dyn Store>,
+    record: ExecutionRecord,
+    reply: Reply,
+) -> Result<(), executor_store::StoreError> {
+    match reply {
+        Reply::Direct => store.insert_execution(record).await,
+        Reply::Logged => store.insert_execution_deferred(record).await,
+    }
+}
+
+/// Saves the run's state, as its holder once it has a lease.
+pub(crate) async fn save_state(
+    store: &Arc<dyn Store>,
+    saved: &SavedExecution,
+    lease: Option<&RunLease>,
+) -> Result<(), executor_store::StoreError> {
+    let state = serde_json::to_string(saved).unwrap_or_default();
+    store
+        .save_execution_state(
+            &saved.id,
+            &saved.owner.org_id,
+            state,
+            lease.map(|l| &l.fence),
+        )
+        .await
+}
+
+/// Keeps a paused execution's saved journal current: a call decided while
+/// another still waits (two approvals of one `Promise.all`) answers after
+/// the pause was saved, and a replay after a restart must not repeat it.
+///
+/// Holds the execution weakly and ends when the run does — also when the
+/// run ended before this task subscribed.
+pub(crate) async fn persist_journal(store: Arc<dyn Store>, live: std::sync::Weak<LiveExecution>) {
+    let Some(mut changes) = live.upgrade().map(|l| l.gate.journal_changes()) else {
+        return;
+    };
+    loop {
+        if *changes.borrow_and_update() == crate::execution::JOURNAL_CLOSED {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+        if *changes.borrow() == crate::execution::JOURNAL_CLOSED {
+            return;
+        }
+        let Some(live) = live.upgrade() else {
+            return;
+        };
+        let journal = live.gate.journal_entries();
+        let Some(saved) = live.update(|s| {
+            if s.state.pending().is_some() {
+                s.journal = journal;
+            }
+        }) else {
+            return;
+        };
+        if saved.state.pending().is_some()
+            && let Err(e) = save_state(&store, &saved, live.gate.lease().as_deref()).await
+        {
+            tracing::warn!(error = %e, "could not save a paused execution's journal");
+        }
+    }
+}
+
+/// Stops the run once it has used `limit` of wall-clock time, not counting
+/// the time its calls wait for a human (SPEC §12).
+async fn watch_wall_clock(limit: Duration, gate: Arc<ApprovalGate>, stop: Stop) {
+    let mut used = Duration::ZERO;
+    let mut last = Instant::now();
+    loop {
+        tokio::time::sleep(WALL_CLOCK_TICK.min(limit)).await;
+        let now = Instant::now();
+        if !gate.is_paused() {
+            used += now - last;
+        }
+        last = now;
+        if used >= limit {
+            stop.request(format!(
+                "execution stopped: it ran for more than {} s of wall-clock time \
+                 (compute and tool calls, approval waits excluded)",
+                limit.as_secs_f64()
+            ));
+            return;
+        }
+    }
+}
+
+pub(crate) fn execution_record(
+    ctx: &CallContext,
+    id: &str,
+    code: &str,
+    outcome: &RunOutcome,
+    trace: Vec<ToolCallTrace>,
+    started_at_ms: i64,
+    duration_ms: i64,
+) -> ExecutionRecord {
+    let (status, result, error) = match &outcome.result {
+        Ok(value) => (ExecutionStatus::Completed, value.clone(), None),
+        Err(message) => (ExecutionStatus::Error, None, Some(message.clone())),
+    };
+    ExecutionRecord {
+        id: id.to_string(),
+        session_id: ctx.session_id.clone(),
+        account_id: ctx.principal.account_id.clone(),
+        org_id: ctx.principal.org_id.clone(),
+        code: code.to_string(),
+        status,
+        result,
+        error,
+        logs: outcome.logs.clone(),
+        tool_calls: serde_json::to_value(trace).unwrap_or(Value::Null),
+        started_at_ms,
+        duration_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SPEC §10 across the reply paths: only the answer of the call that
+    /// started a run, logged by a flushed write, carries its record's
+    /// durability; a run that waited for a human flushes its record itself.
+    #[test]
+    fn a_record_waits_for_its_flush_unless_its_starters_logged_answer_carries_it() {
+        assert_eq!(record_durability(Reply::Logged, false), Reply::Logged);
+        assert_eq!(record_durability(Reply::Logged, true), Reply::Direct);
+        assert_eq!(record_durability(Reply::Direct, false), Reply::Direct);
+        assert_eq!(record_durability(Reply::Direct, true), Reply::Direct);
+    }
+}
