@@ -90,20 +90,7 @@ impl HostBudget {
         if self.largest.load(Ordering::Relaxed) < LARGE_HOLD {
             return;
         }
-        tokio::task::spawn_blocking(release_freed_memory);
-    }
-}
-
-/// Hands memory the process has freed back to the OS. glibc keeps freed
-/// allocations in its arenas otherwise, so a process that once parsed a
-/// large answer, loaded a large catalog or held many sessions would keep
-/// that peak as its size. Walks the arenas: call it off the async workers,
-/// after something large was freed.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and trims the allocator's own arenas.
-    unsafe {
-        libc::malloc_trim(0);
+        tokio::task::spawn_blocking(executor_call::release_freed_memory);
     }
 }
 

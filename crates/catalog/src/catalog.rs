@@ -14,12 +14,12 @@ use serde_json::{Value, json};
 
 use executor_store::PolicyRecord;
 
-use crate::CallContext;
 use crate::budget::{HostBudget, HostHold};
 use crate::loader::Unavailable;
 use crate::schema::{Definitions, ToolSchema};
 use crate::search::{SearchDoc, SearchIndex, StoredSearchIndex};
 use crate::validate::{SchemaProblems, Validators};
+use executor_call::CallContext;
 
 /// One callable tool. A catalog holds tens of thousands, so an entry
 /// keeps its path once: the namespace and the name are parts of it.

@@ -24,7 +24,7 @@ pub mod schema;
 pub mod search;
 mod validate;
 
-pub use budget::{BudgetError, HostBudget, HostHold, release_freed_memory};
+pub use budget::{BudgetError, HostBudget, HostHold};
 pub use catalog::{
     Catalog, CatalogSource, IntegrationSummary, MAX_NAMESPACE_LEN, NewTool, RouteHint,
     StaticCatalog, ToolEntry, ToolError, ToolGroup, ToolInvocation, ToolInvoker, ToolResult,
@@ -33,13 +33,3 @@ pub use catalog::{
 pub use loader::{IntegrationLoader, LoadedIntegration, Unavailable, load_stored, stored_format};
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};
 pub use validate::SchemaProblems;
-
-use executor_store::Principal;
-
-/// Who is calling a tool and from where.
-#[derive(Debug, Clone)]
-pub struct CallContext {
-    pub principal: Principal,
-    /// None for sessionless (2026-07-28) requests and the CLI.
-    pub session_id: Option<String>,
-}

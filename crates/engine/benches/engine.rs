@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use executor_call::CallContext;
+use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{
     ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSchema, ToolSuccess,
 };
-use executor_engine::{CallContext, Catalog, CoreTool, Engine, EngineConfig, StaticCatalog};
+use executor_engine::{CoreTool, Engine, EngineConfig};
 use executor_store::{SqliteStore, Store};
 use futures::future::BoxFuture;
 use serde_json::json;

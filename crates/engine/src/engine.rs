@@ -12,13 +12,14 @@ use crate::core_tools;
 use crate::envelope::{
     self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits, internal_error_id,
 };
-use crate::execution::{ApprovalPrompt, Executions, MAX_ARGS_PREVIEW_CHARS, Reply};
+use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS};
 use crate::invoke::CallBounds;
 use crate::lifecycle::ToolOutcome;
 use crate::metrics::EngineMetrics;
 use crate::policy_cache::PolicyCache;
 use crate::skills::SKILLS;
-use executor_catalog::{CallContext, Catalog, CatalogSource, StaticCatalog};
+use executor_call::{ApprovalPrompt, CallContext, Reply};
+use executor_catalog::{Catalog, CatalogSource, StaticCatalog};
 
 /// Integration namespaces listed in the `execute` description, at most.
 const MAX_LISTED_INTEGRATIONS: usize = 50;

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use executor_sandbox::{AgentError, RunOutcome};
 
+use executor_call::{Action, ApprovalRequest, args_preview};
+
 use crate::admission::Slot;
 use executor_store::{Fence, Principal, Store, now_ms};
 use futures::future::BoxFuture;
@@ -25,76 +27,6 @@ pub const APPROVAL_WINDOW: Duration = Duration::from_secs(4 * 60);
 /// Longest argument preview in the paused message, by default (SPEC §12):
 /// enough to judge a call, short enough to read before deciding.
 pub const MAX_ARGS_PREVIEW_CHARS: usize = 4_000;
-
-/// What the human decided about one pending call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Accept,
-    Decline,
-    Cancel,
-}
-
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Accept => "accept",
-            Action::Decline => "decline",
-            Action::Cancel => "cancel",
-        }
-    }
-}
-
-impl std::str::FromStr for Action {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "accept" => Ok(Action::Accept),
-            "decline" => Ok(Action::Decline),
-            "cancel" => Ok(Action::Cancel),
-            other => Err(format!(
-                "action must be accept, decline or cancel, not {other:?}"
-            )),
-        }
-    }
-}
-
-/// A pending approval as the human is asked about it, inline (native
-/// elicitation) rather than through the `resume` tool.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApprovalRequest {
-    pub execution_id: String,
-    /// `Approve <address>?` with the arguments, cut at the preview length
-    /// (see [`MAX_ARGS_PREVIEW_CHARS`]).
-    pub message: String,
-}
-
-impl ApprovalRequest {
-    fn new(execution_id: &str, address: &str, args: &Value, max_preview_chars: usize) -> Self {
-        let preview = args_preview(args, max_preview_chars);
-        ApprovalRequest {
-            execution_id: execution_id.to_string(),
-            message: format!("Approve {address}?\n\nArguments:\n{preview}"),
-        }
-    }
-
-    pub(crate) fn of(execution_id: &str, pending: &PendingCall, max_preview_chars: usize) -> Self {
-        Self::new(
-            execution_id,
-            &pending.path,
-            &pending.args,
-            max_preview_chars,
-        )
-    }
-}
-
-/// Asks the human about a pending call inline (native elicitation mode).
-/// `None` means nobody could answer (the client failed or went away): the
-/// call is then cancelled. The transport that can reach the client
-/// implements this; the engine only waits on it, bounded by the window.
-pub trait ApprovalPrompt: Send + Sync {
-    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Option<Action>>;
-}
 
 /// The decision a waiting tool call receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,24 +156,6 @@ impl Drop for ActiveCall {
 
 /// The journal version once the run has ended.
 pub(crate) const JOURNAL_CLOSED: u64 = u64::MAX;
-
-/// How a call's answer leaves the server, which decides how its execution
-/// record becomes durable. SPEC §10: the record is committed before the
-/// result is returned — and durable, so that a database crash after the
-/// agent saw a result cannot lose its record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reply {
-    /// Sent as it is (a JSON body, the CLI): the record is flushed before
-    /// the call answers.
-    Direct,
-    /// Written to the session's event log, by a flushed write, before it
-    /// is sent. The record of a run that never paused (its answer goes to
-    /// this call and no other) then commits without waiting for its flush
-    /// (`Store::insert_execution_deferred`): the answer's write flushes it.
-    /// The caller owes a `Store::sync` before it sends the answer any way
-    /// but that write.
-    Logged,
-}
 
 impl ApprovalGate {
     pub(crate) fn new(
@@ -620,17 +534,6 @@ pub(crate) fn paused_envelope(
     })
 }
 
-/// The arguments as pretty JSON, cut at `max_chars` characters.
-fn args_preview(args: &Value, max_chars: usize) -> String {
-    let args_text = serde_json::to_string_pretty(args).unwrap_or_default();
-    let preview: String = args_text.chars().take(max_chars).collect();
-    if preview.len() < args_text.len() {
-        format!("{preview}\n… (arguments truncated)")
-    } else {
-        preview
-    }
-}
-
 /// Why a resume cannot proceed (SPEC §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResumeRefusal {
@@ -872,8 +775,8 @@ impl From<ExecutionState> for StoredState {
 
 impl SavedExecution {
     /// The owner's context: who the run acts for when it is continued.
-    pub(crate) fn owner_context(&self) -> executor_catalog::CallContext {
-        executor_catalog::CallContext {
+    pub(crate) fn owner_context(&self) -> executor_call::CallContext {
+        executor_call::CallContext {
             principal: self.owner.clone(),
             session_id: self.session_id.clone(),
         }
@@ -1053,4 +956,19 @@ mod tests {
         );
         assert_eq!(gate.replayed(1, "a.b", &json!({})), None);
     }
+}
+
+/// What to ask the human about `pending`, the arguments cut at
+/// `max_preview_chars`.
+pub(crate) fn approval_request(
+    execution_id: &str,
+    pending: &PendingCall,
+    max_preview_chars: usize,
+) -> ApprovalRequest {
+    ApprovalRequest::new(
+        execution_id,
+        &pending.path,
+        &pending.args,
+        max_preview_chars,
+    )
 }

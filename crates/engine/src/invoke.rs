@@ -14,10 +14,11 @@ use serde_json::{Value, json};
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
+use executor_call::CallContext;
 use executor_catalog::describe;
 use executor_catalog::{
-    CallContext, Catalog, ComposeLimits, Definitions, HostBudget, HostHold, ToolError,
-    ToolInvocation, ToolResult, ToolSchema, result_value,
+    Catalog, ComposeLimits, Definitions, HostBudget, HostHold, ToolError, ToolInvocation,
+    ToolResult, ToolSchema, result_value,
 };
 
 /// Longest tool path accepted (SPEC §12).

@@ -2,9 +2,11 @@
 //! results are rendered, and the execution records. The tools it calls come
 //! from `executor-catalog`.
 //!
-//! The engine is transport-agnostic: it takes a [`CallContext`] (who is
-//! calling, from which session) and tool arguments as JSON, and returns an
-//! MCP `CallToolResult` as JSON. Sessions and the wire layer sit above it.
+//! The engine is transport-agnostic: it takes an `executor_call::CallContext`
+//! (who is calling, from which session), a [`CoreTool`] and its arguments as
+//! JSON, and reports what the call came to as a [`ToolOutcome`] (answered,
+//! or paused for a human), which `mcp` renders. The execution lifecycle is
+//! `lifecycle.rs`; read it first. Sessions and the wire layer sit above.
 
 mod admission;
 mod core_tools;
@@ -21,15 +23,10 @@ mod runner;
 mod skills;
 
 pub use admission::{Refused, ShareLimits};
-// The catalog types the engine's API speaks in, for its callers, and the
-// allocator trim sessions use after disposing runtimes.
 pub use core_tools::entries as core_tool_entries;
 pub use engine::{CoreTool, Engine, EngineConfig, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
-pub use execution::{Action, ApprovalPrompt, ApprovalRequest, ExecutionState, Reply};
-pub use executor_catalog::{
-    CallContext, Catalog, CatalogSource, StaticCatalog, release_freed_memory,
-};
+pub use execution::ExecutionState;
 pub use lifecycle::{PausedCall, ToolOutcome};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_catalog::CallContext;
+use executor_call::{Action, ApprovalPrompt, ApprovalRequest, CallContext, Reply};
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
     ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice, next_notice,
@@ -49,8 +49,8 @@ use crate::admission::Slot;
 use crate::engine::{Engine, internal_error};
 use crate::envelope;
 use crate::execution::{
-    Action, ApprovalGate, ApprovalPrompt, ApprovalRequest, Decision, ExecutionState, LiveExecution,
-    PendingCall, Reply, ResumeRefusal, RunEvent, RunLease, SavedExecution, paused_envelope,
+    ApprovalGate, Decision, ExecutionState, LiveExecution, PendingCall, ResumeRefusal, RunEvent,
+    RunLease, SavedExecution, approval_request, paused_envelope,
 };
 use crate::invoke::{CatalogAtStart, ExecutionBridge};
 use crate::normalize::normalize;
@@ -100,7 +100,7 @@ fn refusal(message: &str, logs: &[String]) -> ToolOutcome {
 /// The run paused at `pending`.
 fn paused(execution_id: &str, pending: &PendingCall, max_preview_chars: usize) -> ToolOutcome {
     ToolOutcome::Paused(PausedCall {
-        request: ApprovalRequest::of(execution_id, pending, max_preview_chars),
+        request: approval_request(execution_id, pending, max_preview_chars),
         envelope: paused_envelope(execution_id, pending, max_preview_chars),
     })
 }
@@ -202,7 +202,7 @@ impl Engine {
             let ExecutionState::Waiting(pending) = saved.state else {
                 return answer;
             };
-            let request = ApprovalRequest::of(&saved.id, &pending, self.approval_preview_chars);
+            let request = approval_request(&saved.id, &pending, self.approval_preview_chars);
             let window = Duration::from_millis((pending.expires_at_ms - now_ms()).max(0) as u64);
             live.asked_inline.store(true, Ordering::Release);
             let mut posted = live.posted.subscribe();

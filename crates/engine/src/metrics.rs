@@ -13,8 +13,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::execution::Reply;
 use crate::invoke::ToolCallTrace;
+use executor_call::Reply;
 
 /// One fixed label, like `status="completed"`.
 type OneLabel = [(&'static str, &'static str); 1];

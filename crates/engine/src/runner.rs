@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_catalog::{CallContext, HostBudget};
+use executor_call::{CallContext, Reply};
+use executor_catalog::HostBudget;
 use executor_sandbox::{HostBridge, Pool, RunOutcome, SandboxError, Stop};
 use executor_store::{ExecutionRecord, ExecutionStatus, Store, now_ms};
 use serde_json::Value;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::envelope::internal_error_id;
 use crate::execution::{
-    ApprovalGate, Executions, LiveExecution, Reply, RunEvent, RunLease, SavedExecution,
+    ApprovalGate, Executions, LiveExecution, RunEvent, RunLease, SavedExecution,
 };
 use crate::invoke::{ExecutionBridge, ToolCallTrace};
 use crate::metrics::EngineMetrics;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use executor_engine::{
-    CallContext, Catalog, CatalogSource, CoreTool, Engine, EngineConfig, core_tool_entries,
-};
+use executor_call::CallContext;
+use executor_catalog::{Catalog, CatalogSource};
+use executor_engine::{CoreTool, Engine, EngineConfig, core_tool_entries};
 use executor_store::{SqliteStore, Store};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_engine::{CallContext, CoreTool, Engine, EngineConfig};
+use executor_call::CallContext;
+use executor_engine::{CoreTool, Engine, EngineConfig};
 use executor_sandbox::Limits;
 use executor_store::{SqliteStore, Store};
 use serde_json::Value;

@@ -9,11 +9,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use executor_call::{Action, ApprovalPrompt, ApprovalRequest, CallContext, Reply};
+use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_engine::{
-    Action, ApprovalPrompt, ApprovalRequest, CallContext, Catalog, CoreTool, Engine, EngineConfig,
-    Reply, ShareLimits, StaticCatalog, ToolOutcome,
-};
+use executor_engine::{CoreTool, Engine, EngineConfig, ShareLimits, ToolOutcome};
 use executor_sandbox::Limits;
 use executor_store::{SqliteStore, Store};
 use futures::future::BoxFuture;

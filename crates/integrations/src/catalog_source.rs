@@ -189,7 +189,7 @@ impl Loader {
         if loaded_any {
             // Loading parsed whole stored records; their text is freed now.
             // Not on the way of the requests waiting for this build.
-            handle.spawn_blocking(executor_catalog::release_freed_memory);
+            handle.spawn_blocking(executor_call::release_freed_memory);
         }
         (
             Arc::new(Catalog::from_groups(groups, unavailable)),

@@ -3,7 +3,7 @@
 //! revisions (`elicitation/create` on the request's stream), and the
 //! `input_required` round trip of the sessionless revision.
 
-use executor_engine::{Action, ApprovalPrompt, ApprovalRequest};
+use executor_call::{Action, ApprovalPrompt, ApprovalRequest};
 use serde_json::{Value, json};
 
 use crate::jsonrpc::RpcError;

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_engine::{CallContext, CoreTool, Engine, Reply, ToolCallError, ToolOutcome};
+use executor_call::{CallContext, Reply};
+use executor_engine::{CoreTool, Engine, ToolCallError, ToolOutcome};
 use serde_json::{Value, json};
 
 use crate::approvals::{self, Approvals};

@@ -898,7 +898,7 @@ impl Sessions {
         drop(disposed);
         self.inner.metrics.disposed.inc_by(count as u64);
         if count > 0 {
-            executor_engine::release_freed_memory();
+            executor_call::release_freed_memory();
             let store = self.inner.store.clone();
             tokio::spawn(async move {
                 if let Err(e) = store.touch_sessions(touches).await {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use executor_engine::CallContext;
+use executor_call::CallContext;
 use executor_mcp::ToolList;
 use executor_store::{ElicitationMode, Fence, SessionRecord, now_ms};
 use serde_json::Value;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use executor_engine::{CallContext, Reply};
+use executor_call::{CallContext, Reply};
 use executor_mcp::{
     Approvals, Incoming, McpServer, Message, Method as RpcMethod, Request, RequestScope, RpcError,
     versions,

@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use axum::response::Response;
-use executor_engine::Reply;
+use executor_call::{Action, ApprovalPrompt, ApprovalRequest, Reply};
 use executor_mcp::{Approvals, Request, RequestScope, RpcError};
 use executor_sessions::{Lease, OutboundStream, PostStream, Sessions};
 use executor_store::tokens::random_id;
@@ -186,11 +186,8 @@ struct ElicitPrompt {
     stream: RequestStream,
 }
 
-impl executor_engine::ApprovalPrompt for ElicitPrompt {
-    fn ask(
-        &self,
-        request: executor_engine::ApprovalRequest,
-    ) -> futures::future::BoxFuture<'static, Option<executor_engine::Action>> {
+impl ApprovalPrompt for ElicitPrompt {
+    fn ask(&self, request: ApprovalRequest) -> futures::future::BoxFuture<'static, Option<Action>> {
         let stream = self.stream.clone();
         Box::pin(async move {
             let id = json!(format!("approval-{}", random_id(9)));

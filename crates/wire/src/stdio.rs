@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use executor_engine::CallContext;
+use executor_call::{CallContext, Reply};
 use executor_mcp::{
     Approvals, Incoming, McpServer, Message, Method, RequestScope, error_response, result_response,
     versions,
@@ -53,7 +53,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                         // One request at a time on stdio: nothing could
                         // read the client's answer to an elicitation.
                         approvals: Approvals::Model,
-                        reply: executor_engine::Reply::Direct,
+                        reply: Reply::Direct,
                     };
                     out.push(server.handle(&scope, req).await);
                 }

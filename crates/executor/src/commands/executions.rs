@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_engine::Action;
+use executor_call::Action;
 use executor_store::Store;
 
 use super::tools::{first_line, print_result};

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use executor_engine::{CallContext, CatalogSource, CoreTool, ToolOutcome};
+use executor_call::CallContext;
+use executor_catalog::CatalogSource;
+use executor_engine::{CoreTool, ToolOutcome};
 use executor_outbound::HttpConfig;
 use executor_store::Store;
 use executor_upstream::UpstreamSettings;
