@@ -11,8 +11,8 @@ use executor_outbound::{Connection, Credential, CredentialSource, HttpClient};
 use futures::future::BoxFuture;
 use serde_json::json;
 
+use crate::model::{AuthMethod, HttpOperation};
 use crate::request::{OperationCall, check_args};
-use crate::{AuthMethod, HttpOperation};
 
 /// An OpenAPI integration as its invoker sees it: where to send requests,
 /// how to authenticate, and each tool's request shape, by the tool's

@@ -18,7 +18,7 @@ use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use crate::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
+use crate::model::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
 
 /// `allowReserved: true` query values keep the reserved characters that
 /// cannot change how the query string splits into pairs.
