@@ -9,8 +9,8 @@ use executor_catalog::{
     HostHold, ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
 use executor_outbound::{
-    Credential, CredentialSource, HttpClient, HttpFailure, INVALID_TOOL_ARGUMENTS, OutboundRequest,
-    Placement, UPSTREAM_HTTP_ERROR, renewed,
+    BuildRequest, Connection, Credential, CredentialSource, HttpClient, HttpFailure,
+    INVALID_TOOL_ARGUMENTS, OutboundRequest, Placement, UPSTREAM_HTTP_ERROR,
 };
 use futures::future::BoxFuture;
 use reqwest::Method;
@@ -138,48 +138,15 @@ impl ToolInvoker for GraphqlInvoker {
                 "operationName": operation_name(&operation.field),
                 "variables": variables,
             });
-            let mut credential = credentials
+            let credential = credentials
                 .credential(&org_id, &namespace)
                 .await?
                 .unwrap_or(Credential::None);
-            let mut sent = http
-                .send(
-                    &endpoint,
-                    post(&body),
-                    &credential,
-                    placement(&credential),
-                    &call.budget,
-                )
-                .await;
-            // A refused credential goes back to its source once (an OAuth
-            // connection refreshes, or says a login is needed).
-            if let Err(failure) = &sent {
-                let (status, challenge) = (failure.status, failure.www_authenticate.as_deref());
-                let renewed = renewed(
-                    &*credentials,
-                    &org_id,
-                    &namespace,
-                    &credential,
-                    status,
-                    challenge,
-                );
-                if let Some(renewed) = renewed.await? {
-                    credential = renewed;
-                    sent = http
-                        .send(
-                            &endpoint,
-                            post(&body),
-                            &credential,
-                            placement(&credential),
-                            &call.budget,
-                        )
-                        .await;
-                }
-            }
-            match sent {
-                Ok(answer) => answered(&operation.field, answer.data, answer.status, answer.held),
-                Err(failure) => Err(tool_error(failure)),
-            }
+            let connection = Connection::new(&*credentials, &org_id, &namespace, &credential);
+            let answer = http
+                .send_renewing(&endpoint, &Post(&body), connection, &call.budget)
+                .await?;
+            answered(&operation.field, answer.data, answer.status, answer.held)
         })
     }
 }
@@ -208,6 +175,18 @@ pub async fn introspect(
         )
         .await?;
     Ok(answer.data.to_string())
+}
+
+/// A call's JSON POST, with the credential as [`placement`] puts it.
+struct Post<'a>(&'a Value);
+
+impl BuildRequest for Post<'_> {
+    fn build<'a>(
+        &'a self,
+        credential: &'a Credential,
+    ) -> Result<(OutboundRequest, Option<Placement<'a>>), HttpFailure> {
+        Ok((post(self.0), placement(credential)))
+    }
 }
 
 /// A JSON POST to the endpoint itself.
@@ -283,16 +262,6 @@ fn not_graphql(status: u16) -> ToolError {
             UPSTREAM_HTTP_ERROR,
             "the endpoint's answer is not a GraphQL response",
         )
-    }
-}
-
-fn tool_error(f: HttpFailure) -> ToolError {
-    ToolError {
-        code: f.code,
-        message: f.message,
-        status: f.status,
-        details: f.details,
-        retryable: f.retryable,
     }
 }
 

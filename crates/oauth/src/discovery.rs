@@ -2,12 +2,14 @@
 //! protected-resource metadata, then RFC 8414 / OpenID Connect discovery,
 //! with the MCP 2025-03-26 fallbacks for servers that publish neither.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use url::Url;
 
 use crate::challenge::Challenge;
 use crate::error::OAuthError;
+use crate::grant::Flow;
 use crate::http::OAuthHttp;
+use crate::metadata::ServerMetadata;
 
 /// RFC 9728 protected-resource metadata (the fields we use).
 #[derive(Debug, Clone, Deserialize)]
@@ -20,51 +22,17 @@ pub struct ResourceMetadata {
     pub scopes_supported: Option<Vec<String>>,
 }
 
-/// RFC 8414 authorization server metadata (the fields we use), as stored
-/// with a grant so that a refresh needs no discovery.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerMetadata {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub issuer: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub authorization_endpoint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_endpoint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub registration_endpoint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revocation_endpoint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scopes_supported: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant_types_supported: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code_challenge_methods_supported: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub client_id_metadata_document_supported: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub authorization_response_iss_parameter_supported: bool,
-}
-
-impl ServerMetadata {
-    /// Whether the server offers `grant` (RFC 8414: absent means the
-    /// authorization code and implicit grants).
-    pub fn offers_grant(&self, grant: &str) -> bool {
-        match &self.grant_types_supported {
-            Some(list) => list.iter().any(|g| g == grant),
-            None => matches!(grant, "authorization_code" | "refresh_token"),
-        }
-    }
-
-    /// RFC 8414's default is `client_secret_basic`.
-    pub fn supports_auth_method(&self, method: &str) -> bool {
-        match &self.token_endpoint_auth_methods_supported {
-            Some(list) => list.iter().any(|m| m == method),
-            None => method == "client_secret_basic",
-        }
-    }
+/// What an API description says about its OAuth (an OpenAPI `oauth2` or
+/// `openIdConnect` scheme).
+#[derive(Debug, Clone, Default)]
+pub struct Declared {
+    pub authorization_url: Option<String>,
+    pub token_url: Option<String>,
+    /// The token URL of a client-credentials flow.
+    pub client_credentials_token_url: Option<String>,
+    pub openid_connect_url: Option<String>,
+    /// What to ask for when the operator names no scope.
+    pub scopes: Vec<String>,
 }
 
 /// What discovery found for one protected resource.
@@ -78,7 +46,7 @@ pub struct Discovered {
     /// The resource's own `scopes_supported`.
     pub resource_scopes: Option<Vec<String>>,
     /// The flow an API description declares alone.
-    pub preferred_flow: Option<crate::Flow>,
+    pub preferred_flow: Option<Flow>,
 }
 
 /// Discovery for an MCP server at `server_url` (MCP authorization,
@@ -138,7 +106,7 @@ pub async fn discover_mcp(
 pub async fn discover_api(
     http: &OAuthHttp,
     url: &Url,
-    declared: &crate::login::Declared,
+    declared: &Declared,
     challenge: Option<&Challenge>,
     issuer: Option<&str>,
 ) -> Result<Discovered, OAuthError> {
@@ -191,7 +159,7 @@ pub async fn discover_api(
         if let Ok(token_url) = Url::parse(token) {
             adopt_published(http, &token_url, &mut server).await;
         }
-        let preferred = only_client_credentials.then_some(crate::Flow::ClientCredentials);
+        let preferred = only_client_credentials.then_some(Flow::ClientCredentials);
         return Ok(plain(server, preferred));
     }
     if let Some(challenge) = challenge.filter(|c| c.resource_metadata.is_some()) {

@@ -7,8 +7,8 @@ use executor_store::secrets::{self, SecretKey, SecretString};
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
-use crate::discovery::ServerMetadata;
 use crate::error::OAuthError;
+use crate::metadata::ServerMetadata;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

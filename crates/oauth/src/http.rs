@@ -10,6 +10,7 @@ use executor_outbound::HttpClient;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
+use crate::challenge::Challenge;
 use crate::error::OAuthError;
 
 /// Largest metadata, registration or token answer read.
@@ -68,7 +69,7 @@ impl OAuthHttp {
 
     /// What `url` answers without a token: its Bearer challenge, if any.
     /// `body`: POSTed as JSON (a GraphQL query), else a GET.
-    pub async fn probe(&self, url: &str, body: Option<&str>) -> Option<crate::Challenge> {
+    pub async fn probe(&self, url: &str, body: Option<&str>) -> Option<Challenge> {
         let client = self.client(url).ok()?;
         let request = match body {
             Some(body) => client
@@ -85,7 +86,7 @@ impl OAuthHttp {
             return None;
         }
         let header = response.headers().get("www-authenticate")?.to_str().ok()?;
-        crate::Challenge::parse(header)
+        Challenge::parse(header)
     }
 
     /// POSTs JSON (dynamic registration): the status and body.

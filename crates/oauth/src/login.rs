@@ -12,11 +12,12 @@ use sha2::{Digest, Sha256};
 use url::Url;
 use zeroize::Zeroizing;
 
-use crate::OAuth;
 use crate::challenge::Challenge;
-use crate::discovery::{self, Discovered};
+use crate::discovery::{self, Declared, Discovered};
 use crate::error::OAuthError;
 use crate::grant::{AuthMethod, ClientSource, Flow, Grant, GrantStatus, Secrets};
+use crate::metadata::ServerMetadata;
+use crate::oauth::OAuth;
 use crate::token::{Issued, TokenGrant, request_token};
 
 /// How long a started login waits for its callback.
@@ -41,19 +42,6 @@ pub enum Resource {
         /// else GET the URL.
         probe_body: Option<String>,
     },
-}
-
-/// What an API description says about its OAuth (an OpenAPI `oauth2` or
-/// `openIdConnect` scheme).
-#[derive(Debug, Clone, Default)]
-pub struct Declared {
-    pub authorization_url: Option<String>,
-    pub token_url: Option<String>,
-    /// The token URL of a client-credentials flow.
-    pub client_credentials_token_url: Option<String>,
-    pub openid_connect_url: Option<String>,
-    /// What to ask for when the operator names no scope.
-    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +111,19 @@ pub fn state_hash(state: &str) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The client ID metadata document served at `metadata_url` (the draft
+/// "OAuth Client ID Metadata Document"): a public client with our callback.
+pub fn client_metadata_document(metadata_url: &str, redirect_uri: &str) -> serde_json::Value {
+    json!({
+        "client_id": metadata_url,
+        "client_name": "Executor",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    })
 }
 
 impl OAuth {
@@ -313,7 +314,7 @@ impl OAuth {
     async fn register(
         &self,
         endpoint: &str,
-        server: &discovery::ServerMetadata,
+        server: &ServerMetadata,
         redirect_uri: &str,
     ) -> Result<(String, ClientSource, AuthMethod, Option<SecretString>), OAuthError> {
         let asked = if server.supports_auth_method("none") {

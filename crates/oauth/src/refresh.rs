@@ -11,10 +11,10 @@ use executor_catalog::ToolError;
 use executor_store::secrets::SecretString;
 use executor_store::{ConnectionRecord, CredentialKind, now_ms};
 
-use crate::OAuth;
 use crate::challenge::Challenge;
 use crate::error::{OAuthError, reauth_required, token_unavailable};
 use crate::grant::{Flow, Grant, GrantStatus, Secrets};
+use crate::oauth::{Flight, OAuth};
 use crate::token::{Issued, TokenGrant, request_token};
 
 /// How long a refresher holds the row; longer than a token request may take
@@ -413,7 +413,7 @@ impl OAuth {
             .map_err(|e| token_unavailable(&record.namespace, &e))
     }
 
-    fn flight(&self, org_id: &str, namespace: &str) -> crate::Flight {
+    fn flight(&self, org_id: &str, namespace: &str) -> Flight {
         let mut flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
         // Entries nobody waits on are dropped as others are added.
         flights.retain(|_, lock| Arc::strong_count(lock) > 1);

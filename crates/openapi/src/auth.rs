@@ -3,8 +3,9 @@
 
 use serde_json::{Map, Value};
 
+use crate::model::{AuthMethod, OAuthFlow, OAuthFlows, SpecVersion};
+use crate::pointer;
 use crate::warnings::Warnings;
-use crate::{AuthMethod, OAuthFlow, OAuthFlows, SpecVersion, pointer};
 
 pub(crate) fn methods(
     doc: &Value,

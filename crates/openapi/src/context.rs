@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::SpecVersion;
+use crate::model::SpecVersion;
 use crate::schema::{DocBuilder, Schemas};
 use crate::warnings::Warnings;
 

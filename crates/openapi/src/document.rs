@@ -2,7 +2,8 @@
 
 use serde_json::Value;
 
-use crate::{ImportError, SpecVersion};
+use crate::error::ImportError;
+use crate::model::SpecVersion;
 
 /// Larger documents are refused before parsing. The biggest public specs
 /// (GitHub's fully dereferenced one) are around 75 MB.

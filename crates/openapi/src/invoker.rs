@@ -7,11 +7,12 @@ use std::sync::Arc;
 use executor_catalog::{
     ToolEntry, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
-use executor_outbound::{Credential, CredentialSource, HttpClient, HttpFailure, renewed};
+use executor_outbound::{Connection, Credential, CredentialSource, HttpClient};
 use futures::future::BoxFuture;
 use serde_json::json;
 
-use crate::{AuthMethod, HttpOperation};
+use crate::model::{AuthMethod, HttpOperation};
+use crate::request::{OperationCall, check_args};
 
 /// An OpenAPI integration as its invoker sees it: where to send requests,
 /// how to authenticate, and each tool's request shape, by the tool's
@@ -56,7 +57,7 @@ impl OpenApiInvoker {
 impl ToolInvoker for OpenApiInvoker {
     fn check(&self, entry: &ToolEntry, args: &serde_json::Value) -> Result<(), ToolError> {
         match self.tools.get(entry.slot) {
-            Some(tool) => crate::request::check_args(tool, args).map_err(tool_error),
+            Some(tool) => check_args(tool, args).map_err(ToolError::from),
             None => Ok(()),
         }
     }
@@ -86,57 +87,27 @@ impl ToolInvoker for OpenApiInvoker {
                     ),
                 )
             })?;
-            let mut credential = match credentials.credential(&org_id, &namespace).await? {
+            let credential = match credentials.credential(&org_id, &namespace).await? {
                 Some(c) => c,
                 None if needs_credential(tool) => {
                     return Err(missing_connection(&namespace, tool, &auth));
                 }
                 None => Credential::None,
             };
-            let mut sent = crate::request::call(
-                &http,
-                &base,
+            let request = OperationCall {
                 tool,
-                &auth,
-                &credential,
-                &call.args,
-                &call.budget,
-            )
-            .await;
-            // A refused credential goes back to its source once (an OAuth
-            // connection refreshes, or says a login is needed).
-            if let Err(failure) = &sent {
-                let (status, challenge) = (failure.status, failure.www_authenticate.as_deref());
-                let renewed = renewed(
-                    &*credentials,
-                    &org_id,
-                    &namespace,
-                    &credential,
-                    status,
-                    challenge,
-                );
-                if let Some(renewed) = renewed.await? {
-                    credential = renewed;
-                    sent = crate::request::call(
-                        &http,
-                        &base,
-                        tool,
-                        &auth,
-                        &credential,
-                        &call.args,
-                        &call.budget,
-                    )
-                    .await;
-                }
-            }
-            match sent {
-                Ok(ok) => Ok(ToolSuccess {
-                    data: ok.data,
-                    http: Some(json!({ "status": ok.status, "headers": ok.headers })),
-                    held: ok.held.map(Arc::new),
-                }),
-                Err(failure) => Err(tool_error(failure)),
-            }
+                auth: &auth,
+                args: &call.args,
+            };
+            let connection = Connection::new(&*credentials, &org_id, &namespace, &credential);
+            let ok = http
+                .send_renewing(&base, &request, connection, &call.budget)
+                .await?;
+            Ok(ToolSuccess {
+                data: ok.data,
+                http: Some(json!({ "status": ok.status, "headers": ok.headers })),
+                held: ok.held.map(Arc::new),
+            })
         })
     }
 }
@@ -167,14 +138,4 @@ fn missing_connection(namespace: &str, tool: &HttpOperation, auth: &[AuthMethod]
 /// sent for such operations, since documents often forget `security`.
 fn needs_credential(tool: &HttpOperation) -> bool {
     tool.security.as_ref().is_some_and(|s| !s.is_empty())
-}
-
-fn tool_error(f: HttpFailure) -> ToolError {
-    ToolError {
-        code: f.code,
-        message: f.message,
-        status: f.status,
-        details: f.details,
-        retryable: f.retryable,
-    }
 }

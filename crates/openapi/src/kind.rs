@@ -6,8 +6,9 @@ use std::sync::Arc;
 use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker, Unavailable};
 use executor_outbound::{CredentialSource, HttpClient};
 
+use crate::invoker::OpenApiInvoker;
+use crate::model::FORMAT;
 use crate::stored::{LoadError, format_of, load, upgrade};
-use crate::{FORMAT, OpenApiInvoker};
 
 /// Loads stored OpenAPI records; their tools call through one HTTP client
 /// with the org's connections.

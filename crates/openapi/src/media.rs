@@ -3,9 +3,10 @@
 use serde_json::{Map, Value, json};
 
 use crate::context::{Context, Operation};
+use crate::model::{BodySpec, SpecVersion};
 use crate::parameters::{self, Split};
+use crate::pointer;
 use crate::schema::DocBuilder;
-use crate::{BodySpec, SpecVersion, pointer};
 
 const JSON: &str = "application/json";
 const FORM: &str = "application/x-www-form-urlencoded";

@@ -5,12 +5,13 @@ use serde_json::{Map, Value, json};
 
 use crate::context::{Context, Operation};
 use crate::media::{self, BodyShape};
+use crate::model::{ImportOptions, OperationTool, ParamSpec, SpecVersion};
 use crate::naming::{self, Names};
 use crate::parameters::{self, Split};
 use crate::schema::{DocBuilder, Schemas};
 use crate::text::bounded;
 use crate::warnings::Warnings;
-use crate::{ImportOptions, OperationTool, ParamSpec, SpecVersion, pointer, servers};
+use crate::{pointer, servers};
 
 /// The path-item keys that are operations.
 const METHODS: &[&str] = &[

@@ -6,10 +6,11 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use crate::context::{Context, Operation};
+use crate::model::{ParamLocation, ParamSpec, ParamStyle, SpecVersion};
+use crate::pointer;
 use crate::schema::DocBuilder;
 use crate::text::bounded;
 use crate::warnings::Warnings;
-use crate::{ParamLocation, ParamSpec, ParamStyle, SpecVersion, pointer};
 
 /// The input property that carries the request body.
 pub(crate) const BODY: &str = "body";

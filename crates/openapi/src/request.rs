@@ -10,14 +10,15 @@ use std::sync::Arc;
 
 use executor_catalog::HostBudget;
 use executor_outbound::{
-    COMPONENT, Credential, HttpClient, HttpFailure, HttpSuccess, OutboundRequest, Placement,
+    BuildRequest, COMPONENT, Credential, HttpClient, HttpFailure, HttpSuccess, OutboundRequest,
+    Placement,
 };
 use percent_encoding::{AsciiSet, utf8_percent_encode};
 use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use crate::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
+use crate::model::{AuthMethod, BodySpec, HttpOperation, ParamLocation, ParamSpec, ParamStyle};
 
 /// `allowReserved: true` query values keep the reserved characters that
 /// cannot change how the query string splits into pairs.
@@ -37,6 +38,34 @@ const RESERVED_ALLOWED: &AsciiSet = &COMPONENT
     .remove(b'[')
     .remove(b']');
 
+/// One call's request as [`call`] builds it, for whichever credential: the
+/// invoker's renewing send builds it again for a renewed one.
+pub(crate) struct OperationCall<'a> {
+    pub tool: &'a HttpOperation,
+    pub auth: &'a [AuthMethod],
+    pub args: &'a Value,
+}
+
+impl BuildRequest for OperationCall<'_> {
+    fn build<'a>(
+        &'a self,
+        credential: &'a Credential,
+    ) -> Result<(OutboundRequest, Option<Placement<'a>>), HttpFailure> {
+        let tool = self.tool;
+        let request = build(tool, arg_map(self.args)?)?;
+        let public = tool.security.as_ref().is_some_and(Vec::is_empty);
+        let placement = if public {
+            None
+        } else {
+            placement(
+                choose_auth_method(self.auth, tool.security.as_deref(), credential),
+                credential,
+            )
+        };
+        Ok((request, placement))
+    }
+}
+
 /// Sends the request `tool` names for `args` through `client`, with the
 /// credential placed as the first of `auth` the tool's `security` allows
 /// (else the first method); `security: []` sends none. A JSON answer is
@@ -50,16 +79,8 @@ pub async fn call(
     args: &Value,
     budget: &HostBudget,
 ) -> Result<HttpSuccess, HttpFailure> {
-    let request = build(tool, arg_map(args)?)?;
-    let public = tool.security.as_ref().is_some_and(Vec::is_empty);
-    let placement = if public {
-        None
-    } else {
-        placement(
-            choose_auth_method(auth, tool.security.as_deref(), credential),
-            credential,
-        )
-    };
+    let operation = OperationCall { tool, auth, args };
+    let (request, placement) = operation.build(credential)?;
     let base = tool.base_url.as_deref().unwrap_or(base_url);
     client
         .send(base, request, credential, placement, budget)
@@ -523,10 +544,13 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
+    use executor_catalog::ToolError;
     use executor_outbound::{
-        CONNECTION_REJECTED, HttpConfig, INVALID_TOOL_ARGUMENTS, MAX_ERROR_DETAIL_BYTES,
-        MAX_REDIRECTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,
+        CONNECTION_REJECTED, Connection, CredentialSource, HttpConfig, INVALID_TOOL_ARGUMENTS,
+        MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS, Refusal, Retry, UPSTREAM_HTTP_ERROR,
+        UPSTREAM_TIMEOUT,
     };
+    use futures::future::BoxFuture;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use serde_json::json;
@@ -1058,6 +1082,103 @@ mod tests {
         let err = call("/big").await.unwrap_err();
         assert_eq!(err.code, UPSTREAM_HTTP_ERROR);
         assert!(err.message.contains("1024-byte limit"), "{}", err.message);
+    }
+
+    /// A source that answers every refusal the same way and notes the
+    /// statuses it was told of.
+    struct Source {
+        answer: fn() -> Result<Retry, ToolError>,
+        refusals: Mutex<Vec<u16>>,
+    }
+
+    /// What the renewal test's upstream refuses with.
+    const CHALLENGE: &str = "Bearer error=\"invalid_token\"";
+
+    impl CredentialSource for Source {
+        fn credential<'a>(
+            &'a self,
+            _org_id: &'a str,
+            _namespace: &'a str,
+        ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn refused<'a>(
+            &'a self,
+            _org_id: &'a str,
+            _namespace: &'a str,
+            refusal: Refusal<'a>,
+        ) -> BoxFuture<'a, Result<Retry, ToolError>> {
+            assert_eq!(refusal.www_authenticate, Some(CHALLENGE));
+            self.refusals.lock().unwrap().push(refusal.status);
+            Box::pin(async { (self.answer)() })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_credential_is_renewed_once() {
+        /// 200 for the fresh token; else the status the path names, a
+        /// 401/403 with a challenge.
+        fn reply(raw: &str) -> Option<String> {
+            if header(raw, "authorization") == Some("Bearer fresh") {
+                return ok_json(raw);
+            }
+            let status = match raw.split(' ').nth(1).unwrap_or_default() {
+                "/403" => "403 Forbidden",
+                "/500" => "500 Internal Server Error",
+                _ => "401 Unauthorized",
+            };
+            Some(format!(
+                "HTTP/1.1 {status}\r\nwww-authenticate: {CHALLENGE}\r\n\
+                 content-length: 0\r\nconnection: close\r\n\r\n"
+            ))
+        }
+        /// The call's error code (or "ok"), the refusals its source was
+        /// told of, and the requests the upstream received.
+        async fn check(
+            path: &str,
+            credential: Credential,
+            answer: fn() -> Result<Retry, ToolError>,
+        ) -> (&'static str, Vec<u16>, usize) {
+            let server = serve(reply).await;
+            let source = Source {
+                answer,
+                refusals: Mutex::new(Vec::new()),
+            };
+            let (tool, args) = (tool("GET", path, vec![], None), json!({}));
+            let request = OperationCall {
+                tool: &tool,
+                auth: &[],
+                args: &args,
+            };
+            let connection = Connection::new(&source, "org", "api", &credential);
+            let budget = HostBudget::new(64 << 20);
+            let result = invoker()
+                .send_renewing(&server.base, &request, connection, &budget)
+                .await;
+            let refusals = source.refusals.lock().unwrap().clone();
+            let requests = server.requests.lock().unwrap().len();
+            (result.map_or_else(|e| e.code, |_| "ok"), refusals, requests)
+        }
+        let fresh = || Ok(Retry::With(Credential::bearer("fresh")));
+        let stale = || Ok(Retry::With(Credential::bearer("stale")));
+        let no = || Ok(Retry::No);
+        let login = || Err(ToolError::new("connection_missing", "log in"));
+        let old = || Credential::bearer("old");
+        assert_eq!(check("/401", old(), fresh).await, ("ok", vec![401], 2));
+        assert_eq!(check("/403", old(), fresh).await, ("ok", vec![403], 2));
+        // Once only: the renewed credential refused too is the answer.
+        let refused = (CONNECTION_REJECTED, vec![401], 2);
+        assert_eq!(check("/401", old(), stale).await, refused);
+        let kept = (CONNECTION_REJECTED, vec![401], 1);
+        assert_eq!(check("/401", old(), no).await, kept);
+        let needs_login = ("connection_missing", vec![401], 1);
+        assert_eq!(check("/401", old(), login).await, needs_login);
+        // Not a refusal, or no credential to renew: the source is not asked.
+        let failed = (UPSTREAM_HTTP_ERROR, vec![], 1);
+        assert_eq!(check("/500", old(), fresh).await, failed);
+        let anonymous = (CONNECTION_REJECTED, vec![], 1);
+        assert_eq!(check("/401", Credential::None, fresh).await, anonymous);
     }
 
     #[tokio::test]

@@ -3,8 +3,8 @@
 use serde_json::Value;
 use url::Url;
 
+use crate::model::{ImportOptions, SpecVersion};
 use crate::warnings::Warnings;
-use crate::{ImportOptions, SpecVersion};
 
 /// `--base-url`, else what the document declares.
 pub(crate) fn base_url(

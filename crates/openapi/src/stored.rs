@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::invoker::OpenApiService;
+use crate::model::{AuthMethod, BodySpec, FORMAT, HttpOperation, ImportedIntegration, ParamSpec};
 use crate::route::route_hint;
-use crate::{AuthMethod, BodySpec, FORMAT, HttpOperation, ImportedIntegration, ParamSpec};
 
 /// A stored integration, loaded: schemas as compact text.
 #[derive(Deserialize)]
@@ -39,7 +39,7 @@ pub struct StoredIntegration {
     pub definitions: HashMap<Box<str>, SchemaText>,
 }
 
-/// One stored tool (what [`crate::OperationTool`] writes; absent fields
+/// One stored tool (what [`crate::model::OperationTool`] writes; absent fields
 /// take their defaults).
 #[derive(Deserialize)]
 pub struct StoredTool {
@@ -246,7 +246,8 @@ pub fn tool_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ImportOptions, import};
+    use crate::import::import;
+    use crate::model::ImportOptions;
     use serde_json::json;
 
     fn petstore() -> ImportedIntegration {

@@ -10,18 +10,18 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_catalog::{HostBudget, HostHold};
+use executor_catalog::{HostBudget, HostHold, ToolError};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, Url};
 use rustls_platform_verifier::BuilderVerifierExt;
 use serde_json::Value;
 
-use crate::credential::Credential;
+use crate::credential::{Connection, Credential, renewed};
 use crate::failure::{CONNECTION_REJECTED, HttpFailure};
 use crate::guard::{GuardedResolver, LocalNetworkRefused, is_local};
 use crate::json_scan::JsonScan;
 use crate::redact::Redactor;
-use crate::request::{OutboundRequest, Placement};
+use crate::request::{BuildRequest, OutboundRequest, Placement};
 
 /// How much of an upstream error body is kept in `details`.
 pub const MAX_ERROR_DETAIL_BYTES: usize = 4096;
@@ -146,6 +146,52 @@ impl HttpClient {
             Ok(success) => Ok(redact_success(&redactor, success)),
             Err(failure) => Err(redact_failure(&redactor, failure)),
         }
+    }
+
+    /// [`HttpClient::send`] under [`renewed`]'s rule: `request` built and
+    /// sent with the connection's credential and, when the upstream refused
+    /// it, built and sent once more with the credential its source renewed
+    /// it to (an OAuth connection refreshed its token). A failure is the
+    /// call's error, and so is the source's answer that a login is needed.
+    pub async fn send_renewing(
+        &self,
+        base_url: &str,
+        request: &impl BuildRequest,
+        connection: Connection<'_>,
+        budget: &HostBudget,
+    ) -> Result<HttpSuccess, ToolError> {
+        let Connection {
+            source,
+            org_id,
+            namespace,
+            credential,
+        } = connection;
+        let failure = match self.send_built(base_url, request, credential, budget).await {
+            Ok(success) => return Ok(success),
+            Err(failure) => failure,
+        };
+        let (status, challenge) = (failure.status, failure.www_authenticate.as_deref());
+        match renewed(source, org_id, namespace, credential, status, challenge).await? {
+            Some(renewed) => self
+                .send_built(base_url, request, &renewed, budget)
+                .await
+                .map_err(ToolError::from),
+            None => Err(ToolError::from(failure)),
+        }
+    }
+
+    /// A request that cannot be built is not sent (and its failure, which
+    /// holds no answer, is not redacted).
+    async fn send_built(
+        &self,
+        base_url: &str,
+        request: &impl BuildRequest,
+        credential: &Credential,
+        budget: &HostBudget,
+    ) -> Result<HttpSuccess, HttpFailure> {
+        let (request, placement) = request.build(credential)?;
+        self.send(base_url, request, credential, placement, budget)
+            .await
     }
 
     async fn send_placed(

@@ -49,10 +49,38 @@ pub struct Refusal<'a> {
     pub credential: &'a Credential,
 }
 
+impl<'a> Connection<'a> {
+    /// `credential`, which `source` gave for `org_id`'s integration
+    /// `namespace`.
+    pub fn new(
+        source: &'a dyn CredentialSource,
+        org_id: &'a str,
+        namespace: &'a str,
+        credential: &'a Credential,
+    ) -> Self {
+        Connection {
+            source,
+            org_id,
+            namespace,
+            credential,
+        }
+    }
+}
+
 /// What to do after a refusal.
 pub enum Retry {
     No,
     With(Credential),
+}
+
+/// A call's credential and where it came from: the source asked to renew
+/// it when the upstream refuses it ([`renewed`]).
+#[derive(Clone, Copy)]
+pub struct Connection<'a> {
+    pub source: &'a dyn CredentialSource,
+    pub org_id: &'a str,
+    pub namespace: &'a str,
+    pub credential: &'a Credential,
 }
 
 /// The one rule of every invoker: a call the upstream refused (401/403)

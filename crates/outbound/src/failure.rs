@@ -4,6 +4,7 @@
 use std::error::Error as StdError;
 use std::fmt;
 
+use executor_catalog::ToolError;
 use serde_json::Value;
 
 /// SPEC §7 error codes this module produces.
@@ -75,3 +76,17 @@ impl fmt::Display for HttpFailure {
 }
 
 impl StdError for HttpFailure {}
+
+/// The call's error as the agent sees it: the challenge stays behind (it
+/// was for the credential's source).
+impl From<HttpFailure> for ToolError {
+    fn from(failure: HttpFailure) -> Self {
+        ToolError {
+            code: failure.code,
+            message: failure.message,
+            status: failure.status,
+            details: failure.details,
+            retryable: failure.retryable,
+        }
+    }
+}

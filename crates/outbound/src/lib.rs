@@ -8,7 +8,10 @@
 //! with timeouts, reads a bounded answer, holds its parsed size in the
 //! execution's host budget, maps failures to SPEC §7 codes (`failure.rs`),
 //! and scrubs every form of the credential from everything it returns
-//! (`redact.rs`, with `json_scan.rs`).
+//! (`redact.rs`, with `json_scan.rs`). [`HttpClient::send_renewing`] is the
+//! call of every invoker: a request the upstream refused (401/403) is
+//! built ([`BuildRequest`]) and sent once more with the credential its
+//! [`CredentialSource`] renews.
 //!
 //! Secrets are plaintext only here and in the caller that resolved them,
 //! for the duration of one call (`credential.rs`). This crate must never
@@ -26,10 +29,10 @@ pub use client::{
     ClientSetupError, HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS,
     names_json,
 };
-pub use credential::{Credential, CredentialSource, Refusal, Retry, renewed};
+pub use credential::{Connection, Credential, CredentialSource, Refusal, Retry, renewed};
 pub use failure::{
     CONNECTION_REJECTED, HttpFailure, INVALID_TOOL_ARGUMENTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,
 };
 pub use guard::is_local;
 pub use redact::scrub_value;
-pub use request::{COMPONENT, OutboundRequest, Placement, sensitive_header};
+pub use request::{BuildRequest, COMPONENT, OutboundRequest, Placement, sensitive_header};

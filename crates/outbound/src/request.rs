@@ -114,6 +114,17 @@ impl OutboundRequest {
     }
 }
 
+/// How an integration kind builds one call's request for a credential:
+/// once, and again for the renewed credential when the upstream refused
+/// the first (`HttpClient::send_renewing`).
+pub trait BuildRequest {
+    /// The request, and where `credential` goes in it.
+    fn build<'a>(
+        &'a self,
+        credential: &'a Credential,
+    ) -> Result<(OutboundRequest, Option<Placement<'a>>), HttpFailure>;
+}
+
 /// Marked sensitive so that reqwest and hyper never print it.
 pub fn sensitive_header(text: &str) -> Option<HeaderValue> {
     let mut value = HeaderValue::from_str(text).ok()?;

@@ -17,6 +17,7 @@ use rmcp::transport::{
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use zeroize::Zeroizing;
 
+use crate::error::OpenError;
 use crate::http::UpstreamHttp;
 use crate::sse::{self, SseTasks};
 use crate::stdio::{self, ChildGuard};
@@ -46,27 +47,6 @@ impl Session {
     /// transport gone (the child exited, the stream broke).
     pub fn is_closed(&self) -> bool {
         self.service.is_closed() || self.service.is_transport_closed()
-    }
-}
-
-/// Why a session could not be opened.
-#[derive(Debug)]
-pub enum OpenError {
-    /// 401/403 with an OAuth challenge (the `WWW-Authenticate` text): a
-    /// login is needed (SPEC §8), or the token of one must be renewed.
-    NeedsLogin(Option<String>),
-    /// The server refused the credential without a challenge.
-    Refused(String),
-    /// It could not be started or reached, or did not speak MCP.
-    Unavailable(String),
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpenError::NeedsLogin(_) => f.write_str("the server asks for an OAuth login"),
-            OpenError::Refused(why) | OpenError::Unavailable(why) => f.write_str(why),
-        }
     }
 }
 

@@ -15,7 +15,7 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCo
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
 
-use crate::connect::OpenError;
+use crate::error::OpenError;
 use crate::pool::{Lease, Upstreams};
 use crate::stored::Endpoint;
 

@@ -10,6 +10,7 @@
 //! own server's side of the protocol.
 
 mod connect;
+mod error;
 mod http;
 mod invoker;
 mod kind;

@@ -16,8 +16,10 @@ use executor_store::Store;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::connect::{self, OpenError, Session};
+use crate::connect::{self, Session};
+use crate::error::OpenError;
 use crate::stored::Endpoint;
+use crate::sync;
 
 /// Operator settings of upstream MCP integrations.
 #[derive(Debug, Clone)]
@@ -492,9 +494,40 @@ impl Upstreams {
             let upstreams = self.clone();
             tokio::spawn(async move {
                 if wanted || upstreams.claim_periodic_resync(&pool, every).await {
-                    crate::sync::resync(upstreams, pool).await;
+                    upstreams.resync(&pool).await;
                 }
             });
+        }
+    }
+
+    /// Lists `pool`'s tools again on one of its sessions and stores them
+    /// when they changed.
+    async fn resync(self: &Arc<Self>, pool: &Arc<Pool>) {
+        let (org_id, namespace) = (&pool.key.org_id, &pool.key.namespace);
+        let result = async {
+            let credential = self
+                .credentials
+                .credential(org_id, namespace)
+                .await
+                .map_err(|e| e.message)?
+                .unwrap_or(Credential::None);
+            let lease = self
+                .lease(pool, &credential)
+                .await
+                .map_err(|e| e.to_string())?;
+            let tools = sync::list_tools(&lease.session).await?;
+            drop(lease);
+            sync::store_if_changed(&*self.store, org_id, namespace, &pool.endpoint, &tools).await
+        }
+        .await;
+        match result {
+            Ok(true) => tracing::info!(namespace, "an upstream MCP server's tools changed; stored"),
+            Ok(false) => tracing::debug!(namespace, "an upstream MCP server's tools are unchanged"),
+            Err(why) => tracing::warn!(
+                namespace,
+                why,
+                "cannot re-sync an upstream MCP server's tools"
+            ),
         }
     }
 

@@ -14,7 +14,7 @@ use reqwest::{StatusCode, Url};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use sse_stream::SseStream;
 
-use crate::connect::OpenError;
+use crate::error::OpenError;
 
 /// Messages waiting to be sent or read, each way.
 const QUEUE: usize = 64;

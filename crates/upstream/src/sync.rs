@@ -1,19 +1,18 @@
 //! Tool lists: read from an upstream at `add` ([`discover`]) and again
-//! while the integration is in use ([`resync`]: when the upstream says its
-//! tools changed, when a call names a tool it no longer has, and every
-//! `resync_every`). A changed list is written to the store, which bumps
-//! the org's catalog version: running sessions get `tools/list_changed`.
-
-use std::sync::Arc;
+//! while the integration is in use ([`list_tools`], when the pool re-syncs:
+//! the upstream says its tools changed, a call names a tool it no longer
+//! has, and every `resync_every`). A changed list is written to the store
+//! ([`store_if_changed`]), which bumps the org's catalog version: running
+//! sessions get `tools/list_changed`.
 
 use executor_outbound::{Credential, HttpClient};
-use executor_store::now_ms;
+use executor_store::{Store, now_ms};
 use rmcp::model::Tool;
 use serde_json::Value;
 
-use crate::connect::{self, OpenError, Session};
+use crate::connect::{self, Session};
+use crate::error::OpenError;
 use crate::naming::catalog_names;
-use crate::pool::{Pool, Upstreams};
 use crate::stored::{self, Endpoint, State, UpstreamTool};
 
 /// What an upstream answered at `add`.
@@ -83,58 +82,28 @@ fn upstream_tools(listed: Vec<Tool>) -> Vec<UpstreamTool> {
         .collect()
 }
 
-/// Lists `pool`'s tools again and stores them when they changed.
-pub(crate) async fn resync(upstreams: Arc<Upstreams>, pool: Arc<Pool>) {
-    let (org_id, namespace) = (&pool.key.org_id, &pool.key.namespace);
-    let result = async {
-        let credential = upstreams
-            .credentials
-            .credential(org_id, namespace)
-            .await
-            .map_err(|e| e.message)?
-            .unwrap_or(Credential::None);
-        let lease = upstreams
-            .lease(&pool, &credential)
-            .await
-            .map_err(|e| e.to_string())?;
-        let tools = list_tools(&lease.session).await?;
-        drop(lease);
-        store_if_changed(&upstreams, &pool, &tools).await
-    }
-    .await;
-    match result {
-        Ok(true) => tracing::info!(namespace, "an upstream MCP server's tools changed; stored"),
-        Ok(false) => tracing::debug!(namespace, "an upstream MCP server's tools are unchanged"),
-        Err(why) => tracing::warn!(
-            namespace,
-            why,
-            "cannot re-sync an upstream MCP server's tools"
-        ),
-    }
-}
-
-/// Writes `tools` as the integration's when they differ from the stored
-/// ones; true when written.
-async fn store_if_changed(
-    upstreams: &Upstreams,
-    pool: &Pool,
+/// Writes `tools` as `org_id`'s integration `namespace` at `endpoint` when
+/// they differ from the stored ones; true when written.
+pub(crate) async fn store_if_changed(
+    store: &dyn Store,
+    org_id: &str,
+    namespace: &str,
+    endpoint: &Endpoint,
     tools: &[UpstreamTool],
 ) -> Result<bool, String> {
-    let (org_id, namespace) = (&pool.key.org_id, &pool.key.namespace);
-    let records = upstreams
-        .store
+    let records = store
         .list_integrations(org_id, true)
         .await
         .map_err(|e| e.to_string())?;
-    let Some(mut record) = records.into_iter().find(|r| &r.namespace == namespace) else {
+    let Some(mut record) = records.into_iter().find(|r| r.namespace == namespace) else {
         return Ok(false);
     };
     // Only the integration this pool serves: one added again with another
     // server since is that server's.
-    if record.source != pool.endpoint.source() {
+    if record.source != endpoint.source() {
         return Ok(false);
     }
-    let document = stored::store(namespace, &pool.endpoint, State::Ready, tools);
+    let document = stored::store(namespace, endpoint, State::Ready, tools);
     if document == record.document {
         return Ok(false);
     }
@@ -142,8 +111,7 @@ async fn store_if_changed(
     record.tool_count = tools.len() as i64;
     record.updated_at_ms = now_ms();
     record.search_index = None;
-    upstreams
-        .store
+    store
         .upsert_integration(record)
         .await
         .map_err(|e| e.to_string())?;
