@@ -6,8 +6,8 @@
 use executor_call::{Action, ApprovalPrompt, ApprovalRequest};
 use serde_json::{Value, json};
 
+use crate::ProtocolVersion;
 use crate::jsonrpc::RpcError;
-use crate::versions;
 
 /// The approval mode of one request.
 #[derive(Clone, Copy, Default)]
@@ -24,9 +24,9 @@ pub enum Approvals<'a> {
 /// Whether a client gets native elicitation: it asked for it (the
 /// `elicitation_mode=native` opt-in), its protocol revision can carry it,
 /// and it declared the elicitation capability. Anyone else gets model mode.
-pub fn native_mode(version: &str, opted_in: bool, client_capabilities: &Value) -> bool {
+pub fn native_mode(version: ProtocolVersion, opted_in: bool, client_capabilities: &Value) -> bool {
     opted_in
-        && version != "2025-03-26"
+        && version.has_elicitation()
         && client_capabilities
             .get("elicitation")
             .is_some_and(Value::is_object)
@@ -34,13 +34,12 @@ pub fn native_mode(version: &str, opted_in: bool, client_capabilities: &Value) -
 
 /// The `elicitation/create` params asking about `request`: a form with no
 /// fields, where accept/decline/cancel is the answer.
-pub fn elicitation_params(version: &str, request: &ApprovalRequest) -> Value {
+pub fn elicitation_params(version: ProtocolVersion, request: &ApprovalRequest) -> Value {
     let mut params = json!({
         "message": request.message,
         "requestedSchema": { "type": "object", "properties": {} },
     });
-    // `mode` arrived with 2025-11-25; earlier clients reject unknown shapes.
-    if version != "2025-06-18" {
+    if version.names_elicitation_mode() {
         params["mode"] = json!("form");
     }
     params
@@ -65,7 +64,7 @@ pub(crate) fn input_required(request: &ApprovalRequest) -> Value {
         "inputRequests": {
             INPUT_KEY: {
                 "method": "elicitation/create",
-                "params": elicitation_params(versions::SESSIONLESS, request),
+                "params": elicitation_params(ProtocolVersion::SESSIONLESS, request),
             }
         },
         "requestState": format!("{STATE_PREFIX}{}", request.execution_id),
@@ -101,11 +100,12 @@ mod tests {
     #[test]
     fn native_needs_opt_in_revision_and_capability() {
         let caps = json!({ "elicitation": {} });
-        assert!(native_mode("2025-11-25", true, &caps));
-        assert!(native_mode("2025-06-18", true, &caps));
-        assert!(!native_mode("2025-03-26", true, &caps));
-        assert!(!native_mode("2025-11-25", false, &caps));
-        assert!(!native_mode("2025-11-25", true, &json!({})));
+        use ProtocolVersion::*;
+        assert!(native_mode(V2025_11_25, true, &caps));
+        assert!(native_mode(V2025_06_18, true, &caps));
+        assert!(!native_mode(V2025_03_26, true, &caps));
+        assert!(!native_mode(V2025_11_25, false, &caps));
+        assert!(!native_mode(V2025_11_25, true, &json!({})));
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod approvals;
 mod jsonrpc;
 mod server;
 mod tool_list;
-pub mod versions;
+mod versions;
 
 pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
 pub use jsonrpc::{
@@ -16,3 +16,4 @@ pub use jsonrpc::{
 };
 pub use server::{McpServer, RequestScope};
 pub use tool_list::ToolList;
+pub use versions::{ProtocolVersion, UnsupportedVersion};

@@ -8,12 +8,12 @@ use executor_call::{CallContext, Reply};
 use executor_engine::{CoreTool, Engine, ToolCallError, ToolOutcome};
 use serde_json::{Value, json};
 
+use crate::ProtocolVersion;
 use crate::approvals::{self, Approvals};
 use crate::jsonrpc::{
     Method, Request, RpcError, error_response, result_response, result_response_text,
 };
 use crate::tool_list::ToolList;
-use crate::versions;
 
 const LOG_LEVELS: [&str; 8] = [
     "debug",
@@ -31,7 +31,7 @@ const LOG_LEVELS: [&str; 8] = [
 /// reach the human.
 pub struct RequestScope<'a> {
     pub ctx: &'a CallContext,
-    pub protocol_version: &'a str,
+    pub protocol_version: ProtocolVersion,
     pub tools: Arc<ToolList>,
     pub approvals: Approvals<'a>,
     /// How the answer leaves the server: logged to the session's event log
@@ -73,9 +73,9 @@ impl McpServer {
     }
 
     /// The result of `initialize` for the negotiated `version`.
-    pub fn initialize_result(version: &str) -> Value {
+    pub fn initialize_result(version: ProtocolVersion) -> Value {
         json!({
-            "protocolVersion": version,
+            "protocolVersion": version.as_str(),
             "capabilities": Self::capabilities(),
             "serverInfo": Self::server_info(),
             "instructions": "Use the `execute` tool to run TypeScript that calls the connected integrations through `tools.*`. Read the `skills` tool (name: \"execute\") first.",
@@ -127,7 +127,7 @@ impl McpServer {
     /// session-based revision copies the snapshot's text written once
     /// (see [`ToolList`]) instead of building and serialising a tree.
     pub async fn handle_text(&self, scope: &RequestScope<'_>, req: &Request) -> String {
-        if req.method == Method::ToolsList && scope.protocol_version != versions::SESSIONLESS {
+        if req.method == Method::ToolsList && !scope.protocol_version.is_sessionless() {
             return result_response_text(&req.id, scope.tools.result_json());
         }
         self.handle(scope, req).await.to_string()
@@ -149,7 +149,7 @@ impl McpServer {
             Method::ToolsList => Ok(json!({ "tools": scope.tools.tools() })),
             Method::ToolsCall => self.call_tool(scope, &req.params).await,
             Method::ServerDiscover => Ok(json!({
-                "supportedVersions": versions::ALL,
+                "supportedVersions": ProtocolVersion::ALL.map(ProtocolVersion::as_str),
                 "capabilities": Self::capabilities(),
                 "serverInfo": Self::server_info(),
             })),
@@ -211,8 +211,8 @@ impl McpServer {
 
 /// Results on the sessionless revision carry `resultType`, and cacheable
 /// ones a cache hint; earlier revisions get the plain result.
-fn decorate(version: &str, method: &Method, mut result: Value) -> Value {
-    if version != versions::SESSIONLESS {
+fn decorate(version: ProtocolVersion, method: &Method, mut result: Value) -> Value {
+    if !version.is_sessionless() {
         return result;
     }
     if let Some(obj) = result.as_object_mut() {

@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use executor_outbound::HttpClient;
-use executor_store::Store;
+use executor_store::ConnectionStore;
 use executor_store::secrets::SecretKey;
 
 use crate::http::OAuthHttp;
 
 /// The OAuth client of one process: logins and the tokens of calls.
 pub struct OAuth {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn ConnectionStore>,
     pub(crate) key: Arc<SecretKey>,
     pub(crate) http: OAuthHttp,
     /// Names this process in a refresh lease.
@@ -25,7 +25,7 @@ pub struct OAuth {
 pub(crate) type Flight = Arc<tokio::sync::Mutex<()>>;
 
 impl OAuth {
-    pub fn new(store: Arc<dyn Store>, key: Arc<SecretKey>, http: HttpClient) -> Self {
+    pub fn new(store: Arc<dyn ConnectionStore>, key: Arc<SecretKey>, http: HttpClient) -> Self {
         OAuth {
             store,
             key,

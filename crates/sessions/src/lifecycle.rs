@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use executor_mcp::McpServer;
+use executor_mcp::{McpServer, ProtocolVersion};
 use executor_store::{
     ElicitationMode, FIRST_EPOCH, Fence, LogBounds, NODE_LEASE, NodeLease, Notice, Principal,
     SessionClaim, SessionRecord, Store, StoreError, now_ms,
@@ -437,7 +437,7 @@ impl Sessions {
     pub async fn create(
         &self,
         owner: Principal,
-        protocol_version: &str,
+        protocol_version: ProtocolVersion,
         client_info: Value,
         client_capabilities: Value,
         elicitation_mode: ElicitationMode,
@@ -448,7 +448,7 @@ impl Sessions {
         let record = SessionRecord {
             id: executor_store::tokens::random_id(24),
             owner,
-            protocol_version: protocol_version.to_string(),
+            protocol_version: protocol_version.as_str().to_string(),
             client_info,
             client_capabilities,
             elicitation_mode,

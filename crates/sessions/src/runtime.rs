@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use executor_call::CallContext;
-use executor_mcp::ToolList;
+use executor_mcp::{ProtocolVersion, ToolList};
 use executor_store::{ElicitationMode, Fence, SessionRecord, now_ms};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
@@ -17,6 +17,10 @@ use crate::streams::{Listener, ListenerRegistry, SseEvent, StreamLimit};
 pub struct Runtime {
     pub record: SessionRecord,
     pub ctx: CallContext,
+    /// The record's protocol version, parsed once when the runtime is
+    /// built (a version this release no longer speaks reads as the newest
+    /// session-based one, as `initialize` would have negotiated).
+    protocol_version: ProtocolVersion,
     /// This node's lease on the session: every write as its holder
     /// carries it (SPEC §10).
     fence: Fence,
@@ -60,9 +64,11 @@ impl Runtime {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
         };
+        let protocol_version = ProtocolVersion::negotiate(Some(&record.protocol_version));
         Runtime {
             record,
             ctx,
+            protocol_version,
             fence,
             tools: RwLock::new(tools),
             catalog_version: AtomicI64::new(-1),
@@ -86,8 +92,8 @@ impl Runtime {
         &self.fence
     }
 
-    pub fn protocol_version(&self) -> &str {
-        &self.record.protocol_version
+    pub fn protocol_version(&self) -> ProtocolVersion {
+        self.protocol_version
     }
 
     pub fn tools(&self) -> Arc<ToolList> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_engine::{Engine, EngineConfig};
-use executor_mcp::McpServer;
+use executor_mcp::{McpServer, ProtocolVersion};
 use executor_sessions::{AcquireError, OutboundStream, Sessions, SessionsConfig, StreamLimit};
 use executor_store::{ElicitationMode, LogBounds, Principal, SqliteStore, Store};
 use serde_json::json;
@@ -45,7 +45,7 @@ async fn create(f: &Fixture, owner: &Principal) -> Result<String, AcquireError> 
         .sessions
         .create(
             owner.clone(),
-            "2025-06-18",
+            ProtocolVersion::V2025_06_18,
             json!({}),
             json!({}),
             ElicitationMode::Model,

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use executor_engine::{Engine, EngineConfig};
-use executor_mcp::McpServer;
+use executor_mcp::{McpServer, ProtocolVersion};
 use executor_sessions::{AcquireError, Sessions, SessionsConfig};
 use executor_store::{ElicitationMode, Principal, SqliteStore, Store};
 use serde_json::json;
@@ -74,7 +74,7 @@ async fn new_session(f: &Fixture) -> String {
         .sessions
         .create(
             f.owner.clone(),
-            "2025-06-18",
+            ProtocolVersion::V2025_06_18,
             json!({"name": "t"}),
             json!({}),
             ElicitationMode::Model,
@@ -252,7 +252,7 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
         .acquire(&id, &f.owner)
         .await
         .expect("restored after restart");
-    assert_eq!(lease.protocol_version(), "2025-06-18");
+    assert_eq!(lease.protocol_version(), ProtocolVersion::V2025_06_18);
     assert_eq!(lease.record.client_info, json!({"name": "t"}));
 }
 
@@ -312,7 +312,7 @@ async fn a_parked_lease_is_released_once_kept_long_enough_and_the_session_moves(
             Err(e) => panic!("the released session was not taken here: {e:?}"),
         }
     };
-    assert_eq!(lease.protocol_version(), "2025-06-18");
+    assert_eq!(lease.protocol_version(), ProtocolVersion::V2025_06_18);
     // Its first node no longer holds it: it hands requests to the new holder.
     match f.sessions.acquire(&id, &f.owner).await {
         Err(AcquireError::HeldElsewhere(holder)) => {

@@ -4,7 +4,7 @@
 
 use axum::http::HeaderMap;
 use axum::response::Response;
-use executor_mcp::versions;
+use executor_mcp::ProtocolVersion;
 use executor_sessions::{AcquireError, OutboundStream, parse_event_id, replay};
 use executor_store::Principal;
 use executor_store::tokens::random_id;
@@ -38,12 +38,9 @@ pub(crate) async fn listen(
             "the client must accept text/event-stream",
         ));
     }
-    if let Some(v) = header_str(headers, VERSION_HEADER)
-        && !versions::is_supported(v)
-    {
-        return Err(WireError::BadRequest(format!(
-            "Unsupported protocol version: {v}"
-        )));
+    if let Some(text) = header_str(headers, VERSION_HEADER) {
+        text.parse::<ProtocolVersion>()
+            .map_err(|e| WireError::BadRequest(e.to_string()))?;
     }
     let last_event = header_str(headers, LAST_EVENT_HEADER).and_then(parse_event_id);
     let stream_id = last_event

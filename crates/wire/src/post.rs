@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use executor_call::{CallContext, Reply};
 use executor_mcp::{
-    Approvals, Incoming, McpServer, Message, Method as RpcMethod, Request, RequestScope, RpcError,
-    versions,
+    Approvals, Incoming, McpServer, Message, Method as RpcMethod, ProtocolVersion, Request,
+    RequestScope, RpcError,
 };
 use executor_sessions::{AcquireError, Lease};
 use executor_store::tokens::random_id;
@@ -83,14 +83,14 @@ pub(crate) async fn post(
     }
     check_content_type(headers)?;
     let incoming = read_body(app, headers, body).await?;
-    let version_header = header_str(headers, VERSION_HEADER);
-    if let Some(v) = version_header
-        && !versions::is_supported(v)
-    {
-        return Err(WireError::BadRequest(format!(
-            "Unsupported protocol version: {v}"
-        )));
-    }
+    // Parsed once: an unsupported version is refused here.
+    let version_header = match header_str(headers, VERSION_HEADER) {
+        Some(text) => Some(
+            text.parse::<ProtocolVersion>()
+                .map_err(|e| WireError::BadRequest(e.to_string()))?,
+        ),
+        None => None,
+    };
     let is_initialize = incoming.messages().iter().any(|m| {
         m.as_request()
             .is_some_and(|r| r.method == RpcMethod::Initialize)
@@ -123,8 +123,8 @@ pub(crate) async fn post(
 
 /// A request of the sessionless revision: by header, by `_meta`, or by its
 /// method (`server/discover` exists only there).
-fn is_sessionless(version_header: Option<&str>, incoming: &Incoming) -> bool {
-    if version_header == Some(versions::SESSIONLESS) {
+fn is_sessionless(version_header: Option<ProtocolVersion>, incoming: &Incoming) -> bool {
+    if version_header.is_some_and(ProtocolVersion::is_sessionless) {
         return true;
     }
     let Incoming::Single(Message::Request(req)) = incoming else {
@@ -135,7 +135,7 @@ fn is_sessionless(version_header: Option<&str>, incoming: &Incoming) -> bool {
             .params
             .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
             .and_then(Value::as_str)
-            == Some(versions::SESSIONLESS)
+            == Some(ProtocolVersion::SESSIONLESS.as_str())
 }
 
 async fn initialize(
@@ -145,7 +145,7 @@ async fn initialize(
     query: McpQuery,
 ) -> Result<Response, WireError> {
     let requested = req.params.get("protocolVersion").and_then(Value::as_str);
-    let version = versions::negotiate(requested);
+    let version = ProtocolVersion::negotiate(requested);
     let client_info = req.params.get("clientInfo").cloned().unwrap_or(Value::Null);
     let capabilities = req.params.get("capabilities").cloned().unwrap_or(json!({}));
     let native = executor_mcp::native_mode(version, query.native(), &capabilities);
@@ -177,7 +177,7 @@ async fn post_in_session(
     token_id: String,
 ) -> Result<Response, WireError> {
     let batch = matches!(incoming, Incoming::Batch(_));
-    if batch && lease.protocol_version() != versions::BATCHING {
+    if batch && !lease.protocol_version().allows_batches() {
         return Err(WireError::Rpc(RpcError::invalid_request(
             "batches are not supported on this protocol version",
         )));
@@ -258,7 +258,8 @@ async fn post_sessionless(
         .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities")
         .cloned()
         .unwrap_or(Value::Null);
-    let native = executor_mcp::native_mode(versions::SESSIONLESS, query.native(), &capabilities);
+    let native =
+        executor_mcp::native_mode(ProtocolVersion::SESSIONLESS, query.native(), &capabilities);
     // Only `tools/list` reads the list; other requests skip building it.
     let tools = if req.method == RpcMethod::ToolsList {
         app.server()
@@ -269,7 +270,7 @@ async fn post_sessionless(
     };
     let scope = RequestScope {
         ctx: &ctx,
-        protocol_version: versions::SESSIONLESS,
+        protocol_version: ProtocolVersion::SESSIONLESS,
         tools,
         approvals: if native {
             Approvals::InputRequired

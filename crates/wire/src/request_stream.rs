@@ -191,9 +191,9 @@ impl ApprovalPrompt for ElicitPrompt {
         let stream = self.stream.clone();
         Box::pin(async move {
             let id = json!(format!("approval-{}", random_id(9)));
-            let version = stream.lease.protocol_version().to_string();
+            let version = stream.lease.protocol_version();
             let answer = stream.lease.runtime().await_client_response(&id);
-            let params = executor_mcp::elicitation_params(&version, &request);
+            let params = executor_mcp::elicitation_params(version, &request);
             let ask = executor_mcp::elicitation_request(&id, params);
             stream.send(&ask).await;
             let cancel_if_dropped = CancelOnDrop {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use executor_call::{CallContext, Reply};
 use executor_mcp::{
-    Approvals, Incoming, McpServer, Message, Method, RequestScope, error_response, result_response,
-    versions,
+    Approvals, Incoming, McpServer, Message, Method, ProtocolVersion, RequestScope, error_response,
+    result_response,
 };
 use executor_store::Principal;
 use serde_json::Value;
@@ -18,7 +18,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
         principal,
         session_id: None,
     };
-    let mut version: &'static str = versions::SESSION_BASED[0];
+    let mut version = ProtocolVersion::NEWEST_SESSION_BASED;
     let mut tools = server.build_tool_list(&ctx.principal.org_id, false).await;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
@@ -36,7 +36,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                         continue;
                     };
                     if req.method == Method::Initialize {
-                        version = versions::negotiate(
+                        version = ProtocolVersion::negotiate(
                             req.params.get("protocolVersion").and_then(Value::as_str),
                         );
                         tools = server.build_tool_list(&ctx.principal.org_id, false).await;
