@@ -149,11 +149,15 @@ const CHECKED_DOCS: &[&str] = &["README.md", "ARCHITECTURE.md"];
 /// Names the docs cite that belong to other projects (dependencies, the
 /// protocol, tools), not to this one.
 const FOREIGN_NAMES: &[&str] = &[
+    "Arc",
     "AsyncFunction",
+    "Authorization",
     "BTreeMap",
     "CallToolResult",
     "EnvFilter",
+    "Host",
     "JoinSet",
+    "Origin",
     "StreamableHttpService",
 ];
 
@@ -244,13 +248,23 @@ fn defines(sources: &str, name: &str) -> bool {
             || sources.contains(&format!("{k} {name};"))
             || sources.contains(&format!("{k} {name}:"))
     });
-    // An enum variant: indented, then `Name,` / `Name {` / `Name(`.
+    // An enum variant (`Name,`, `Name {`, `Name(`, or a word enum of
+    // `stored_words!`: `Name ("…") {`), or a public field.
     keyword
         || sources.lines().any(|l| {
             let l = l.trim_start();
-            l.strip_prefix(name).is_some_and(|rest| {
-                rest.starts_with(',') || rest.starts_with(" {") || rest.starts_with('(')
-            })
+            let field = l
+                .strip_prefix("pub ")
+                .or_else(|| l.strip_prefix("pub(crate) "))
+                .and_then(|rest| rest.strip_prefix(name))
+                .is_some_and(|rest| rest.starts_with(':'));
+            let variant = l.strip_prefix(name).is_some_and(|rest| {
+                rest.starts_with(',')
+                    || rest.starts_with(" {")
+                    || rest.starts_with(" (\"")
+                    || rest.starts_with('(')
+            });
+            field || variant
         })
 }
 
