@@ -12,7 +12,7 @@ use executor_catalog::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::ImportedGraphql;
+use crate::import::ImportedGraphql;
 use crate::invoker::GraphqlService;
 use crate::tools::{GraphqlTool, OperationKind};
 
@@ -60,7 +60,7 @@ pub struct StoredTool {
     pub description: Option<String>,
     pub operation: OperationKind,
     pub field: String,
-    pub args: Vec<crate::ArgSpec>,
+    pub args: Vec<crate::tools::ArgSpec>,
     pub default_selection: Option<String>,
     pub takes_select: bool,
     pub input_schema: SchemaText,

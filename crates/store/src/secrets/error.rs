@@ -1,11 +1,17 @@
 //! The errors of the secrets module, and how they describe a rejected key
-//! (where it came from, what is wrong with it) without quoting it.
+//! (where it came from, what is wrong with it) without quoting it; with the
+//! names a key goes by (its variable, its file, its length) that they cite.
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use super::key::{KEY_ENV_VAR, KEY_LEN};
+/// Environment variable that, when set, supplies the key instead of the file.
+pub const KEY_ENV_VAR: &str = "EXECUTOR_SECRET_KEY";
+/// Name of the key file inside the data directory.
+pub const KEY_FILE_NAME: &str = "secret.key";
+/// Length of a key in bytes.
+pub(super) const KEY_LEN: usize = 32;
 
 /// Where a key came from, for error messages.
 #[derive(Debug)]

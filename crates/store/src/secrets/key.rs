@@ -16,16 +16,9 @@ use base64::engine::general_purpose::{STANDARD_PAD_INDIFFERENT, URL_SAFE_PAD_IND
 use tempfile::NamedTempFile;
 use zeroize::Zeroizing;
 
-use super::error::{KeyOrigin, KeyProblem, SecretError};
-use super::seal::random_array;
+use super::error::{KEY_ENV_VAR, KEY_FILE_NAME, KEY_LEN, KeyOrigin, KeyProblem, SecretError};
+use super::random::random_array;
 
-/// Environment variable that, when set, supplies the key instead of the file.
-pub const KEY_ENV_VAR: &str = "EXECUTOR_SECRET_KEY";
-/// Name of the key file inside the data directory.
-pub const KEY_FILE_NAME: &str = "secret.key";
-
-/// Length of a key in bytes.
-pub(super) const KEY_LEN: usize = 32;
 /// A key file is 65 bytes; anything much larger is not a key and is not read.
 const KEY_FILE_READ_LIMIT: u64 = 1024;
 

@@ -27,14 +27,15 @@
 
 mod error;
 mod key;
+mod random;
 mod reference;
 mod seal;
 mod string;
 #[cfg(test)]
 mod test_support;
 
-pub use self::error::{KeyOrigin, KeyProblem, SecretError};
-pub use self::key::{KEY_ENV_VAR, KEY_FILE_NAME, SecretKey};
+pub use self::error::{KEY_ENV_VAR, KEY_FILE_NAME, KeyOrigin, KeyProblem, SecretError};
+pub use self::key::SecretKey;
 pub use self::reference::{SecretRef, resolve};
 pub use self::seal::{connection_aad, open, seal};
 pub use self::string::SecretString;

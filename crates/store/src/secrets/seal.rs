@@ -5,10 +5,11 @@ use aes_gcm::Aes256Gcm;
 use aes_gcm::aead::{Aead, Nonce, Payload};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroize;
 
 use super::error::SecretError;
 use super::key::SecretKey;
+use super::random::random_array;
 use super::string::SecretString;
 
 pub(super) const NONCE_LEN: usize = 12;
@@ -17,14 +18,6 @@ const SEALED_PREFIX: &str = "v1:";
 /// Prepended to the caller's associated data so a v1 ciphertext can never be
 /// accepted under another format or by another use of the same key.
 const AAD_DOMAIN: &[u8] = b"executor/secret/v1\0";
-
-/// `N` bytes from the OS generator, wiped on drop: nonces here, and the key
-/// itself in `key.rs`.
-pub(super) fn random_array<const N: usize>() -> Result<Zeroizing<[u8; N]>, SecretError> {
-    let mut buf = Zeroizing::new([0u8; N]);
-    getrandom::fill(&mut buf[..]).map_err(SecretError::Random)?;
-    Ok(buf)
-}
 
 fn associated_data(associated: &str) -> Vec<u8> {
     let mut aad = Vec::with_capacity(AAD_DOMAIN.len() + associated.len());
