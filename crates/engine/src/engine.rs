@@ -9,13 +9,11 @@ use serde_json::{Value, json};
 
 use crate::admission::{Admission, Refused, ShareLimits};
 use crate::core_tools;
-use crate::envelope::{
-    self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits, internal_error_id,
-};
+use crate::envelope::{self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits};
 use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS};
 use crate::invoke::CallBounds;
-use crate::lifecycle::ToolOutcome;
 use crate::metrics::EngineMetrics;
+use crate::outcome::ToolOutcome;
 use crate::policy_cache::PolicyCache;
 use crate::skills::SKILLS;
 use executor_call::{ApprovalPrompt, CallContext, Reply};
@@ -338,13 +336,6 @@ impl Engine {
             },
         }
     }
-}
-
-/// `Internal tool error [id]`, with the detail in the server log only.
-pub(crate) fn internal_error(what: &str, detail: &dyn std::fmt::Display) -> Value {
-    let id = internal_error_id();
-    tracing::error!(error_id = %id, error = %detail, "{what}");
-    envelope::tool_error(&format!("Internal tool error [{id}]"), &[])
 }
 
 fn execute_description(inventory: &[String]) -> String {

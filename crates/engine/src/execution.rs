@@ -811,6 +811,21 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (y, m, d)
 }
 
+/// What to ask the human about `pending`, the arguments cut at
+/// `max_preview_chars`.
+pub(crate) fn approval_request(
+    execution_id: &str,
+    pending: &PendingCall,
+    max_preview_chars: usize,
+) -> ApprovalRequest {
+    ApprovalRequest::new(
+        execution_id,
+        &pending.path,
+        &pending.args,
+        max_preview_chars,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -956,19 +971,4 @@ mod tests {
         );
         assert_eq!(gate.replayed(1, "a.b", &json!({})), None);
     }
-}
-
-/// What to ask the human about `pending`, the arguments cut at
-/// `max_preview_chars`.
-pub(crate) fn approval_request(
-    execution_id: &str,
-    pending: &PendingCall,
-    max_preview_chars: usize,
-) -> ApprovalRequest {
-    ApprovalRequest::new(
-        execution_id,
-        &pending.path,
-        &pending.args,
-        max_preview_chars,
-    )
 }

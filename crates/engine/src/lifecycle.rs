@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_call::{Action, ApprovalPrompt, ApprovalRequest, CallContext, Reply};
+use executor_call::{Action, ApprovalPrompt, CallContext, Reply};
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
     ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice, next_notice,
@@ -46,50 +46,17 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::admission::Slot;
-use crate::engine::{Engine, internal_error};
-use crate::envelope;
+use crate::engine::Engine;
+use crate::envelope::{self, internal_error_id};
 use crate::execution::{
     ApprovalGate, Decision, ExecutionState, LiveExecution, PendingCall, ResumeRefusal, RunEvent,
     RunLease, SavedExecution, approval_request, paused_envelope,
 };
 use crate::invoke::{CatalogAtStart, ExecutionBridge};
 use crate::normalize::normalize;
+use crate::outcome::{PausedCall, ToolOutcome};
 use crate::runner::{Runner, execution_record, persist_journal, save_state, write_record};
 use executor_catalog::{CatalogSource, HostBudget};
-
-/// What a call of one of the engine's tools came to. The engine says what
-/// happened; `mcp` renders it for the request's transport (the paused
-/// envelope in model mode, `input_required` on 2026-07-28).
-#[derive(Debug, Clone)]
-pub enum ToolOutcome {
-    /// The tool answered: a run that finished (or failed: `isError`), a
-    /// refusal, the skills text. Its `CallToolResult` (SPEC §5).
-    Answered(Value),
-    /// The run waits for a human to decide one of its calls (SPEC §9).
-    Paused(PausedCall),
-}
-
-/// A run paused at a call that waits for approval.
-#[derive(Debug, Clone)]
-pub struct PausedCall {
-    /// What to ask the human: the call, its arguments cut at the preview
-    /// length.
-    pub request: ApprovalRequest,
-    /// The paused envelope (SPEC §9): model mode's answer, which names the
-    /// execution for the `resume` tool.
-    pub envelope: Value,
-}
-
-impl ToolOutcome {
-    /// The `CallToolResult` model mode answers: the answer, or the paused
-    /// envelope.
-    pub fn into_result(self) -> Value {
-        match self {
-            ToolOutcome::Answered(result) => result,
-            ToolOutcome::Paused(paused) => paused.envelope,
-        }
-    }
-}
 
 /// A tool error the agent reads (SPEC §7): the program was refused or
 /// cannot go on.
@@ -107,7 +74,9 @@ fn paused(execution_id: &str, pending: &PendingCall, max_preview_chars: usize) -
 
 /// `Internal tool error [id]`, with the detail in the server log only.
 fn failed_internally(what: &str, detail: &dyn std::fmt::Display) -> ToolOutcome {
-    ToolOutcome::Answered(internal_error(what, detail))
+    let id = internal_error_id();
+    tracing::error!(error_id = %id, error = %detail, "{what}");
+    refusal(&format!("Internal tool error [{id}]"), &[])
 }
 
 impl ResumeRefusal {
