@@ -1,6 +1,6 @@
 // The scale-out benchmark (SPEC §10, issue 12): the same load on the
 // embedded store, on Postgres with one node, and on Postgres with three
-// nodes behind nginx (round robin). Figures in the README come from this.
+// nodes behind nginx (round robin). Figures in docs/performance.md come from this.
 //   cargo build --release && bench/scale-out
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

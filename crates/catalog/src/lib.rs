@@ -1,8 +1,8 @@
 //! The tool catalog: every tool an org can call from `execute`, and the
 //! seam integration kinds plug into.
 //!
-//! An integration kind (OpenAPI today; GraphQL and upstream MCP servers
-//! next; the engine's built-in core tools) produces [`ToolEntry`]s and a
+//! An integration kind (OpenAPI, GraphQL, upstream MCP servers; the
+//! engine's built-in core tools) produces [`ToolEntry`]s and a
 //! [`ToolInvoker`] that runs them; a stored kind loads its records through
 //! an [`IntegrationLoader`]. This crate holds what every kind and the
 //! engine share: the entries, grouped per integration and indexed

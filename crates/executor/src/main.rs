@@ -14,7 +14,7 @@ use clap::Parser;
 use cli::{Cli, LogFormat};
 
 /// A server's allocator: the request path allocates and frees many small
-/// objects across threads, where glibc's malloc cost a quarter of
+/// objects across threads, where glibc's malloc cost about a fifth of the instructions of
 /// `tools/list` (docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -19,7 +19,7 @@
 //!
 //! oauth2 speaks the token endpoint's protocol; discovery, registration,
 //! the `iss` check, storage and single-flight refresh are ours
-//! (ARCHITECTURE.md says why).
+//! (docs/decisions/oauth2-crate-for-token-endpoint.md says why).
 
 mod challenge;
 mod discovery;
