@@ -1,8 +1,11 @@
 //! The command line (SPEC §1). Every flag also reads an environment
-//! variable; defaults make `executor serve` work with nothing set.
+//! variable; defaults make `executor serve` work with nothing set. A
+//! switch's variable takes `1`/`0`, `yes`/`no`, `on`/`off` as well as
+//! `true`/`false` (clap's `BoolishValueParser`).
 
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use executor_store::CredentialKind;
 
@@ -73,7 +76,11 @@ pub struct LocalNetworkArg {
     /// Let outbound requests (integrations' calls, spec and schema fetches,
     /// OAuth) reach loopback, private and link-local addresses (refused by
     /// default: the SSRF guard).
-    #[arg(long = "allow-local-network", env = "EXECUTOR_ALLOW_LOCAL_NETWORK")]
+    #[arg(
+        long = "allow-local-network",
+        env = "EXECUTOR_ALLOW_LOCAL_NETWORK",
+        value_parser = BoolishValueParser::new()
+    )]
     pub allowed: bool,
 }
 
@@ -579,7 +586,11 @@ pub struct EngineOpts {
     pub local_network: LocalNetworkArg,
     /// Let stdio MCP integrations start their command on this machine
     /// (refused by default: such a call answers `integration_unavailable`).
-    #[arg(long, env = "EXECUTOR_ALLOW_STDIO_INTEGRATIONS")]
+    #[arg(
+        long,
+        env = "EXECUTOR_ALLOW_STDIO_INTEGRATIONS",
+        value_parser = BoolishValueParser::new()
+    )]
     pub allow_stdio_integrations: bool,
     /// Most sessions open at once with one upstream MCP server over HTTP,
     /// per org; parallel calls beyond it wait for a free one.

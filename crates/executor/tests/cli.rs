@@ -1,0 +1,72 @@
+//! The command line as an operator types it: the real binary, a data dir of
+//! its own, and what it prints.
+
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+/// The binary on a fresh data dir, with `vars` set and nothing of the
+/// caller's `EXECUTOR_*` environment.
+fn executor(data: &TempDir, vars: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_executor"));
+    for (name, _) in std::env::vars().filter(|(n, _)| n.starts_with("EXECUTOR_")) {
+        command.env_remove(name);
+    }
+    command
+        .env("EXECUTOR_DATA_DIR", data.path())
+        .env("RUST_LOG", "error")
+        .envs(vars.iter().copied())
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Issue 37: `EXECUTOR_ALLOW_LOCAL_NETWORK=1` was refused ("possible values:
+/// true, false"). A switch's variable reads 1/0, yes/no, on/off, true/false,
+/// and means what it says: a spec on loopback is fetched (and fails to
+/// connect) when allowed, and refused by the SSRF guard when not.
+#[test]
+fn a_switch_reads_its_variable_as_1_0_yes_no_on_off() {
+    let data = TempDir::new().expect("a temp dir");
+    let token = executor(
+        &data,
+        &[],
+        &["token", "create", "--email", "ops@example.com"],
+    );
+    assert!(token.status.success(), "{}", stderr(&token));
+    // Port 9 (discard) is closed here: an allowed fetch fails to connect.
+    let add = [
+        "integrations",
+        "add",
+        "openapi",
+        "--namespace",
+        "x",
+        "--spec",
+    ];
+    let spec = "http://127.0.0.1:9/openapi.json";
+    for (value, allowed) in [
+        ("1", true),
+        ("yes", true),
+        ("on", true),
+        ("true", true),
+        ("0", false),
+        ("no", false),
+        ("off", false),
+        ("false", false),
+    ] {
+        let vars = [("EXECUTOR_ALLOW_LOCAL_NETWORK", value)];
+        let out = executor(&data, &vars, &[add.as_slice(), &[spec]].concat());
+        let text = stderr(&out);
+        assert!(!out.status.success(), "nothing listens on port 9: {text}");
+        assert!(!text.contains("invalid value"), "{value}: {text}");
+        assert_eq!(
+            !text.contains("on a local network"),
+            allowed,
+            "EXECUTOR_ALLOW_LOCAL_NETWORK={value}: {text}"
+        );
+    }
+}
