@@ -277,6 +277,29 @@ pub fn is_valid_namespace(namespace: &str) -> bool {
         && namespace.len() <= MAX_NAMESPACE_LEN
 }
 
+/// Namespaces no integration may take: the built-in tools' own
+/// (`executor.*`), and the names the sandbox's `tools` proxy answers itself
+/// (`tools.search`, `tools.describe`, and `tools` for good measure), under
+/// which an integration's tools could never be reached.
+pub const RESERVED_NAMESPACES: [&str; 4] = ["executor", "search", "describe", "tools"];
+
+/// Why `namespace` cannot name a new integration, as the operator reads it;
+/// None when it can.
+pub fn namespace_problem(namespace: &str) -> Option<String> {
+    if RESERVED_NAMESPACES.contains(&namespace) {
+        return Some(format!(
+            "the namespace {namespace:?} is reserved ({} are the built-in tools' names): choose another",
+            RESERVED_NAMESPACES.join(", ")
+        ));
+    }
+    if !is_valid_namespace(namespace) {
+        return Some(format!(
+            "invalid namespace {namespace:?}: use a letter followed by letters, digits or _ (at most {MAX_NAMESPACE_LEN})"
+        ));
+    }
+    None
+}
+
 fn namespace_of(path: &str) -> &str {
     path.split('.').next().unwrap_or(path)
 }

@@ -70,3 +70,72 @@ fn a_switch_reads_its_variable_as_1_0_yes_no_on_off() {
         );
     }
 }
+
+/// Issue 37: `integrations add … --namespace executor` was accepted, and its
+/// tools were then unreachable behind the built-in ones. Every kind refuses
+/// the reserved namespaces before it fetches or stores anything.
+#[test]
+fn a_namespace_that_shadows_the_built_in_tools_is_refused_at_add() {
+    let data = TempDir::new().expect("a temp dir");
+    let token = executor(
+        &data,
+        &[],
+        &["token", "create", "--email", "ops@example.com"],
+    );
+    assert!(token.status.success(), "{}", stderr(&token));
+    let spec = data.path().join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"openapi":"3.0.0","info":{"title":"t","version":"1"},"paths":{"/a":{"get":{"operationId":"a","responses":{"200":{"description":"ok"}}}}}}"#,
+    )
+    .expect("the spec is written");
+    let spec = spec.to_string_lossy().into_owned();
+    for namespace in ["executor", "search", "describe", "tools"] {
+        for kind in [
+            vec!["openapi", "--spec", spec.as_str()],
+            vec!["graphql", "--endpoint", "http://127.0.0.1:9/graphql"],
+            vec!["mcp", "--url", "http://127.0.0.1:9/mcp"],
+        ] {
+            let args = [
+                &["integrations", "add"][..],
+                &kind,
+                &["--namespace", namespace],
+            ]
+            .concat();
+            let out = executor(&data, &[], &args);
+            let text = stderr(&out);
+            assert!(
+                !out.status.success(),
+                "{namespace} via {}: accepted",
+                kind[0]
+            );
+            assert!(
+                text.contains("is reserved"),
+                "{namespace} via {}: {text}",
+                kind[0]
+            );
+        }
+    }
+    let listed = executor(&data, &[], &["integrations", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(
+        listed.stdout.is_empty(),
+        "nothing was stored: {:?}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    // A namespace that merely starts like one is an ordinary name.
+    let out = executor(
+        &data,
+        &[],
+        &[
+            "integrations",
+            "add",
+            "openapi",
+            "--spec",
+            &spec,
+            "--namespace",
+            "executor_api",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}

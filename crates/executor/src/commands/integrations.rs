@@ -29,6 +29,7 @@ pub(crate) async fn integrations(
             org,
         }) => {
             let allow_local_network = local_network.allowed;
+            check_namespace(&namespace)?;
             let org_id = resolve_org(store, org.name.as_deref()).await?;
             let kinds = cli_kinds(shared.clone())?;
             import_openapi(
@@ -354,13 +355,9 @@ pub(crate) async fn sync_mcp(
 }
 
 fn check_namespace(namespace: &str) -> AnyResult<()> {
-    if executor_catalog::is_valid_namespace(namespace) {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid namespace {namespace:?}: use a letter followed by letters, digits or _ (at most 64)"
-        )
-        .into())
+    match executor_catalog::namespace_problem(namespace) {
+        None => Ok(()),
+        Some(problem) => Err(problem.into()),
     }
 }
 
