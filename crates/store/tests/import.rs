@@ -256,5 +256,50 @@ async fn a_wrong_key_or_a_used_target_copies_nothing() {
         .unwrap_err()
         .to_string();
     assert!(used.contains("already holds data"), "{used}");
+    // Issue 37: the message named a `--to` flag that does not exist.
+    assert!(
+        used.contains("--database-url") && !used.contains("--to "),
+        "{used}"
+    );
     assert_eq!(pg.list_orgs().await.unwrap().len(), 1);
+}
+
+/// Issue 37: `migrate` copied a store a server was still serving, whose
+/// writes after the copy were then lost. Refused, naming the server, until
+/// it has stopped (its node retired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_a_server_still_serves_is_not_copied() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (sqlite, dir) = sqlite_store();
+    filled(sqlite.as_ref(), &key(7)).await;
+    let serving: &dyn Store = sqlite.as_ref();
+    serving
+        .register_node("node_serving", Some("http://127.0.0.1:4788"), 60_000)
+        .await
+        .unwrap();
+    // A CLI command's node has no address: it is no server.
+    serving
+        .register_node("node_cli", None, 60_000)
+        .await
+        .unwrap();
+    let pg = db.store().await;
+    let path = dir.path().join("executor.db");
+    let refused = pg
+        .import_sqlite(&path, &key(7))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("still serving") && refused.contains("http://127.0.0.1:4788"),
+        "{refused}"
+    );
+    assert!(pg.list_orgs().await.unwrap().is_empty(), "nothing copied");
+    serving.retire_node("node_serving").await.unwrap();
+    pg.import_sqlite(&path, &key(7)).await.unwrap();
+    assert!(
+        !pg.list_orgs().await.unwrap().is_empty(),
+        "copied once stopped"
+    );
 }

@@ -19,6 +19,7 @@
 use std::path::Path;
 
 use deadpool_postgres::Transaction;
+use rusqlite::OptionalExtension;
 use rusqlite::types::Value;
 use tokio_postgres::types::ToSql;
 
@@ -82,6 +83,7 @@ impl PgStore {
         // The start checks and migrations of the source, as a server would.
         drop(SqliteStore::open(sqlite_path)?);
         let source = crate::sqlite::connect(sqlite_path)?;
+        refuse_while_served(&source)?;
         source.execute_batch("BEGIN")?;
         check_sealed_secrets(&source, key)?;
 
@@ -164,9 +166,30 @@ async fn refuse_unless_empty(tx: &Transaction<'_>) -> StoreResult<()> {
     } else {
         Err(StoreError::Invalid(format!(
             "the Postgres store already holds data ({}); migrate copies into an empty \
-             database only: create a new one (createdb) and point --to at it",
+             database only: create a new one (createdb) and point --database-url \
+             (EXECUTOR_DATABASE_URL) at it",
             holding.join(", ")
         )))
+    }
+}
+
+/// Refuses to copy a store a server is still serving: its writes after the
+/// copy would be lost. A server is a node with an address whose lease runs
+/// (a CLI command's node has none).
+fn refuse_while_served(source: &rusqlite::Connection) -> StoreResult<()> {
+    let serving: Option<(String, String)> = source
+        .query_row(
+            "SELECT id, url FROM nodes WHERE url IS NOT NULL AND alive_until > ?1 LIMIT 1",
+            [crate::now_ms()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match serving {
+        None => Ok(()),
+        Some((node, url)) => Err(StoreError::Invalid(format!(
+            "a server is still serving this store (node {node} at {url}): stop it first, \
+             then migrate, so that nothing it writes afterwards is left behind"
+        ))),
     }
 }
 
