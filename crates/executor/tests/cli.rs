@@ -8,7 +8,18 @@ use tempfile::TempDir;
 /// The binary on a fresh data dir, with `vars` set and nothing of the
 /// caller's `EXECUTOR_*` environment.
 fn executor(data: &TempDir, vars: &[(&str, &str)], args: &[&str]) -> Output {
+    executor_in(data, std::path::Path::new("/"), vars, args)
+}
+
+/// [`executor`], run in the directory `cwd`.
+fn executor_in(
+    data: &TempDir,
+    cwd: &std::path::Path,
+    vars: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_executor"));
+    command.current_dir(cwd);
     for (name, _) in std::env::vars().filter(|(n, _)| n.starts_with("EXECUTOR_")) {
         command.env_remove(name);
     }
@@ -83,13 +94,7 @@ fn a_namespace_that_shadows_the_built_in_tools_is_refused_at_add() {
         &["token", "create", "--email", "ops@example.com"],
     );
     assert!(token.status.success(), "{}", stderr(&token));
-    let spec = data.path().join("spec.json");
-    std::fs::write(
-        &spec,
-        r#"{"openapi":"3.0.0","info":{"title":"t","version":"1"},"paths":{"/a":{"get":{"operationId":"a","responses":{"200":{"description":"ok"}}}}}}"#,
-    )
-    .expect("the spec is written");
-    let spec = spec.to_string_lossy().into_owned();
+    let spec = write_spec(&data).to_string_lossy().into_owned();
     for namespace in ["executor", "search", "describe", "tools"] {
         for kind in [
             vec!["openapi", "--spec", spec.as_str()],
@@ -138,4 +143,49 @@ fn a_namespace_that_shadows_the_built_in_tools_is_refused_at_add() {
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// A one-operation OpenAPI document in the data dir.
+fn write_spec(data: &TempDir) -> std::path::PathBuf {
+    let spec = data.path().join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"openapi":"3.0.0","info":{"title":"t","version":"1"},"paths":{"/a":{"get":{"operationId":"a","responses":{"200":{"description":"ok"}}}}}}"#,
+    )
+    .expect("the spec is written");
+    spec
+}
+
+/// Issue 37: a relative `--spec` was stored as typed, so `refresh` from
+/// another directory could not find it. The path is stored absolute.
+#[test]
+fn a_relative_spec_path_is_refreshed_from_any_directory() {
+    let data = TempDir::new().expect("a temp dir");
+    let token = executor(
+        &data,
+        &[],
+        &["token", "create", "--email", "ops@example.com"],
+    );
+    assert!(token.status.success(), "{}", stderr(&token));
+    write_spec(&data);
+    let add = [
+        "integrations",
+        "add",
+        "openapi",
+        "--spec",
+        "spec.json",
+        "--namespace",
+        "api",
+    ];
+    let added = executor_in(&data, data.path(), &[], &add);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let refreshed = executor(&data, &[], &["integrations", "refresh", "api"]);
+    assert!(refreshed.status.success(), "{}", stderr(&refreshed));
+    let listed = executor(&data, &[], &["integrations", "list"]);
+    let absolute = data.path().join("spec.json");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains(absolute.to_string_lossy().as_ref()),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
 }

@@ -421,7 +421,10 @@ async fn import_graphql(
         org_id: org_id.to_string(),
         namespace: namespace.to_string(),
         kind: IntegrationKind::Graphql.as_str().into(),
-        source: source.schema.unwrap_or(endpoint.as_str()).to_string(),
+        source: source
+            .schema
+            .map(absolute_path)
+            .unwrap_or_else(|| endpoint.to_string()),
         base_url: Some(endpoint.to_string()),
         tool_count: tools as i64,
         document: executor_graphql::store(&imported, namespace, endpoint.as_str()),
@@ -499,6 +502,14 @@ pub(crate) const MAX_SPEC_BYTES: usize = 128 * 1024 * 1024;
 
 /// Reads, imports and stores an OpenAPI document with the search index of
 /// its tools, showing progress.
+/// A file the integration was read from, as `refresh` finds it again from
+/// any directory: the path made absolute against the directory `add` ran in.
+fn absolute_path(path: &str) -> String {
+    std::path::absolute(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string())
+}
+
 pub(crate) async fn import_openapi(
     store: &dyn Store,
     kinds: &Kinds,
@@ -546,7 +557,11 @@ pub(crate) async fn import_openapi(
         org_id: org_id.to_string(),
         namespace: namespace.to_string(),
         kind: IntegrationKind::OpenApi.as_str().into(),
-        source: source.to_string(),
+        source: if is_url {
+            source.to_string()
+        } else {
+            absolute_path(source)
+        },
         base_url: imported.base_url.clone(),
         tool_count: tools as i64,
         document: serde_json::to_string(&imported)?,
