@@ -60,13 +60,20 @@ pub enum LogFormat {
     Json,
 }
 
-/// `--org`, the same on every command that acts on an org's catalog,
-/// connections or policies.
+/// Who a command acts for, the same on every command that acts in an org
+/// (its catalog, connections, policies, calls, a stdio session). Neither
+/// given: the only org, by its owner (a fresh data dir's first command
+/// makes the local operator, `local@localhost`); several orgs need one of
+/// them named. See `commands::resolve_actor`.
 #[derive(Debug, Clone, Args)]
-pub struct OrgArg {
-    /// The org to act on, by name (default: the only org).
+pub struct ActorArg {
+    /// The account to act as (its personal org unless --org names
+    /// another); created if missing.
+    #[arg(long, env = "EXECUTOR_EMAIL")]
+    pub email: Option<String>,
+    /// The org to act in, by name (default: the only org).
     #[arg(long = "org", env = "EXECUTOR_ORG")]
-    pub name: Option<String>,
+    pub org: Option<String>,
 }
 
 /// `--allow-local-network`, the same on every command that makes outbound
@@ -116,11 +123,8 @@ pub enum Command {
         /// The input, as a JSON object.
         #[arg(default_value = "{}")]
         input: String,
-        /// The account the call is made and recorded as.
-        #[arg(long, env = "EXECUTOR_EMAIL", default_value = "local@localhost")]
-        email: String,
         #[command(flatten)]
-        org: OrgArg,
+        actor: ActorArg,
         #[command(flatten)]
         engine: EngineOpts,
     },
@@ -176,7 +180,7 @@ pub enum ConnectionsCommand {
         #[arg(long)]
         username: Option<String>,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// Log in to an OAuth-protected integration: prints the authorization
     /// URL (opens it when a browser is there); the running server's
@@ -187,12 +191,12 @@ pub enum ConnectionsCommand {
     /// The org's connections (never their secrets).
     List {
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     Remove {
         namespace: String,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
 }
 
@@ -236,7 +240,7 @@ pub struct LoginArgs {
     #[command(flatten)]
     pub local_network: LocalNetworkArg,
     #[command(flatten)]
-    pub org: OrgArg,
+    pub org: ActorArg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -268,7 +272,7 @@ pub enum IntegrationsCommand {
     /// The org's integrations.
     List {
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// Re-read an integration's source and replace its tools.
     Refresh {
@@ -276,13 +280,13 @@ pub enum IntegrationsCommand {
         #[command(flatten)]
         local_network: LocalNetworkArg,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// Remove an integration and its tools.
     Remove {
         namespace: String,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
 }
 
@@ -302,7 +306,7 @@ pub enum AddIntegration {
         #[arg(long)]
         base_url: Option<String>,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// A GraphQL API: one tool per query and mutation field.
     Graphql {
@@ -319,7 +323,7 @@ pub enum AddIntegration {
         #[arg(long)]
         namespace: String,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// An MCP server: over HTTP (`--url`) or started as a command that
     /// speaks MCP on stdio (`--command`; run only by servers started with
@@ -349,7 +353,7 @@ pub enum AddIntegration {
         #[arg(long)]
         namespace: String,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
 }
 
@@ -361,7 +365,7 @@ pub enum ToolsCommand {
         #[arg(long, default_value_t = 12)]
         limit: usize,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
 }
 
@@ -377,18 +381,18 @@ pub enum PoliciesCommand {
         position: Option<i64>,
         /// Org name (default: the only org).
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// The rules in the order they are matched.
     List {
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
     /// Remove a rule by id.
     Remove {
         id: String,
         #[command(flatten)]
-        org: OrgArg,
+        org: ActorArg,
     },
 }
 
@@ -570,11 +574,8 @@ pub struct ServeOpts {
 
 #[derive(Debug, Args)]
 pub struct StdioOpts {
-    /// The account the stdio session acts for (created if missing).
-    #[arg(long, env = "EXECUTOR_EMAIL", default_value = "local@localhost")]
-    pub email: String,
     #[command(flatten)]
-    pub org: OrgArg,
+    pub actor: ActorArg,
     #[command(flatten)]
     pub engine: EngineOpts,
 }

@@ -189,3 +189,73 @@ fn a_relative_spec_path_is_refreshed_from_any_directory() {
         String::from_utf8_lossy(&listed.stdout)
     );
 }
+
+/// Issue 37: after `token create --email you@…` and `integrations add`,
+/// `executor call` acted for `local@localhost`, found nothing, and made a
+/// second org, after which every catalog command asked for `--org`. Every
+/// command now acts for the only org (by its owner), says which, and makes
+/// no org of its own.
+#[test]
+fn the_cli_and_call_act_for_the_one_org_and_make_no_other() {
+    let data = TempDir::new().expect("a temp dir");
+    let token = executor(
+        &data,
+        &[],
+        &["token", "create", "--email", "you@example.com"],
+    );
+    assert!(token.status.success(), "{}", stderr(&token));
+    let spec = write_spec(&data).to_string_lossy().into_owned();
+    let add = executor(
+        &data,
+        &[],
+        &[
+            "integrations",
+            "add",
+            "openapi",
+            "--spec",
+            &spec,
+            "--namespace",
+            "api",
+        ],
+    );
+    assert!(add.status.success(), "{}", stderr(&add));
+    // The tool is found in that org: the call reaches it (and fails only
+    // because the document names no server).
+    let call = executor(&data, &[], &["call", "api.a.a", "{}"]);
+    let said = stderr(&call);
+    assert!(said.contains("acting in org you@example.com"), "{said}");
+    let answer = String::from_utf8_lossy(&call.stdout);
+    assert!(!answer.contains("tool_not_found"), "{answer}");
+    // Still one org: catalog commands need no --org.
+    let listed = executor(&data, &[], &["integrations", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(String::from_utf8_lossy(&listed.stdout).starts_with("api\t"));
+    // Naming another org that does not exist is an error, not a new org.
+    let named = executor(&data, &[], &["integrations", "list", "--org", "elsewhere"]);
+    assert!(!named.status.success());
+    assert!(
+        stderr(&named).contains("no org named \"elsewhere\""),
+        "{}",
+        stderr(&named)
+    );
+}
+
+/// Issue 37: a fresh data dir's first catalog command works without a
+/// token: it acts for the local operator.
+#[test]
+fn a_fresh_data_dir_acts_for_the_local_operator() {
+    let data = TempDir::new().expect("a temp dir");
+    let listed = executor(&data, &[], &["integrations", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let call = executor(
+        &data,
+        &[],
+        &["call", "executor.coreTools.policies.list", "{}"],
+    );
+    assert!(call.status.success(), "{}", stderr(&call));
+    assert!(
+        stderr(&call).contains("acting in org local@localhost"),
+        "{}",
+        stderr(&call)
+    );
+}

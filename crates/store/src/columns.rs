@@ -1,6 +1,7 @@
 //! The column lists both backends select and insert, in the order their
 //! row readers take them (`session_from_row`, `execution_from_row`, … in
-//! each backend), written once so the two cannot drift apart.
+//! each backend), and the statements whose text both dialects read alike,
+//! written once so the two cannot drift apart.
 
 pub(crate) const SESSION_COLUMNS: &str = "id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at";
 pub(crate) const EVENT_COLUMNS: &str = "session_id, stream_id, seq, data, undelivered, created_at";
@@ -10,3 +11,12 @@ pub(crate) const CONNECTION_COLUMNS: &str =
 pub(crate) const PENDING_LOGIN_COLUMNS: &str =
     "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
 pub(crate) const POLICY_COLUMNS: &str = "id, org_id, pattern, action, position, created_at";
+
+/// `org_account`: the org's owner first, else its earliest member (the same
+/// text in both dialects: one parameter, written `$1`, which SQLite also
+/// reads).
+pub(crate) const ORG_ACCOUNT: &str = "SELECT m.account_id FROM memberships m \
+     JOIN accounts a ON a.id = m.account_id JOIN orgs o ON o.id = m.org_id \
+     WHERE m.org_id = $1 \
+     ORDER BY CASE WHEN o.owner_account_id = m.account_id THEN 0 ELSE 1 END, a.created_at, a.id \
+     LIMIT 1";

@@ -67,6 +67,11 @@ pub trait AccountStore: Send + Sync + 'static {
 
     /// Every org as (id, name).
     async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>>;
+
+    /// Who acts in the org when nobody is named: its owner (a personal
+    /// org), else its earliest member (accounts made within one ms are
+    /// ordered by id). None for an org without members.
+    async fn org_account(&self, org_id: &str) -> StoreResult<Option<Principal>>;
 }
 
 /// An org's policy rules, in the order they are matched (SPEC §9).

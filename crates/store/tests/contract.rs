@@ -35,6 +35,7 @@ macro_rules! contract {
 
 contract!(
     accounts_are_idempotent_and_personal_org_defaults_to_email,
+    an_org_is_acted_for_by_its_owner_else_its_earliest_member,
     the_access_revision_moves_with_every_token_and_policy_change,
     hardening_personal_orgs_belong_to_their_account,
     one_account_and_one_org_when_first_logins_race,
@@ -166,6 +167,30 @@ async fn accounts_are_idempotent_and_personal_org_defaults_to_email(t: TestStore
     assert_eq!(s.find_org("acme").await.unwrap(), Some(c.org_id.clone()));
     assert_eq!(s.find_org(&c.org_id).await.unwrap(), Some(c.org_id));
     assert_eq!(s.find_org("nobody").await.unwrap(), None);
+}
+
+/// Issue 37: the CLI acts for an org without naming an account: its owner
+/// (a personal org), else its earliest member.
+async fn an_org_is_acted_for_by_its_owner_else_its_earliest_member(t: TestStore) {
+    let s = t.store();
+    let first = s
+        .ensure_account("first@example.com", Some("team"))
+        .await
+        .unwrap();
+    // Creation times are in ms; accounts made within one are ordered by id.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let second = s
+        .ensure_account("second@example.com", Some("team"))
+        .await
+        .unwrap();
+    assert_eq!(first.org_id, second.org_id);
+    assert_eq!(s.org_account(&first.org_id).await.unwrap(), Some(first));
+    let personal = s.ensure_account("second@example.com", None).await.unwrap();
+    assert_eq!(
+        s.org_account(&personal.org_id).await.unwrap(),
+        Some(personal)
+    );
+    assert_eq!(s.org_account("org_nobody").await.unwrap(), None);
 }
 
 fn is_foreign_personal_org(result: StoreResult<Principal>, org: &str) -> bool {

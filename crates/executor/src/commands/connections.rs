@@ -73,7 +73,7 @@ pub(crate) async fn connections(
             username,
             org,
         } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             let associated = secrets::connection_aad(&org_id, &namespace);
             let read = |value: Option<String>| value.map(secret_value).transpose();
             let (api_key, bearer, basic) = (read(api_key)?, read(bearer)?, read(basic)?);
@@ -131,7 +131,7 @@ pub(crate) async fn connections(
             Ok(())
         }
         ConnectionsCommand::List { org } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             for c in store.list_connections(&org_id).await? {
                 if c.kind == CredentialKind::OAuth {
                     let state = executor_oauth::Grant::from_record(&c)
@@ -151,7 +151,7 @@ pub(crate) async fn connections(
         }
         ConnectionsCommand::Login(_) => Err("handled by login::login".into()),
         ConnectionsCommand::Remove { namespace, org } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             if store.remove_connection(&org_id, &namespace).await? {
                 Ok(())
             } else {

@@ -30,7 +30,7 @@ pub(crate) async fn integrations(
         }) => {
             let allow_local_network = local_network.allowed;
             check_namespace(&namespace)?;
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             let kinds = cli_kinds(shared.clone())?;
             import_openapi(
                 store,
@@ -51,7 +51,7 @@ pub(crate) async fn integrations(
             org,
         }) => {
             let allow_local_network = local_network.allowed;
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             let kinds = cli_kinds(shared.clone())?;
             let source = GraphqlSource {
                 endpoint: &endpoint,
@@ -72,7 +72,7 @@ pub(crate) async fn integrations(
             org,
         }) => {
             let allow_local_network = local_network.allowed;
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             let endpoint = match (url, command) {
                 (Some(url), _) => Endpoint::Http {
                     url,
@@ -94,7 +94,7 @@ pub(crate) async fn integrations(
             import_mcp(store, &kinds, &credentials, &org_id, &namespace, source).await
         }
         IntegrationsCommand::List { org } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             let kinds = cli_kinds(shared.clone())?;
             for i in store.list_integrations(&org_id, false).await? {
                 let document = store
@@ -120,7 +120,7 @@ pub(crate) async fn integrations(
             org,
         } => {
             let allow_local_network = local_network.allowed;
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             let existing = store.list_integrations(&org_id, true).await?;
             let record = existing
                 .into_iter()
@@ -168,7 +168,7 @@ pub(crate) async fn integrations(
             }
         }
         IntegrationsCommand::Remove { namespace, org } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             if store.remove_integration(&org_id, &namespace).await? {
                 Ok(())
             } else {

@@ -265,7 +265,7 @@ pub(crate) async fn login(
     global: &GlobalOpts,
     args: LoginArgs,
 ) -> AnyResult<()> {
-    let org_id = resolve_org(store.as_ref(), args.org.name.as_deref()).await?;
+    let org_id = resolve_org(store.as_ref(), &args.org).await?;
     let namespace = args.namespace.clone();
     let target = login_target(store.as_ref(), &org_id, &namespace).await?;
     let client_secret = if args.client_secret_stdin {

@@ -12,10 +12,10 @@ mod stdio;
 mod token;
 mod tools;
 
-use executor_store::Store;
+use executor_store::{Principal, Store};
 
 use crate::AnyResult;
-use crate::cli::{AddIntegration, Cli, Command, ConnectionsCommand, IntegrationsCommand};
+use crate::cli::{ActorArg, AddIntegration, Cli, Command, ConnectionsCommand, IntegrationsCommand};
 use crate::config::store_options;
 use crate::wiring::open_store;
 
@@ -57,36 +57,72 @@ pub(crate) async fn run(cli: Cli) -> AnyResult<()> {
         Command::Call {
             path,
             input,
-            email,
-            org,
+            actor,
             engine,
-        } => tools::call(store, global, &path, &input, &email, &org, &engine).await,
+        } => tools::call(store, global, &path, &input, &actor, &engine).await,
         Command::Tools(command) => tools::tools(store, global, command).await,
     }
 }
 
-/// The org a catalog command acts on: the one named, else the only one.
-pub(crate) async fn resolve_org(store: &dyn Store, name: Option<&str>) -> AnyResult<String> {
-    if let Some(name) = name {
-        return store
+/// The org a command acts in: see [`resolve_actor`].
+pub(crate) async fn resolve_org(store: &dyn Store, actor: &ActorArg) -> AnyResult<String> {
+    Ok(resolve_actor(store, actor).await?.org_id)
+}
+
+/// Who a command acts for, the same for every command (issue 37: `call`
+/// and `mcp` acted for `local@localhost` by default, which made a second
+/// org beside the one `token create` had made, after which every catalog
+/// command asked for `--org`):
+/// - `--email` (with or without `--org`): that account, in its personal
+///   org or the org named; made if missing, as `token create` would;
+/// - `--org` alone: that org, which must exist, by its owner or earliest
+///   member;
+/// - neither: the only org, likewise; on a fresh data dir the local
+///   operator (`local@localhost`) and its personal org are made, so the
+///   first command works without a token; with several orgs one must be
+///   named.
+pub(crate) async fn resolve_actor(store: &dyn Store, actor: &ActorArg) -> AnyResult<Principal> {
+    if let Some(email) = &actor.email {
+        return Ok(store.ensure_account(email, actor.org.as_deref()).await?);
+    }
+    let org_id = match &actor.org {
+        Some(name) => store
             .find_org(name)
             .await?
-            .ok_or_else(|| format!("no org named {name:?}").into());
-    }
-    let orgs = store.list_orgs().await?;
-    match orgs.as_slice() {
-        [(id, _)] => Ok(id.clone()),
-        [] => Err("no org yet: create one with `executor token create --email E [--org O]`".into()),
-        many => {
-            let names: Vec<&str> = many.iter().map(|(_, n)| n.as_str()).collect();
-            Err(format!(
-                "several orgs exist ({}): name one with --org",
-                names.join(", ")
-            )
-            .into())
+            .ok_or_else(|| format!("no org named {name:?}: see `executor token create --org`"))?,
+        None => {
+            let orgs = store.list_orgs().await?;
+            match orgs.as_slice() {
+                [(id, _)] => id.clone(),
+                [] => return Ok(store.ensure_account(LOCAL_OPERATOR, None).await?),
+                many => {
+                    let names: Vec<&str> = many.iter().map(|(_, n)| n.as_str()).collect();
+                    return Err(format!(
+                        "several orgs exist ({}): name one with --org (or EXECUTOR_ORG)",
+                        names.join(", ")
+                    )
+                    .into());
+                }
+            }
         }
-    }
+    };
+    let acting = store.org_account(&org_id).await?;
+    acting.ok_or_else(|| "the org has no member to act as: name an account with --email".into())
 }
+
+/// Says on stderr which org a command that runs tools acts in, so that an
+/// operator who named none sees which one it chose.
+pub(crate) async fn say_who_acts(store: &dyn Store, principal: &Principal) {
+    let orgs = store.list_orgs().await.unwrap_or_default();
+    let name = orgs
+        .iter()
+        .find(|(id, _)| *id == principal.org_id)
+        .map_or(principal.org_id.as_str(), |(_, name)| name.as_str());
+    eprintln!("executor: acting in org {name}");
+}
+
+/// The account a fresh data dir's first command acts as.
+const LOCAL_OPERATOR: &str = "local@localhost";
 
 /// Whether `command` may seal or open connection secrets. Listing and
 /// removing connections never do (they are how an operator recovers from a

@@ -15,7 +15,7 @@ pub(crate) async fn policies(store: &dyn Store, command: PoliciesCommand) -> Any
             position,
             org,
         } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             // Validated on save (SPEC §9): a bad rule never reaches the store.
             pattern.parse::<Pattern>()?;
             let action = PolicyAction::from_input(&action)?;
@@ -36,14 +36,14 @@ pub(crate) async fn policies(store: &dyn Store, command: PoliciesCommand) -> Any
             Ok(())
         }
         PoliciesCommand::List { org } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             for r in store.list_policies(&org_id).await? {
                 println!("{}\t{}\t{}\t{}", r.id, r.position, r.pattern, r.action);
             }
             Ok(())
         }
         PoliciesCommand::Remove { id, org } => {
-            let org_id = resolve_org(store, org.name.as_deref()).await?;
+            let org_id = resolve_org(store, &org).await?;
             if store.remove_policy(&org_id, &id).await? {
                 Ok(())
             } else {

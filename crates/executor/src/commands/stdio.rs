@@ -5,6 +5,7 @@ use std::sync::Arc;
 use executor_mcp::McpServer;
 use executor_store::Store;
 
+use super::{resolve_actor, say_who_acts};
 use crate::AnyResult;
 use crate::cli::{GlobalOpts, StdioOpts};
 use crate::wiring::engine;
@@ -14,9 +15,8 @@ pub(crate) async fn serve(
     global: &GlobalOpts,
     opts: StdioOpts,
 ) -> AnyResult<()> {
-    let principal = store
-        .ensure_account(&opts.email, opts.org.name.as_deref())
-        .await?;
+    let principal = resolve_actor(store.as_ref(), &opts.actor).await?;
+    say_who_acts(store.as_ref(), &principal).await;
     let engine = engine(store, global, &opts.engine)?;
     // Like `serve`, so that `executor resume` reaches runs paused here.
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -10,9 +10,9 @@ use executor_outbound::HttpConfig;
 use executor_store::Store;
 use executor_upstream::UpstreamSettings;
 
-use super::resolve_org;
+use super::{resolve_actor, resolve_org, say_who_acts};
 use crate::AnyResult;
-use crate::cli::{EngineOpts, GlobalOpts, OrgArg, ToolsCommand};
+use crate::cli::{ActorArg, EngineOpts, GlobalOpts, ToolsCommand};
 use crate::wiring::{engine, outbound, store_catalogs};
 
 /// `executor tools search`: the org's tools ranked for a query.
@@ -22,7 +22,7 @@ pub(crate) async fn tools(
     command: ToolsCommand,
 ) -> AnyResult<()> {
     let ToolsCommand::Search { query, limit, org } = command;
-    let org_id = resolve_org(store.as_ref(), org.name.as_deref()).await?;
+    let org_id = resolve_org(store.as_ref(), &org).await?;
     let outbound = outbound(store.clone(), global, HttpConfig::default())?;
     let catalogs = store_catalogs(store.clone(), &outbound, UpstreamSettings::default());
     let catalog = catalogs.catalog(&org_id).await;
@@ -38,17 +38,17 @@ pub(crate) async fn tools(
 }
 
 /// `executor call`: runs `tools.<path>(input)` as a one-line program, as
-/// `email` in `org`, and prints the result.
+/// the command's actor, and prints the result.
 pub(crate) async fn call(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
     path: &str,
     input: &str,
-    email: &str,
-    org: &OrgArg,
+    actor: &ActorArg,
     opts: &EngineOpts,
 ) -> AnyResult<()> {
-    let principal = store.ensure_account(email, org.name.as_deref()).await?;
+    let principal = resolve_actor(store.as_ref(), actor).await?;
+    say_who_acts(store.as_ref(), &principal).await;
     let engine = engine(store, global, opts)?;
     let input: serde_json::Value =
         serde_json::from_str(input).map_err(|e| format!("the input is not JSON: {e}"))?;

@@ -7,6 +7,7 @@ use crate::orgs::OrgChoice;
 use crate::*;
 
 use super::rows::*;
+use crate::columns::ORG_ACCOUNT;
 use crate::orgs::{OrgKey, new_account_id, new_org_id};
 
 #[async_trait]
@@ -161,5 +162,16 @@ impl AccountStore for PgStore {
             .query("SELECT id, name FROM orgs ORDER BY name COLLATE \"C\"", &[])
             .await?;
         rows(found, |r| Ok((col(r, 0)?, col(r, 1)?)))
+    }
+
+    async fn org_account(&self, org_id: &str) -> StoreResult<Option<Principal>> {
+        let found = self.query_opt(ORG_ACCOUNT, &[&org_id]).await?;
+        match found {
+            Some(row) => Ok(Some(Principal {
+                account_id: col(&row, 0)?,
+                org_id: org_id.to_string(),
+            })),
+            None => Ok(None),
+        }
     }
 }

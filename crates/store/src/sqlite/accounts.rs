@@ -153,4 +153,13 @@ impl AccountStore for SqliteStore {
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
+
+    async fn org_account(&self, org_id: &str) -> StoreResult<Option<Principal>> {
+        self.read_one(ORG_ACCOUNT, [org_id], |r| {
+            Ok(Principal {
+                account_id: r.get(0)?,
+                org_id: org_id.to_string(),
+            })
+        })
+    }
 }
