@@ -259,3 +259,21 @@ fn a_fresh_data_dir_acts_for_the_local_operator() {
         stderr(&call)
     );
 }
+
+/// Issue 37: a port in use or a malformed `--listen` named neither the flag
+/// nor the address ("Address already in use (os error 98)").
+#[test]
+fn a_listen_address_that_cannot_be_used_names_the_flag_and_the_address() {
+    let data = TempDir::new().expect("a temp dir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("its address").to_string();
+    for listen in [address.as_str(), "not-an-address"] {
+        let out = executor(&data, &[], &["serve", "--listen", listen]);
+        let text = stderr(&out);
+        assert!(!out.status.success(), "{listen}: {text}");
+        assert!(
+            text.contains("--listen") && text.contains(listen),
+            "{listen}: {text}"
+        );
+    }
+}

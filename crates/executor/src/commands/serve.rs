@@ -21,7 +21,15 @@ pub(crate) async fn serve(
 ) -> AnyResult<()> {
     let (engine, outbound) = engine_and_outbound(store.clone(), global, &opts.engine)?;
     let server = Arc::new(McpServer::new(engine));
-    let listener = tokio::net::TcpListener::bind(&opts.listen).await?;
+    let listener = tokio::net::TcpListener::bind(&opts.listen)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot listen on {:?} (--listen, EXECUTOR_LISTEN): {e}; give a free HOST:PORT, \
+                 e.g. 127.0.0.1:4788",
+                opts.listen
+            )
+        })?;
     let local = listener.local_addr()?;
     let node_url = opts.node_url(local, global.shared_store())?;
     let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));
