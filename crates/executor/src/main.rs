@@ -11,7 +11,7 @@ mod wiring;
 
 use clap::Parser;
 
-use cli::{Cli, LogFormat};
+use cli::{Cli, Command, LogFormat};
 
 /// A server's allocator: the request path allocates and frees many small
 /// objects across threads, where glibc's malloc cost about a fifth of the instructions of
@@ -19,12 +19,20 @@ use cli::{Cli, LogFormat};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The log filter of `serve` and `mcp` when `RUST_LOG` is not set.
+const SERVER_LOG: &str = "info,rmcp=warn";
+/// The log filter of every other command when `RUST_LOG` is not set.
+const COMMAND_LOG: &str = "warn";
+
 pub(crate) type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let log_format = cli.global.log_format;
-    init_tracing(log_format);
+    // Servers log what they do; a command the operator typed prints its
+    // answer, and only warnings and errors beside it (RUST_LOG asks for more).
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Mcp(_));
+    init_tracing(log_format, if serving { SERVER_LOG } else { COMMAND_LOG });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -63,9 +71,9 @@ fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// The log goes to stderr. Colour codes only reach a terminal (and not with
 /// `NO_COLOR`): in a file or a pipe they are noise for whoever reads it.
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

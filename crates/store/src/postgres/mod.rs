@@ -72,11 +72,14 @@ const POOL_WAIT: Duration = Duration::from_secs(2);
 const UNFLUSHED_POOL_SIZE: usize = 4;
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Per-connection limits, SQLite's `busy_timeout` in Postgres terms: a
-/// statement waiting on a lock, a statement, and a transaction left idle
-/// never hold a connection (or a row) for long.
-const SESSION_LIMITS: &str =
-    "-c lock_timeout=5000 -c statement_timeout=30000 -c idle_in_transaction_session_timeout=10000";
+/// Per-connection settings. The limits are SQLite's `busy_timeout` in
+/// Postgres terms: a statement waiting on a lock, a statement, and a
+/// transaction left idle never hold a connection (or a row) for long.
+/// `client_min_messages=warning`: the server sends no NOTICE (every start's
+/// `CREATE TABLE IF NOT EXISTS` made one, which tokio-postgres logs, so each
+/// CLI command on Postgres printed "relation … already exists, skipping").
+const SESSION_LIMITS: &str = "-c lock_timeout=5000 -c statement_timeout=30000 \
+     -c idle_in_transaction_session_timeout=10000 -c client_min_messages=warning";
 
 pub struct PgStore {
     pool: Pool,
@@ -527,6 +530,29 @@ mod tests {
             for client in &held {
                 assert!(client.statement_cache.size() >= statements.len());
             }
+        }
+    }
+
+    /// Issue 37: every CLI command on Postgres printed the NOTICE of the
+    /// start's `CREATE TABLE IF NOT EXISTS` ("relation … already exists,
+    /// skipping"), which tokio-postgres logs. The server sends none now, on
+    /// either pool.
+    #[tokio::test]
+    async fn the_server_sends_no_notices() {
+        let Some(db) = crate::testing::PgTestDb::create().await else {
+            return;
+        };
+        let store = PgStore::open(&db.url, PgOptions { pool_size: 1 })
+            .await
+            .unwrap();
+        for pool in [&store.pool, &store.unflushed] {
+            let client = pool.get().await.unwrap();
+            let level: String = client
+                .query_one("SHOW client_min_messages", &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(level, "warning");
         }
     }
 
