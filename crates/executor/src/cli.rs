@@ -143,6 +143,8 @@ pub enum Command {
     Resume {
         /// The exec_… id from the paused result or `executions list`.
         execution_id: String,
+        /// The decision: accept runs the pending call, decline or cancel
+        /// makes it throw.
         #[arg(long, value_parser = ["accept", "decline", "cancel"])]
         action: String,
         /// Seconds to wait for a running server to take the decision.
@@ -161,6 +163,7 @@ pub enum ConnectionsCommand {
     /// as `-` (read from standard input) or `@FILE`, so that they stay out
     /// of `ps` and shell history.
     Set {
+        /// The integration's namespace.
         namespace: String,
         /// The key, `-` for standard input, or `@FILE`.
         #[arg(long, group = "credential")]
@@ -177,6 +180,7 @@ pub enum ConnectionsCommand {
         /// With --secret-ref: api_key, bearer or basic (user from --username).
         #[arg(long, default_value = "api_key")]
         kind: CredentialKind,
+        /// With --secret-ref and --kind basic: the user name.
         #[arg(long)]
         username: Option<String>,
         #[command(flatten)]
@@ -194,6 +198,7 @@ pub enum ConnectionsCommand {
         org: ActorArg,
     },
     Remove {
+        /// The integration's namespace.
         namespace: String,
         #[command(flatten)]
         org: ActorArg,
@@ -202,6 +207,7 @@ pub enum ConnectionsCommand {
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
+    /// The integration's namespace.
     pub namespace: String,
     /// A client registered with the authorization server beforehand
     /// (else: our client metadata document, or dynamic registration).
@@ -276,6 +282,7 @@ pub enum IntegrationsCommand {
     },
     /// Re-read an integration's source and replace its tools.
     Refresh {
+        /// The integration's namespace.
         namespace: String,
         #[command(flatten)]
         local_network: LocalNetworkArg,
@@ -284,6 +291,7 @@ pub enum IntegrationsCommand {
     },
     /// Remove an integration and its tools.
     Remove {
+        /// The integration's namespace.
         namespace: String,
         #[command(flatten)]
         org: ActorArg,
@@ -361,7 +369,9 @@ pub enum AddIntegration {
 pub enum ToolsCommand {
     /// Rank the org's tools for a plain-language query.
     Search {
+        /// What the tool should do, in plain words.
         query: String,
+        /// How many tools to show, best first.
         #[arg(long, default_value_t = 12)]
         limit: usize,
         #[command(flatten)]
@@ -374,7 +384,9 @@ pub enum PoliciesCommand {
     /// Add a rule. PATTERN: `*`, `ns.*` (a subtree), `ns.*.tool` (`*` = one
     /// segment) or a full address; ACTION: allow, require_approval, block.
     Add {
+        /// The tools the rule matches.
         pattern: String,
+        /// allow, require_approval or block.
         action: String,
         /// 0-based position; first match wins (default: last).
         #[arg(long)]
@@ -390,6 +402,7 @@ pub enum PoliciesCommand {
     },
     /// Remove a rule by id.
     Remove {
+        /// The rule's id (pol_…), from `policies list`.
         id: String,
         #[command(flatten)]
         org: ActorArg,
@@ -398,6 +411,7 @@ pub enum PoliciesCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeOpts {
+    /// The address the server listens on, HOST:PORT.
     #[arg(long, env = "EXECUTOR_LISTEN", default_value = "127.0.0.1:4788")]
     pub listen: String,
     /// Where the other nodes on the store reach this one, over plain HTTP,
@@ -696,6 +710,7 @@ pub struct EngineOpts {
 pub enum TokenCommand {
     /// Create the account (and org) if missing and mint a token; prints it.
     Create {
+        /// The account the token acts for (created if missing).
         #[arg(long)]
         email: String,
         /// A shared org's name (default: the account's personal org, named
@@ -703,20 +718,62 @@ pub enum TokenCommand {
         /// account's email is refused).
         #[arg(long)]
         org: Option<String>,
+        /// Days until the token stops working (default: never).
         #[arg(long)]
         expires_in_days: Option<u64>,
     },
     /// Revoke a token (the token itself or its id).
-    Revoke { token: String },
+    Revoke {
+        /// The token, or its id (`exk_<id>`).
+        token: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ExecutionsCommand {
     /// The newest executions.
     List {
+        /// How many, newest first.
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
     /// One execution, in full.
-    Show { id: String },
+    Show {
+        /// The execution's id (exec_…).
+        id: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Issue 37: every argument of every command says what it is in
+    /// `--help`.
+    #[test]
+    fn every_argument_has_help_text() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "executor", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "arguments without help:\n{}",
+            missing.join("\n")
+        );
+    }
 }
