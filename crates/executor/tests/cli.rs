@@ -32,6 +32,14 @@ fn executor_in(
         .expect("the binary runs")
 }
 
+/// A fresh data dir with one account, `email`, made by `token create`.
+fn data_dir_of(email: &str) -> TempDir {
+    let data = TempDir::new().expect("a temp dir");
+    let token = executor(&data, &[], &["token", "create", "--email", email]);
+    assert!(token.status.success(), "{}", stderr(&token));
+    data
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -42,13 +50,7 @@ fn stderr(output: &Output) -> String {
 /// connect) when allowed, and refused by the SSRF guard when not.
 #[test]
 fn a_switch_reads_its_variable_as_1_0_yes_no_on_off() {
-    let data = TempDir::new().expect("a temp dir");
-    let token = executor(
-        &data,
-        &[],
-        &["token", "create", "--email", "ops@example.com"],
-    );
-    assert!(token.status.success(), "{}", stderr(&token));
+    let data = data_dir_of("ops@example.com");
     // Port 9 (discard) is closed here: an allowed fetch fails to connect.
     let add = [
         "integrations",
@@ -87,13 +89,7 @@ fn a_switch_reads_its_variable_as_1_0_yes_no_on_off() {
 /// the reserved namespaces before it fetches or stores anything.
 #[test]
 fn a_namespace_that_shadows_the_built_in_tools_is_refused_at_add() {
-    let data = TempDir::new().expect("a temp dir");
-    let token = executor(
-        &data,
-        &[],
-        &["token", "create", "--email", "ops@example.com"],
-    );
-    assert!(token.status.success(), "{}", stderr(&token));
+    let data = data_dir_of("ops@example.com");
     let spec = write_spec(&data).to_string_lossy().into_owned();
     for namespace in ["executor", "search", "describe", "tools"] {
         for kind in [
@@ -160,13 +156,7 @@ fn write_spec(data: &TempDir) -> std::path::PathBuf {
 /// another directory could not find it. The path is stored absolute.
 #[test]
 fn a_relative_spec_path_is_refreshed_from_any_directory() {
-    let data = TempDir::new().expect("a temp dir");
-    let token = executor(
-        &data,
-        &[],
-        &["token", "create", "--email", "ops@example.com"],
-    );
-    assert!(token.status.success(), "{}", stderr(&token));
+    let data = data_dir_of("ops@example.com");
     write_spec(&data);
     let add = [
         "integrations",
@@ -197,13 +187,7 @@ fn a_relative_spec_path_is_refreshed_from_any_directory() {
 /// no org of its own.
 #[test]
 fn the_cli_and_call_act_for_the_one_org_and_make_no_other() {
-    let data = TempDir::new().expect("a temp dir");
-    let token = executor(
-        &data,
-        &[],
-        &["token", "create", "--email", "you@example.com"],
-    );
-    assert!(token.status.success(), "{}", stderr(&token));
+    let data = data_dir_of("you@example.com");
     let spec = write_spec(&data).to_string_lossy().into_owned();
     let add = executor(
         &data,

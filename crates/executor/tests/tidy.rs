@@ -316,6 +316,48 @@ fn every_rust_name_the_docs_cite_exists() {
     );
 }
 
+/// A code span that names a function, field, column or setting the way
+/// the code spells it: snake_case with an underscore (`claim_session`,
+/// `stream_one()`, `alive_until`); a plain word (`state`) says too little.
+fn snake_case_name(span: &str) -> Option<&str> {
+    let name = span.trim_end_matches("()");
+    let snake = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.contains('_')
+        && !name.ends_with('_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    snake.then_some(name)
+}
+
+/// A function renamed or removed leaves its old name in no source file, so
+/// every snake_case name the docs cite must still stand in one (SQL columns
+/// and settings stand in the stores' and binary's sources alike).
+#[test]
+fn every_function_name_the_docs_cite_is_in_the_sources() {
+    let sources = all_sources();
+    let mut missing = Vec::new();
+    for doc in CHECKED_DOCS {
+        for span in code_spans(&read(&root().join(doc))) {
+            if let Some(name) = snake_case_name(&span)
+                && !sources.contains(name)
+            {
+                missing.push(format!("{doc}: `{span}`"));
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "names the docs cite that no source holds:\n{}",
+        missing.join("\n")
+    );
+    assert_eq!(snake_case_name("stream_one()"), Some("stream_one"));
+    assert_eq!(snake_case_name("state"), None);
+    assert_eq!(snake_case_name("ns.*.tool"), None);
+}
+
 /// `### \`crates/NAME\`` sections of ARCHITECTURE.md, by crate name.
 fn architecture_sections() -> Vec<(String, String)> {
     let architecture = read(&root().join("ARCHITECTURE.md"));
