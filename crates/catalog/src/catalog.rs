@@ -258,6 +258,11 @@ impl ToolGroup {
         self.tools.is_empty()
     }
 
+    /// The group's tools, sorted by path.
+    pub fn tools(&self) -> &[Arc<ToolEntry>] {
+        &self.tools
+    }
+
     fn get(&self, path: &str) -> Option<&Arc<ToolEntry>> {
         let found = self.tools.binary_search_by(|t| (*t.path).cmp(path));
         found.ok().and_then(|i| self.tools.get(i))

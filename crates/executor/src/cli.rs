@@ -514,6 +514,13 @@ pub struct ServeOpts {
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     #[arg(long, env = "EXECUTOR_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// Management API requests one token may make per second, on average;
+    /// over it, 429 with Retry-After.
+    #[arg(long, env = "EXECUTOR_API_RATE", default_value_t = executor_api::DEFAULT_RATE)]
+    pub api_rate: u32,
+    /// Management API requests one token may make at once after a pause.
+    #[arg(long, env = "EXECUTOR_API_BURST", default_value_t = executor_api::DEFAULT_BURST)]
+    pub api_burst: u32,
     /// Largest request body, in bytes; a larger one gets 413.
     #[arg(
         long,

@@ -82,6 +82,16 @@ impl EngineOpts {
     }
 
     /// How upstream MCP servers are run and pooled.
+    /// What the management API may make this server do.
+    pub fn api_surface(&self) -> executor_ops::Surface {
+        executor_ops::Surface {
+            allow_local_network: self.local_network.allowed,
+            // A path over HTTP would read the server's own files.
+            may_read_files: false,
+            may_start_commands: self.allow_stdio_integrations,
+        }
+    }
+
     pub fn upstream(&self) -> UpstreamSettings {
         UpstreamSettings {
             allow_stdio: self.allow_stdio_integrations,
@@ -126,6 +136,11 @@ impl ServeOpts {
             node_lease: Duration::from_millis(self.node_lease),
             lease_kept: Duration::from_millis(self.session_lease_kept),
         }
+    }
+
+    /// What one API token may ask of the management API.
+    pub fn api_rate_limits(&self) -> executor_api::RateLimits {
+        executor_api::RateLimits::new(self.api_rate, self.api_burst)
     }
 
     /// The HTTP edge's checks and bounds, for a server listening on `local`.

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
+use executor_catalog::CatalogSource;
 use executor_engine::Engine;
 use executor_integrations::{Credentials, Kinds, StoreCatalogs};
 use executor_oauth::OAuth;
+use executor_ops::{Operations, Parts, Surface};
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::{SecretError, SecretKey};
 use executor_store::{PgOptions, PgStore, SqliteStore, Store, StoreOptions};
@@ -61,26 +63,104 @@ pub(crate) fn load_secret_key(global: &GlobalOpts) -> Result<SecretKey, SecretEr
     }
 }
 
-pub(crate) fn engine(
-    store: Arc<dyn Store>,
-    global: &GlobalOpts,
-    opts: &EngineOpts,
-) -> AnyResult<Arc<Engine>> {
-    Ok(engine_and_outbound(store, global, opts)?.0)
+/// An engine and what it was built from.
+pub(crate) struct Wired {
+    pub engine: Arc<Engine>,
+    /// What its tools call through (for the OAuth callback of `serve`).
+    pub outbound: Outbound,
+    /// The org catalogs it calls (the operations search them too).
+    pub catalogs: Arc<dyn CatalogSource>,
 }
 
-/// The engine, and the outbound side its tools call through (for the
-/// OAuth callback of `serve`).
-pub(crate) fn engine_and_outbound(
+pub(crate) fn wire_engine(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
     opts: &EngineOpts,
-) -> AnyResult<(Arc<Engine>, Outbound)> {
+) -> AnyResult<Wired> {
     let outbound = outbound(store.clone(), global, opts.http())?;
-    let catalogs = Arc::new(store_catalogs(store.clone(), &outbound, opts.upstream()));
-    let engine = Arc::new(Engine::with_catalogs(store, opts.engine(), catalogs));
-    Ok((engine, outbound))
+    let catalogs: Arc<dyn CatalogSource> =
+        Arc::new(store_catalogs(store.clone(), &outbound, opts.upstream()));
+    let engine = Arc::new(Engine::with_catalogs(
+        store,
+        opts.engine(),
+        catalogs.clone(),
+    ));
+    Ok(Wired {
+        engine,
+        outbound,
+        catalogs,
+    })
 }
+
+/// The operations over a wired engine: a server's, or a command's that
+/// runs code.
+pub(crate) fn operations_of(
+    store: Arc<dyn Store>,
+    wired: &Wired,
+    opts: &EngineOpts,
+    surface: Surface,
+) -> Operations {
+    Operations::new(Parts {
+        kinds: kinds(
+            store.clone(),
+            &wired.outbound.http,
+            &wired.outbound.credentials,
+            opts.upstream(),
+        ),
+        store,
+        credentials: wired.outbound.credentials.clone(),
+        key: wired.outbound.key.clone(),
+        catalogs: wired.catalogs.clone(),
+        engine: Some(wired.engine.clone()),
+        http: opts.http(),
+        surface,
+    })
+}
+
+/// The operations of a command that runs no code. `with_key`: it seals or
+/// opens connection secrets (see `commands::uses_secret_key`); without,
+/// the key is never read, so a command works when it is lost.
+pub(crate) fn command_operations(
+    store: Arc<dyn Store>,
+    global: &GlobalOpts,
+    with_key: bool,
+) -> AnyResult<Operations> {
+    let http = HttpConfig::default();
+    let (client, credentials, key) = if with_key {
+        let outbound = outbound(store.clone(), global, http.clone())?;
+        (outbound.http, outbound.credentials, outbound.key)
+    } else {
+        // Connections are listed, never opened.
+        let credentials = Arc::new(Credentials {
+            store: store.clone(),
+            key: None,
+            oauth: None,
+        });
+        (Arc::new(HttpClient::new(http.clone())?), credentials, None)
+    };
+    let upstream = UpstreamSettings::default();
+    let core = executor_engine::core_tool_entries(store.clone());
+    let catalog_kinds = kinds(store.clone(), &client, &credentials, upstream.clone());
+    let catalogs: Arc<dyn CatalogSource> =
+        Arc::new(StoreCatalogs::new(store.clone(), catalog_kinds, core));
+    Ok(Operations::new(Parts {
+        kinds: kinds(store.clone(), &client, &credentials, upstream),
+        store,
+        credentials,
+        key,
+        catalogs,
+        engine: None,
+        http,
+        surface: SHELL,
+    }))
+}
+
+/// What an operator at the machine's shell may do: anything the flags ask.
+pub(crate) const SHELL: Surface = Surface {
+    allow_local_network: true,
+    may_read_files: true,
+    may_start_commands: true,
+};
 
 /// What tool calls go out through: the guarded HTTP client, the org's
 /// connections, and the OAuth client that refreshes their tokens.
@@ -88,6 +168,7 @@ pub(crate) struct Outbound {
     pub http: Arc<HttpClient>,
     pub credentials: Arc<Credentials>,
     pub oauth: Arc<OAuth>,
+    pub key: Option<Arc<SecretKey>>,
 }
 
 pub(crate) fn outbound(
@@ -100,13 +181,14 @@ pub(crate) fn outbound(
     let oauth = Arc::new(OAuth::new(store.clone(), key.clone(), (*http).clone()));
     let credentials = Arc::new(Credentials {
         store,
-        key: Some(key),
+        key: Some(key.clone()),
         oauth: Some(oauth.clone()),
     });
     Ok(Outbound {
         http,
         credentials,
         oauth,
+        key: Some(key),
     })
 }
 
@@ -117,17 +199,23 @@ pub(crate) fn store_catalogs(
     outbound: &Outbound,
     upstream: UpstreamSettings,
 ) -> StoreCatalogs {
-    let upstreams = Upstreams::new(
-        outbound.http.clone(),
-        outbound.credentials.clone(),
+    let core = executor_engine::core_tool_entries(store.clone());
+    let kinds = kinds(
         store.clone(),
+        &outbound.http,
+        &outbound.credentials,
         upstream,
     );
-    let kinds = Kinds::new(
-        outbound.http.clone(),
-        outbound.credentials.clone(),
-        upstreams,
-    );
-    let core = executor_engine::core_tool_entries(store.clone());
     StoreCatalogs::new(store, kinds, core)
+}
+
+/// The integration kinds, calling through `http` with `credentials`.
+fn kinds(
+    store: Arc<dyn Store>,
+    http: &Arc<HttpClient>,
+    credentials: &Arc<Credentials>,
+    upstream: UpstreamSettings,
+) -> Kinds {
+    let upstreams = Upstreams::new(http.clone(), credentials.clone(), store, upstream);
+    Kinds::new(http.clone(), credentials.clone(), upstreams)
 }

@@ -162,6 +162,43 @@ pub fn verify(
     Ok(record.principal.clone())
 }
 
+/// Why a presented bearer did not authenticate.
+#[derive(Debug)]
+pub enum AuthFailure {
+    /// The token is not one that acts for anybody now.
+    Rejected(TokenRejection),
+    /// The store could not be asked.
+    Store(crate::StoreError),
+}
+
+/// Who a presented API token acts for, and the token's id: the one check
+/// every surface makes (`/mcp`, the management API). A token verified
+/// since the store's last token or policy change (its access revision) is
+/// taken from `cache` without a read; any change anywhere, a revocation by
+/// the CLI included, makes the next request read the token again (SPEC
+/// §4: at once).
+pub async fn authenticate(
+    store: &dyn crate::AccountStore,
+    cache: &TokenCache,
+    presented: &str,
+) -> Result<(Principal, String), AuthFailure> {
+    let (id, secret) = parse(presented).ok_or(AuthFailure::Rejected(TokenRejection::Malformed))?;
+    // Read before the token: a change committed in between moves the
+    // revision past the one the entry is kept at.
+    let revision = store.access_revision();
+    let now = crate::now_ms();
+    if let Some(principal) = revision.and_then(|r| cache.lookup(id, secret, r, now)) {
+        return Ok((principal, id.to_string()));
+    }
+    let record = store.find_token(id).await.map_err(AuthFailure::Store)?;
+    let record = record.ok_or(AuthFailure::Rejected(TokenRejection::Unknown))?;
+    let principal = verify(&record, secret, now).map_err(AuthFailure::Rejected)?;
+    if let Some(revision) = revision {
+        cache.keep(revision, &record, secret);
+    }
+    Ok((principal, record.id))
+}
+
 /// Whether a token found earlier is still neither revoked nor expired.
 pub fn is_current(record: &TokenRecord, now_ms: i64) -> bool {
     record.revoked_at_ms.is_none() && record.expires_at_ms.is_none_or(|e| e > now_ms)

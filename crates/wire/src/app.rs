@@ -79,6 +79,9 @@ pub struct App {
     pub oauth: Option<SharedCallbacks>,
     /// Bearers verified at the store's current access revision.
     pub tokens: Arc<TokenCache>,
+    /// More routes served beside `/mcp` (the management API), under the
+    /// same request ids, connection cap and timeouts.
+    pub extra: Option<axum::Router>,
 }
 
 impl App {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, header};
-use executor_store::tokens::{self, TokenCache, TokenRejection};
+use executor_store::tokens::{self, AuthFailure, TokenCache};
 use executor_store::{Principal, Store, now_ms};
 use subtle::ConstantTimeEq;
 
@@ -30,10 +30,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Authenticates a request's bearer. A token verified since the store's
-/// last token or policy change (its access revision) is taken from `cache`
-/// without a read; any change anywhere, a revocation by the CLI included,
-/// makes the next request read the token again (SPEC §4: at once).
+/// Authenticates a request's bearer ([`tokens::authenticate`]).
 pub async fn authenticate(
     store: &dyn Store,
     cache: &TokenCache,
@@ -47,31 +44,19 @@ pub async fn authenticate(
     let presented = bearer(headers)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| unauthorized(None))?;
-    let (id, secret) =
-        tokens::parse(presented).ok_or_else(|| unauthorized(Some(TokenRejection::Malformed)))?;
-    // Read before the token: a change committed in between moves the
-    // revision past the one the entry is kept at.
-    let revision = store.access_revision();
-    let now = now_ms();
-    if let Some(principal) = revision.and_then(|r| cache.lookup(id, secret, r, now)) {
-        return Ok(Authenticated {
+    match tokens::authenticate(store, cache, presented).await {
+        Ok((principal, token_id)) => Ok(Authenticated {
             principal,
-            token_id: id.to_string(),
-        });
+            token_id,
+        }),
+        Err(AuthFailure::Rejected(rejection)) => Err(unauthorized(Some(rejection))),
+        Err(AuthFailure::Store(e)) => {
+            tracing::error!(error = %e, "token lookup failed");
+            Err(WireError::Session(
+                executor_sessions::AcquireError::Unavailable,
+            ))
+        }
     }
-    let record = store.find_token(id).await.map_err(|e| {
-        tracing::error!(error = %e, "token lookup failed");
-        WireError::Session(executor_sessions::AcquireError::Unavailable)
-    })?;
-    let record = record.ok_or_else(|| unauthorized(Some(TokenRejection::Unknown)))?;
-    let principal = tokens::verify(&record, secret, now).map_err(|r| unauthorized(Some(r)))?;
-    if let Some(revision) = revision {
-        cache.keep(revision, &record, secret);
-    }
-    Ok(Authenticated {
-        principal,
-        token_id: record.id,
-    })
 }
 
 /// The bearer `/metrics` requires when the operator sets one. Its `Debug`

@@ -38,6 +38,7 @@ const REQUEST_ID_HEADER: &str = "x-request-id";
 
 pub fn router(app: App) -> Router {
     let oauth = app.oauth.clone().map(oauth_router).unwrap_or_default();
+    let extra = app.extra.clone().unwrap_or_default();
     // Outermost last: the id is set before it is propagated to the response.
     Router::new()
         .route("/mcp", any(mcp_endpoint))
@@ -53,6 +54,7 @@ pub fn router(app: App) -> Router {
         .route("/metrics", get(metrics))
         .with_state(app)
         .merge(oauth)
+        .merge(extra)
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
 }

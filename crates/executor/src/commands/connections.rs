@@ -1,13 +1,12 @@
 //! `executor connections …`: set, list and remove the credentials of
 //! integrations; secrets come from stdin or a file and are sealed at rest.
 
-use executor_store::secrets::SecretRef;
-use executor_store::{ConnectionRecord, CredentialKind, Store, now_ms, secrets};
+use executor_ops::{CredentialInput, Operations, SetConnection};
 use zeroize::Zeroizing;
 
-use super::resolve_org;
+use super::resolve_actor;
 use crate::AnyResult;
-use crate::cli::{ConnectionsCommand, GlobalOpts};
+use crate::cli::ConnectionsCommand;
 
 /// A secret given to the CLI: `-` reads it from standard input, `@FILE`
 /// from a file (one trailing newline dropped), so that it stays out of
@@ -42,26 +41,7 @@ pub(crate) fn secret_value(arg: String) -> AnyResult<Zeroizing<String>> {
     Ok(text)
 }
 
-/// Secrets this short could not be scrubbed from what upstreams answer
-/// (SPEC §9): redaction skips strings under four bytes, which would
-/// otherwise mangle every result.
-pub(crate) fn long_enough(secret: &str) -> AnyResult<()> {
-    if secret.len() < MIN_SECRET_BYTES {
-        return Err(format!(
-            "a secret of fewer than {MIN_SECRET_BYTES} bytes is refused: it could not be kept out of results"
-        )
-        .into());
-    }
-    Ok(())
-}
-
-pub(crate) const MIN_SECRET_BYTES: usize = 4;
-
-pub(crate) async fn connections(
-    store: &dyn Store,
-    global: &GlobalOpts,
-    command: ConnectionsCommand,
-) -> AnyResult<()> {
+pub(crate) async fn connections(ops: &Operations, command: ConnectionsCommand) -> AnyResult<()> {
     match command {
         ConnectionsCommand::Set {
             namespace,
@@ -73,95 +53,51 @@ pub(crate) async fn connections(
             username,
             org,
         } => {
-            let org_id = resolve_org(store, &org).await?;
-            let associated = secrets::connection_aad(&org_id, &namespace);
+            let actor = resolve_actor(ops, &org).await?;
             let read = |value: Option<String>| value.map(secret_value).transpose();
             let (api_key, bearer, basic) = (read(api_key)?, read(bearer)?, read(basic)?);
-            let (kind, username, secret) = match (api_key, bearer, basic, secret_ref) {
-                (_, _, _, Some(reference)) => {
-                    let parsed = SecretRef::parse(&reference)?;
-                    if !matches!(parsed, SecretRef::Env(_)) {
-                        return Err("--secret-ref takes env://NAME".into());
-                    }
-                    if kind == CredentialKind::OAuth {
-                        return Err(format!(
-                            "an OAuth connection is made by logging in: run `executor connections login {namespace}`"
-                        )
-                        .into());
-                    }
-                    (kind, username, parsed.to_string())
-                }
-                (Some(key), None, None, None) => (
-                    CredentialKind::ApiKey,
-                    None,
-                    long_enough(&key)
-                        .and_then(|()| seal_with(global, key.as_str(), &associated))?,
-                ),
-                (None, Some(token), None, None) => (
-                    CredentialKind::Bearer,
-                    None,
-                    long_enough(&token)
-                        .and_then(|()| seal_with(global, token.as_str(), &associated))?,
-                ),
+            let credential = match (api_key, bearer, basic, secret_ref) {
+                (_, _, _, Some(reference)) => CredentialInput::Reference {
+                    reference,
+                    kind,
+                    username,
+                },
+                (Some(key), None, None, None) => CredentialInput::ApiKey(key),
+                (None, Some(token), None, None) => CredentialInput::Bearer(token),
                 (None, None, Some(pair), None) => {
                     let (user, password) =
                         pair.split_once(':').ok_or("--basic takes USER:PASSWORD")?;
-                    long_enough(password)?;
-                    (
-                        CredentialKind::Basic,
-                        Some(user.to_string()),
-                        seal_with(global, password, &associated)?,
-                    )
+                    CredentialInput::Basic {
+                        username: user.to_string(),
+                        password: Zeroizing::new(password.to_string()),
+                    }
                 }
                 _ => return Err("give one of --api-key, --bearer, --basic or --secret-ref".into()),
             };
-            store
-                .set_connection(ConnectionRecord {
-                    org_id,
-                    namespace: namespace.clone(),
-                    kind,
-                    username,
-                    secret,
-                    updated_at_ms: now_ms(),
-                    oauth: None,
-                    generation: 0,
-                })
-                .await?;
-            println!("{namespace}\t{kind}");
+            let set = SetConnection {
+                namespace,
+                credential,
+            };
+            let status = ops.set_connection(&actor, set).await?;
+            println!("{}\t{}", status.namespace, status.kind);
             Ok(())
         }
         ConnectionsCommand::List { org } => {
-            let org_id = resolve_org(store, &org).await?;
-            for c in store.list_connections(&org_id).await? {
-                if c.kind == CredentialKind::OAuth {
-                    let state = executor_oauth::Grant::from_record(&c)
-                        .map(|g| g.describe(now_ms()))
-                        .unwrap_or_else(|e| format!("unreadable: {e}"));
-                    println!("{}\t{}\t{state}", c.namespace, c.kind);
-                    continue;
-                }
-                let stored = if c.secret.starts_with("env://") {
-                    c.secret.as_str()
-                } else {
-                    "sealed"
-                };
-                println!("{}\t{}\t{}", c.namespace, c.kind, stored);
+            let actor = resolve_actor(ops, &org).await?;
+            let listed = ops.list_connections(&actor).await?;
+            if listed.is_empty() {
+                println!("no connections yet: set one with `executor connections set NAMESPACE`");
+            }
+            for c in listed {
+                println!("{}\t{}\t{}", c.namespace, c.kind, c.stored);
             }
             Ok(())
         }
         ConnectionsCommand::Login(_) => Err("handled by login::login".into()),
         ConnectionsCommand::Remove { namespace, org } => {
-            let org_id = resolve_org(store, &org).await?;
-            if store.remove_connection(&org_id, &namespace).await? {
-                Ok(())
-            } else {
-                Err(format!("no connection for {namespace:?}").into())
-            }
+            let actor = resolve_actor(ops, &org).await?;
+            ops.remove_connection(&actor, &namespace).await?;
+            Ok(())
         }
     }
-}
-
-pub(crate) fn seal_with(global: &GlobalOpts, value: &str, associated: &str) -> AnyResult<String> {
-    let key = crate::wiring::load_secret_key(global)?;
-    Ok(secrets::seal(&key, value, associated)?)
 }

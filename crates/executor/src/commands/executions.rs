@@ -1,33 +1,28 @@
 //! `executor executions …` and `executor resume`: execution history, and
 //! a paused execution decided from a shell.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use executor_call::Action;
-use executor_store::Store;
+use executor_ops::{CallResult, ListExecutions, Operations};
 
-use super::tools::{first_line, print_result};
+use super::tools::print_result;
 use crate::AnyResult;
-use crate::cli::{EngineOpts, ExecutionsCommand, GlobalOpts};
-use crate::wiring::engine;
+use crate::cli::ExecutionsCommand;
 
-pub(crate) async fn executions(store: &dyn Store, command: ExecutionsCommand) -> AnyResult<()> {
+pub(crate) async fn executions(ops: &Operations, command: ExecutionsCommand) -> AnyResult<()> {
     match command {
         ExecutionsCommand::List { limit } => {
-            for x in store.list_executions(None, limit).await? {
+            let listed = ops.list_executions(None, &ListExecutions { limit }).await?;
+            for x in listed {
                 println!(
                     "{}\t{}\t{} ms\t{}",
-                    x.id,
-                    x.status,
-                    x.duration_ms,
-                    first_line(&x.code)
+                    x.id, x.status, x.duration_ms, x.code_preview
                 );
             }
             Ok(())
         }
         ExecutionsCommand::Show { id } => {
-            let x = store.get_execution(&id).await?.ok_or("no such execution")?;
+            let x = ops.get_execution(None, &id).await?;
             println!("{}", serde_json::to_string_pretty(&x)?);
             Ok(())
         }
@@ -38,17 +33,13 @@ pub(crate) async fn executions(store: &dyn Store, command: ExecutionsCommand) ->
 /// outcome; with no server taking it within `wait` seconds, replays the
 /// run here and applies it.
 pub(crate) async fn resume(
-    store: Arc<dyn Store>,
-    global: &GlobalOpts,
+    ops: &Operations,
     execution_id: &str,
     action: &str,
     wait: u64,
-    opts: &EngineOpts,
 ) -> AnyResult<()> {
-    let engine = engine(store, global, opts)?;
-    let action: Action = action.parse()?;
-    let result = engine
-        .resume_from_outside(execution_id, action, Duration::from_secs(wait))
-        .await;
+    let result: CallResult = ops
+        .resume_execution(None, execution_id, action, Duration::from_secs(wait))
+        .await?;
     print_result(result)
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_integrations::{Credentials, IntegrationKind};
+use executor_integrations::IntegrationKind;
 use executor_oauth::{
     Challenge, Declared, Flow, Grant, LoginOptions, LoginTarget, OAuth, Resource, Started,
 };
@@ -19,8 +19,9 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::integrations::{cli_kinds, sync_mcp};
-use super::resolve_org;
+use executor_ops::Operations;
+
+use super::resolve_actor;
 use crate::AnyResult;
 use crate::cli::{GlobalOpts, LoginArgs, LoginFlow, PublicOpts};
 
@@ -61,8 +62,7 @@ fn client_metadata_url(public: &PublicOpts, public_url: &str) -> Option<String> 
 /// integration's tools listed with the new token.
 pub(crate) struct Callbacks {
     pub oauth: Arc<OAuth>,
-    pub store: Arc<dyn Store>,
-    pub credentials: Arc<Credentials>,
+    pub ops: Arc<Operations>,
     pub http: Arc<HttpClient>,
     /// The metadata document's URL and our redirect URI, when published.
     pub metadata: Option<(String, String)>,
@@ -73,8 +73,7 @@ pub(crate) struct Callbacks {
 impl Callbacks {
     pub(crate) fn new(
         oauth: Arc<OAuth>,
-        store: Arc<dyn Store>,
-        credentials: Arc<Credentials>,
+        ops: Arc<Operations>,
         http: Arc<HttpClient>,
         public: &PublicOpts,
         public_url: &str,
@@ -83,8 +82,7 @@ impl Callbacks {
         let metadata = client_metadata_url(public, public_url).map(|url| (url, redirect_uri));
         Callbacks {
             oauth,
-            store,
-            credentials,
+            ops,
             http,
             metadata,
             settled: Arc::new(tokio::sync::Notify::new()),
@@ -112,15 +110,9 @@ impl Callbacks {
                 };
             }
         };
-        let note = after_login(
-            &self.store,
-            &self.credentials,
-            &self.http,
-            &finished.org_id,
-            &finished.namespace,
-        )
-        .await
-        .err();
+        let note = after_login(&self.ops, &self.http, &finished.org_id, &finished.namespace)
+            .await
+            .err();
         let state = query.state.unwrap_or_default();
         self.oauth.settle_login(&state, Ok(()), note.clone()).await;
         self.settled.notify_waiters();
@@ -152,13 +144,13 @@ impl OAuthCallbacks for Callbacks {
 /// After a login: an MCP server's tools, listed with the new token (they
 /// were unknown while it needed a login). Err says why not, for a note.
 async fn after_login(
-    store: &Arc<dyn Store>,
-    credentials: &Credentials,
+    ops: &Operations,
     http: &HttpClient,
     org_id: &str,
     namespace: &str,
 ) -> Result<(), String> {
-    let records = store
+    let records = ops
+        .store()
         .list_integrations(org_id, true)
         .await
         .map_err(|e| e.to_string())?;
@@ -169,19 +161,10 @@ async fn after_login(
         return Ok(());
     }
     let endpoint = executor_upstream::load(&record.document)?.endpoint;
-    let kinds = cli_kinds(store.clone()).map_err(|e| e.to_string())?;
-    sync_mcp(
-        store.as_ref(),
-        &kinds,
-        credentials,
-        http,
-        org_id,
-        namespace,
-        &endpoint,
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| format!("its tools could not be listed: {e}"))
+    ops.sync_mcp(org_id, namespace, &endpoint, http)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("its tools could not be listed: {e}"))
 }
 
 /// What a login is for, from the integration's stored record.
@@ -265,7 +248,12 @@ pub(crate) async fn login(
     global: &GlobalOpts,
     args: LoginArgs,
 ) -> AnyResult<()> {
-    let org_id = resolve_org(store.as_ref(), &args.org).await?;
+    let ops = Arc::new(crate::wiring::command_operations(
+        store.clone(),
+        global,
+        true,
+    )?);
+    let org_id = resolve_actor(&ops, &args.org).await?.org_id;
     let namespace = args.namespace.clone();
     let target = login_target(store.as_ref(), &org_id, &namespace).await?;
     let client_secret = if args.client_secret_stdin {
@@ -286,16 +274,10 @@ pub(crate) async fn login(
         ..HttpConfig::default()
     })?);
     let oauth = Arc::new(OAuth::new(store.clone(), key.clone(), (*http).clone()));
-    let credentials = Arc::new(Credentials {
-        store: store.clone(),
-        key: Some(key),
-        oauth: Some(oauth.clone()),
-    });
     let (completer, public_url) = completer(&args).await?;
     let callbacks = Arc::new(Callbacks::new(
         oauth.clone(),
-        store.clone(),
-        credentials.clone(),
+        ops.clone(),
         http.clone(),
         &args.public,
         &public_url,
@@ -315,7 +297,7 @@ pub(crate) async fn login(
     };
     match oauth.start_login(&target, options).await? {
         Started::Done(_) => {
-            if let Err(note) = after_login(&store, &credentials, &http, &org_id, &namespace).await {
+            if let Err(note) = after_login(&ops, &http, &org_id, &namespace).await {
                 eprintln!("note: {namespace} is connected, but {note}");
             }
         }

@@ -5,22 +5,31 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use executor_api::ApiState;
 use executor_mcp::McpServer;
 use executor_sessions::Sessions;
 use executor_store::Store;
+use executor_store::tokens::TokenCache;
 use executor_wire::App;
 
 use crate::AnyResult;
 use crate::cli::{GlobalOpts, ServeOpts};
-use crate::wiring::engine_and_outbound;
+use crate::wiring::{operations_of, wire_engine};
 
 pub(crate) async fn serve(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
     opts: ServeOpts,
 ) -> AnyResult<()> {
-    let (engine, outbound) = engine_and_outbound(store.clone(), global, &opts.engine)?;
-    let server = Arc::new(McpServer::new(engine));
+    let wired = wire_engine(store.clone(), global, &opts.engine)?;
+    let ops = Arc::new(operations_of(
+        store.clone(),
+        &wired,
+        &opts.engine,
+        opts.engine.api_surface(),
+    ));
+    let outbound = &wired.outbound;
+    let server = Arc::new(McpServer::new(wired.engine.clone()));
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
         .map_err(|e| {
@@ -48,18 +57,24 @@ pub(crate) async fn serve(
     let public_url = super::login::public_url(&opts.public, local);
     let callbacks = super::login::Callbacks::new(
         outbound.oauth.clone(),
-        store.clone(),
-        outbound.credentials.clone(),
+        ops.clone(),
         outbound.http.clone(),
         &opts.public,
         &public_url,
     );
+    let tokens: Arc<TokenCache> = Default::default();
+    let api = executor_api::router(ApiState {
+        ops,
+        tokens: tokens.clone(),
+        limits: Arc::new(opts.api_rate_limits()),
+    });
     let app = App {
         sessions,
         oauth: Some(Arc::new(callbacks)),
         in_flight: executor_wire::InFlight::default(),
-        tokens: Default::default(),
+        tokens,
         config: Arc::new(opts.wire(local)),
+        extra: Some(api),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
     // SPEC §11: on SIGTERM, drain: `/healthz` turns 503, new `/mcp`

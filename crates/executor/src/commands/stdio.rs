@@ -8,16 +8,18 @@ use executor_store::Store;
 use super::{resolve_actor, say_who_acts};
 use crate::AnyResult;
 use crate::cli::{GlobalOpts, StdioOpts};
-use crate::wiring::engine;
+use crate::wiring::{SHELL, operations_of, wire_engine};
 
 pub(crate) async fn serve(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
     opts: StdioOpts,
 ) -> AnyResult<()> {
-    let principal = resolve_actor(store.as_ref(), &opts.actor).await?;
-    say_who_acts(store.as_ref(), &principal).await;
-    let engine = engine(store, global, &opts.engine)?;
+    let wired = wire_engine(store.clone(), global, &opts.engine)?;
+    let ops = operations_of(store, &wired, &opts.engine, SHELL);
+    let principal = resolve_actor(&ops, &opts.actor).await?;
+    say_who_acts(&ops, &principal).await;
+    let engine = wired.engine;
     // Like `serve`, so that `executor resume` reaches runs paused here.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let decisions = tokio::spawn(engine.clone().apply_posted_decisions(stopped));

@@ -1,38 +1,33 @@
 //! `executor token …`: API tokens.
 
-use executor_store::{Store, now_ms, tokens};
+use executor_ops::{ActorChoice, NewToken, Operations};
 
 use crate::AnyResult;
 use crate::cli::TokenCommand;
 
-const DAY_MS: i64 = 24 * 3600 * 1000;
-
-pub(crate) async fn token(store: &dyn Store, command: TokenCommand) -> AnyResult<()> {
+pub(crate) async fn token(ops: &Operations, command: TokenCommand) -> AnyResult<()> {
     match command {
         TokenCommand::Create {
             email,
             org,
             expires_in_days,
         } => {
-            let principal = store.ensure_account(&email, org.as_deref()).await?;
-            let now = now_ms();
-            let expires = expires_in_days.map(|days| now + (days as i64) * DAY_MS);
-            let minted = tokens::mint(principal, now, expires);
-            store.insert_token(minted.record).await?;
-            println!("{}", minted.plaintext);
+            let choice = ActorChoice {
+                email: Some(email),
+                org,
+            };
+            let actor = ops.resolve_actor(&choice).await?;
+            let minted = ops
+                .create_token(&actor, NewToken { expires_in_days })
+                .await?;
+            println!("{}", minted.token);
             Ok(())
         }
         TokenCommand::Revoke { token } => {
-            // Accept the full token or its id.
-            let id = tokens::parse(&token)
-                .map(|(id, _)| id.to_string())
-                .unwrap_or(token);
-            if store.revoke_token(&id, now_ms()).await? {
-                eprintln!("revoked");
-                Ok(())
-            } else {
-                Err("no such token".into())
-            }
+            // The operator at the shell may revoke any org's token.
+            ops.revoke_token(None, &token).await?;
+            eprintln!("revoked");
+            Ok(())
         }
     }
 }

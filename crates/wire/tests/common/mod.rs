@@ -33,6 +33,7 @@ pub async fn fixture(wire: WireConfig, sessions: SessionsConfig) -> Fixture {
         in_flight: InFlight::default(),
         tokens: Default::default(),
         oauth: None,
+        extra: None,
     };
     Fixture { app, store, dir }
 }

@@ -1,0 +1,224 @@
+//! Executions: run code as the caller, list and read records, and decide
+//! a paused one.
+
+use std::time::Duration;
+
+use executor_call::{Action, CallContext};
+use executor_engine::{CoreTool, ToolOutcome};
+use executor_store::{ExecutionRecord, ExecutionStatus};
+use serde::Serialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::{Actor, OpError, OpResult, Operations};
+
+/// Most executions one list returns.
+pub const MAX_LIST: u32 = 200;
+
+#[derive(Debug, Clone, Default)]
+pub struct ListExecutions {
+    /// At most [`MAX_LIST`].
+    pub limit: u32,
+}
+
+/// An execution as listed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionSummary {
+    pub id: String,
+    pub org_id: String,
+    pub session_id: Option<String>,
+    /// completed, error or waiting_for_interaction.
+    #[schema(value_type = String, example = "completed")]
+    pub status: ExecutionStatus,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+    /// The code's first line, cut at 80 characters.
+    pub code_preview: String,
+}
+
+/// An execution in full: its code, result or error, logs and tool calls.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionDetail {
+    pub id: String,
+    pub org_id: String,
+    pub account_id: String,
+    pub session_id: Option<String>,
+    pub code: String,
+    /// completed, error or waiting_for_interaction.
+    #[schema(value_type = String, example = "completed")]
+    pub status: ExecutionStatus,
+    /// What the code returned, as JSON.
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    /// What the code printed (console.log and friends).
+    pub logs: Vec<String>,
+    /// The tool calls the run made, in order.
+    pub tool_calls: Value,
+    pub started_at_ms: i64,
+    pub duration_ms: i64,
+}
+
+impl From<ExecutionRecord> for ExecutionDetail {
+    fn from(x: ExecutionRecord) -> Self {
+        ExecutionDetail {
+            id: x.id,
+            org_id: x.org_id,
+            account_id: x.account_id,
+            session_id: x.session_id,
+            code: x.code,
+            status: x.status,
+            result: x.result,
+            error: x.error,
+            logs: x.logs,
+            tool_calls: x.tool_calls,
+            started_at_ms: x.started_at_ms,
+            duration_ms: x.duration_ms,
+        }
+    }
+}
+
+/// What running code (or one tool) came to.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallResult {
+    /// The run's text, as an agent reads it.
+    pub text: String,
+    /// The result as JSON (`structuredContent`), when there is one.
+    pub structured: Option<Value>,
+    pub is_error: bool,
+    /// Set when the run waits for a human: decide it with `resume`.
+    pub paused_execution_id: Option<String>,
+}
+
+impl CallResult {
+    fn of(outcome: ToolOutcome) -> Self {
+        let paused_execution_id = match &outcome {
+            ToolOutcome::Paused(paused) => Some(paused.request.execution_id.clone()),
+            ToolOutcome::Answered(_) => None,
+        };
+        let result = outcome.into_result();
+        let text = result["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let structured = result.get("structuredContent").cloned();
+        let is_error = result
+            .get("isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || result.pointer("/structuredContent/result/ok") == Some(&Value::Bool(false));
+        CallResult {
+            text,
+            structured,
+            is_error,
+            paused_execution_id,
+        }
+    }
+}
+
+impl Operations {
+    /// Runs `code` as `actor`, as `execute` would, without an MCP session.
+    pub async fn run_code(&self, actor: &Actor, code: &str) -> OpResult<CallResult> {
+        if code.is_empty() {
+            return Err(OpError::invalid("code", "the code is empty"));
+        }
+        let engine = self.engine()?;
+        let ctx = CallContext {
+            principal: actor.clone(),
+            session_id: None,
+        };
+        let outcome = engine
+            .call_tool(&ctx, CoreTool::Execute, &json!({ "code": code }))
+            .await;
+        Ok(CallResult::of(outcome))
+    }
+
+    /// Decides a paused execution of the caller's org: hands the decision to
+    /// the server holding the run, or applies it here when none takes it
+    /// within `wait`.
+    pub async fn resume_execution(
+        &self,
+        actor: Option<&Actor>,
+        id: &str,
+        action: &str,
+        wait: Duration,
+    ) -> OpResult<CallResult> {
+        let action: Action = action
+            .parse()
+            .map_err(|e: executor_call::UnknownAction| OpError::invalid("action", e.to_string()))?;
+        if let Some(actor) = actor {
+            self.paused_execution_of(actor, id).await?;
+        }
+        let engine = self.engine()?;
+        let outcome = engine.resume_from_outside(id, action, wait).await;
+        Ok(CallResult::of(outcome))
+    }
+
+    /// The newest executions, of `org_id` or (the store's operator) of all.
+    pub async fn list_executions(
+        &self,
+        org_id: Option<&str>,
+        query: &ListExecutions,
+    ) -> OpResult<Vec<ExecutionSummary>> {
+        let limit = query.limit.clamp(1, MAX_LIST);
+        let records = self.store().list_executions(org_id, limit).await?;
+        Ok(records.iter().map(summary).collect())
+    }
+
+    /// One execution in full: of `org_id`, or of any org for `None`.
+    pub async fn get_execution(&self, org_id: Option<&str>, id: &str) -> OpResult<ExecutionDetail> {
+        self.store()
+            .get_execution(id)
+            .await?
+            .filter(|x| org_id.is_none_or(|org| x.org_id == org))
+            .map(ExecutionDetail::from)
+            .ok_or_else(|| OpError::not_found(format_args!("execution {id}")))
+    }
+
+    /// Checks that `id` is a paused execution of the actor's org.
+    async fn paused_execution_of(&self, actor: &Actor, id: &str) -> OpResult<()> {
+        let not_found = || OpError::not_found(format_args!("execution {id}"));
+        let state = self.store().load_execution_state(id).await?;
+        let Some(state) = state else {
+            // Finished (or never was): a record of the org says which.
+            return match self.get_execution(Some(&actor.org_id), id).await {
+                Ok(record) => Err(OpError::conflict(
+                    "already_finished",
+                    format!(
+                        "execution {id} has finished ({}); nothing to decide",
+                        record.status
+                    ),
+                )),
+                Err(_) => Err(not_found()),
+            };
+        };
+        let org = serde_json::from_str::<Value>(&state).ok().and_then(|v| {
+            v.pointer("/owner/org_id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
+        // A state whose owner cannot be read is nobody's to decide here.
+        match org {
+            Some(org) if org == actor.org_id => Ok(()),
+            _ => Err(not_found()),
+        }
+    }
+}
+
+fn summary(x: &ExecutionRecord) -> ExecutionSummary {
+    let first = x.code.lines().next().unwrap_or("");
+    ExecutionSummary {
+        id: x.id.clone(),
+        org_id: x.org_id.clone(),
+        session_id: x.session_id.clone(),
+        status: x.status,
+        started_at_ms: x.started_at_ms,
+        duration_ms: x.duration_ms,
+        code_preview: first.chars().take(80).collect(),
+    }
+}

@@ -1,0 +1,144 @@
+//! Policies: the org's rules, matched in order, first match wins (SPEC §9).
+
+use executor_engine::policy::Pattern;
+use executor_store::{PolicyAction, PolicyRecord, now_ms, tokens};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::{Actor, OpError, OpResult, Operations};
+
+/// The longest pattern: as long as the longest tool path (SPEC §12).
+pub const MAX_PATTERN_BYTES: usize = 512;
+
+/// A rule to add.
+#[derive(Debug, Clone)]
+pub struct NewPolicy {
+    /// `*`, `ns.*` (a subtree), `ns.*.tool` (`*` = one segment) or a full
+    /// address.
+    pub pattern: String,
+    /// allow, require_approval or block (also approve, deny; any case).
+    pub action: String,
+    /// 0-based; default last.
+    pub position: Option<i64>,
+}
+
+/// A rule, as every surface shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    /// pol_…
+    pub id: String,
+    pub pattern: String,
+    /// allow, require_approval or block.
+    #[schema(value_type = String, example = "require_approval")]
+    pub action: PolicyAction,
+    /// 0-based place in the match order.
+    pub position: i64,
+    pub created_at_ms: i64,
+}
+
+impl From<PolicyRecord> for Policy {
+    fn from(r: PolicyRecord) -> Self {
+        Policy {
+            id: r.id,
+            pattern: r.pattern,
+            action: r.action,
+            position: r.position,
+            created_at_ms: r.created_at_ms,
+        }
+    }
+}
+
+/// What the rules make of one tool address.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyEvaluation {
+    pub path: String,
+    /// allow, require_approval or block.
+    #[schema(value_type = String, example = "allow")]
+    pub action: PolicyAction,
+    /// The rule that decided it; none when the tool's default did.
+    pub rule: Option<Policy>,
+    /// Whether the address names a tool of the org's catalog now.
+    pub tool_exists: bool,
+}
+
+impl Operations {
+    pub async fn add_policy(&self, actor: &Actor, input: NewPolicy) -> OpResult<Policy> {
+        if input.pattern.len() > MAX_PATTERN_BYTES {
+            return Err(OpError::invalid(
+                "pattern",
+                format!("a pattern is at most {MAX_PATTERN_BYTES} bytes"),
+            ));
+        }
+        // Validated on save (SPEC §9): a bad rule never reaches the store.
+        input
+            .pattern
+            .parse::<Pattern>()
+            .map_err(|e| OpError::invalid("pattern", e.to_string()))?;
+        let action =
+            PolicyAction::from_input(&input.action).map_err(|e| OpError::invalid("action", e))?;
+        if input.position.is_some_and(|p| p < 0) {
+            return Err(OpError::invalid("position", "a position is 0 or more"));
+        }
+        let record = self
+            .store()
+            .add_policy(PolicyRecord {
+                id: format!("pol_{}", tokens::random_id(9)),
+                org_id: actor.org_id.clone(),
+                pattern: input.pattern.trim().to_string(),
+                action,
+                position: input.position.unwrap_or(i64::MAX),
+                created_at_ms: now_ms(),
+            })
+            .await?;
+        Ok(record.into())
+    }
+
+    /// The rules in the order they are matched.
+    pub async fn list_policies(&self, actor: &Actor) -> OpResult<Vec<Policy>> {
+        let records = self.store().list_policies(&actor.org_id).await?;
+        Ok(records.into_iter().map(Policy::from).collect())
+    }
+
+    pub async fn get_policy(&self, actor: &Actor, id: &str) -> OpResult<Policy> {
+        self.list_policies(actor)
+            .await?
+            .into_iter()
+            .find(|p| p.id == id)
+            .ok_or_else(|| OpError::not_found(format_args!("policy {id}")))
+    }
+
+    pub async fn remove_policy(&self, actor: &Actor, id: &str) -> OpResult<()> {
+        if self.store().remove_policy(&actor.org_id, id).await? {
+            Ok(())
+        } else {
+            Err(OpError::not_found(format_args!("policy {id}")))
+        }
+    }
+
+    /// The action the rules give `path`, and the rule that gives it: what a
+    /// call of that tool would meet now.
+    pub async fn evaluate_policy(&self, actor: &Actor, path: &str) -> OpResult<PolicyEvaluation> {
+        let path = path.trim();
+        let rules = self.list_policies(actor).await?;
+        let catalog = self.parts.catalogs.catalog(&actor.org_id).await;
+        let tool = catalog.get(path);
+        let rule = rules.into_iter().find(|r| {
+            r.pattern
+                .parse::<Pattern>()
+                .is_ok_and(|pattern| pattern.matches(path))
+        });
+        let action = match &rule {
+            Some(rule) => rule.action,
+            None if tool.is_some_and(|t| t.requires_approval) => PolicyAction::RequireApproval,
+            None => PolicyAction::Allow,
+        };
+        Ok(PolicyEvaluation {
+            path: path.to_string(),
+            action,
+            rule,
+            tool_exists: tool.is_some(),
+        })
+    }
+}

@@ -1,0 +1,233 @@
+// SPEC §13, issue 37: a full setup through the management API alone —
+// upload an OpenAPI document, set its credential, add a policy, run code,
+// decide the paused call, read the execution — and the API's conventions:
+// problem+json errors naming the field, 201 + Location, an idempotent PUT,
+// cursors, secrets never in a response, another org's ids answering 404.
+// Parity: what the API changes the CLI sees at once, and the reverse.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startServer, recordingUpstream } from "./harness.mjs";
+
+const SECRET = "api-SECRET-bearer-0123456789abcdef";
+
+const spec = {
+  openapi: "3.0.3",
+  info: { title: "shop", version: "1" },
+  servers: [{ url: "/v1" }],
+  components: { securitySchemes: { main: { type: "http", scheme: "bearer" } } },
+  security: [{ main: [] }],
+  paths: {
+    "/orders": {
+      get: { operationId: "listOrders", tags: ["orders"], responses: { 200: { description: "ok" } } },
+      post: {
+        operationId: "createOrder",
+        tags: ["orders"],
+        requestBody: { content: { "application/json": { schema: { type: "object", properties: { item: { type: "string" } } } } } },
+        responses: { 200: { description: "ok" } },
+      },
+    },
+  },
+};
+
+let srv;
+let upstream;
+let alice;
+let bob;
+
+before(async () => {
+  upstream = await recordingUpstream(({ method, url, headers, body }, res) => {
+    res.end(JSON.stringify({ method, url, authorized: headers.authorization === `Bearer ${SECRET}`, body: body ? JSON.parse(body) : null }));
+  });
+  srv = await startServer({ args: ["--allow-local-network"] });
+  alice = srv.mint("alice@api.test");
+  bob = srv.mint("bob@api.test");
+});
+after(async () => {
+  await srv?.cleanup();
+  upstream?.close();
+});
+
+/** One API call: status, headers and the parsed body. */
+const api = async (token, method, path, body) => {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(`${srv.base}/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch {}
+  return { status: res.status, headers: res.headers, json, text };
+};
+const cli = (...args) => srv.cli([...args, "--data-dir", srv.dataDir]);
+
+test("api: a full setup — upload a document, set its credential, add a policy, run, decide, read the record", async () => {
+  const added = await api(alice, "POST", "/integrations", {
+    kind: "openapi",
+    namespace: "shop",
+    spec: { document: JSON.stringify(spec) },
+    baseUrl: `${upstream.base}/v1`,
+  });
+  assert.equal(added.status, 201, added.text);
+  assert.equal(added.headers.get("location"), "/api/v1/integrations/shop");
+  assert.equal(added.json.integration.toolCount, 2);
+
+  const set = await api(alice, "PUT", "/integrations/shop/connection", { type: "bearer", value: SECRET });
+  assert.equal(set.status, 200, set.text);
+  assert.equal(set.json.kind, "bearer");
+  assert.ok(!set.text.includes(SECRET), "the secret came back");
+  // Idempotent: the same PUT again is the same state.
+  const again = await api(alice, "PUT", "/integrations/shop/connection", { type: "bearer", value: SECRET });
+  assert.equal(again.status, 200);
+  assert.equal(again.json.stored, "sealed");
+
+  const policy = await api(alice, "POST", "/policies", { pattern: "shop.orders.createOrder", action: "require_approval" });
+  assert.equal(policy.status, 201, policy.text);
+  assert.match(policy.headers.get("location"), /^\/api\/v1\/policies\/pol_/);
+  const evaluated = await api(alice, "POST", "/policies/evaluate", { path: "shop.orders.createOrder" });
+  assert.equal(evaluated.json.action, "require_approval");
+  assert.equal(evaluated.json.rule.id, policy.json.id);
+  assert.equal(evaluated.json.toolExists, true);
+
+  const listed = await api(alice, "POST", "/executions", { code: "return await tools.shop.orders.listOrders({})" });
+  assert.equal(listed.status, 200, listed.text);
+  assert.equal(listed.json.isError, false, listed.text);
+  assert.equal(listed.json.structured.result.data.authorized, true, "the upstream got the credential");
+  assert.ok(!listed.text.includes(SECRET));
+
+  const paused = await api(alice, "POST", "/executions", { code: "return await tools.shop.orders.createOrder({ body: { item: 'tea' } })" });
+  assert.equal(paused.status, 200, paused.text);
+  const id = paused.json.pausedExecutionId;
+  assert.match(id ?? "", /^exec_/, paused.text);
+  assert.equal(upstream.seen.filter((r) => r.method === "POST").length, 0, "nothing was sent before the decision");
+
+  const decided = await api(alice, "POST", `/executions/${id}/resume`, { action: "accept" });
+  assert.equal(decided.status, 200, decided.text);
+  assert.equal(decided.json.isError, false, decided.text);
+  assert.deepEqual(upstream.seen.filter((r) => r.method === "POST").map((r) => JSON.parse(r.body)), [{ item: "tea" }]);
+
+  const record = await api(alice, "GET", `/executions/${id}`);
+  assert.equal(record.status, 200, record.text);
+  assert.equal(record.json.status, "completed");
+  assert.match(record.json.code, /createOrder/);
+  const page = await api(alice, "GET", "/executions?limit=10");
+  assert.ok(page.json.items.some((x) => x.id === id), "the execution is listed");
+});
+
+test("api: errors are problems naming the field; no token gets 401 with how to get one", async () => {
+  const bad = await api(alice, "POST", "/policies", { pattern: "shop.*", acton: "block" });
+  assert.equal(bad.status, 422);
+  assert.equal(bad.headers.get("content-type"), "application/problem+json");
+  assert.equal(bad.json.code, "invalid_input");
+  assert.equal(bad.json.field, "acton");
+  const badAction = await api(alice, "POST", "/policies", { pattern: "shop.*", action: "maybe" });
+  assert.equal(badAction.json.field, "action");
+  const badNamespace = await api(alice, "POST", "/integrations", { kind: "openapi", namespace: "9lives", spec: { document: "{}" } });
+  assert.equal(badNamespace.status, 422);
+  assert.equal(badNamespace.json.field, "namespace");
+  const reserved = await api(alice, "POST", "/integrations", { kind: "openapi", namespace: "executor", spec: { document: "{}" } });
+  assert.equal(reserved.status, 409, "a built-in name is taken");
+  assert.equal(reserved.json.code, "namespace_reserved");
+  const shortSecret = await api(alice, "PUT", "/integrations/shop/connection", { type: "bearer", value: "abc" });
+  assert.equal(shortSecret.status, 422);
+  assert.equal(shortSecret.json.field, "value");
+  const none = await api(null, "GET", "/integrations");
+  assert.equal(none.status, 401);
+  assert.match(none.json.detail, /executor token create/);
+  assert.match(none.headers.get("www-authenticate") ?? "", /^Bearer/);
+  const notJson = await fetch(`${srv.base}/api/v1/policies`, { method: "POST", headers: { authorization: `Bearer ${alice}`, "content-type": "text/plain" }, body: "x" });
+  assert.equal(notJson.status, 415);
+});
+
+test("api: the document and its page need no token; every route in it but those two does", async () => {
+  const doc = await (await fetch(`${srv.base}/api/v1/openapi.json`)).json();
+  assert.equal(doc.openapi, "3.1.0");
+  const page = await fetch(`${srv.base}/api/docs`);
+  assert.equal(page.status, 200);
+  const html = await page.text();
+  assert.match(html, /openapi\.json/);
+  assert.doesNotMatch(html, /<script[^>]+src=|<link[^>]+href="http/, "the page loads nothing from elsewhere");
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const method of Object.keys(item)) {
+      const concrete = path.replace(/\{[^}]+\}/g, "x");
+      const res = await fetch(`${srv.base}${concrete}`, { method: method.toUpperCase(), headers: { "content-type": "application/json" }, body: ["post", "put"].includes(method) ? "{}" : undefined });
+      assert.equal(res.status, 401, `${method} ${path} answered ${res.status} without a token`);
+    }
+  }
+});
+
+test("api: lists page with cursors that walk every item once", async () => {
+  const token = srv.mint("pager@api.test");
+  for (let i = 0; i < 5; i++) {
+    const r = await api(token, "POST", "/policies", { pattern: `ns${i}.*`, action: "allow" });
+    assert.equal(r.status, 201, r.text);
+  }
+  const seen = [];
+  let cursor = null;
+  do {
+    const r = await api(token, "GET", `/policies?limit=2${cursor ? `&cursor=${cursor}` : ""}`);
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.json.items.length <= 2);
+    seen.push(...r.json.items.map((p) => p.pattern));
+    cursor = r.json.next_cursor;
+  } while (cursor);
+  assert.deepEqual(seen, ["ns0.*", "ns1.*", "ns2.*", "ns3.*", "ns4.*"]);
+  const bad = await api(token, "GET", "/policies?cursor=zz");
+  assert.equal(bad.status, 422);
+  assert.equal(bad.json.field, "cursor");
+  const tooMany = await api(token, "GET", "/policies?limit=100000");
+  assert.equal(tooMany.status, 422);
+  assert.equal(tooMany.json.field, "limit");
+});
+
+test("api: tenancy — another org's integrations, connections, policies, executions and tokens answer 404", async () => {
+  const mine = await api(alice, "POST", "/integrations", { kind: "openapi", namespace: "private", spec: { document: JSON.stringify(spec) } });
+  assert.equal(mine.status, 201, mine.text);
+  await api(alice, "PUT", "/integrations/private/connection", { type: "apiKey", value: "private-key-123" });
+  const rule = (await api(alice, "POST", "/policies", { pattern: "private.*", action: "block" })).json;
+  const run = (await api(alice, "POST", "/executions", { code: "return 7" })).json;
+  const exec = (await api(alice, "GET", "/executions?limit=1")).json.items[0];
+  const token = (await api(alice, "POST", "/tokens", {})).json;
+  assert.equal(run.isError, false);
+
+  for (const [method, path] of [
+    ["GET", "/integrations/private"],
+    ["GET", "/integrations/private/tools"],
+    ["POST", "/integrations/private/refresh"],
+    ["DELETE", "/integrations/private"],
+    ["GET", "/integrations/private/connection"],
+    ["DELETE", "/integrations/private/connection"],
+    ["GET", `/policies/${rule.id}`],
+    ["DELETE", `/policies/${rule.id}`],
+    ["GET", `/executions/${exec.id}`],
+    ["GET", `/tokens/${token.id}`],
+    ["POST", `/tokens/${token.id}/revoke`],
+  ]) {
+    const r = await api(bob, method, path);
+    assert.equal(r.status, 404, `${method} ${path} answered bob ${r.status}: ${r.text}`);
+  }
+  for (const list of ["/integrations", "/connections", "/policies", "/executions"]) {
+    const r = await api(bob, "GET", list);
+    assert.ok(!r.text.includes("private") && !r.text.includes(rule.id) && !r.text.includes(exec.id), `${list} shows alice's rows to bob`);
+  }
+  // Alice's things are all still there, and her new token works.
+  assert.equal((await api(alice, "GET", "/integrations/private")).status, 200);
+  assert.equal((await api(alice, "GET", `/policies/${rule.id}`)).status, 200);
+  assert.equal((await api(token.token, "GET", "/me")).json.orgId, (await api(alice, "GET", "/me")).json.orgId);
+  assert.equal((await api(alice, "POST", `/tokens/${token.id}/revoke`)).status, 200);
+  assert.equal((await api(alice, "GET", `/tokens/${token.id}`)).json.state, "revoked");
+  assert.equal((await api(token.token, "GET", "/me")).status, 401, "a revoked token stops at once");
+});
+
+test("api: parity — what the API changes the CLI sees at once, and the reverse", async () => {
+  const carol = srv.mint("carol@api.test");
+  const org = (await api(carol, "GET", "/me")).json.orgName;
+  const added = await api(carol, "POST", "/integrations", { kind: "openapi", namespace: "parity", spec: { document: JSON.stringify(spec) } });
+  assert.equal(added.status, 201, added.text);
+  assert.match(cli("integrations", "list", "--org", org), /^parity\topenapi\t2 tools/m);
+  cli("policies", "add", "parity.*", "block", "--org", org);
+  const rules = (await api(carol, "GET", "/policies")).json.items;
+  assert.deepEqual(rules.map((r) => [r.pattern, r.action]), [["parity.*", "block"]]);
+  await api(carol, "DELETE", `/policies/${rules[0].id}`);
+  assert.equal(cli("policies", "list", "--org", org).trim(), "");
+  cli("integrations", "remove", "parity", "--org", org);
+  assert.equal((await api(carol, "GET", "/integrations/parity")).status, 404);
+});
