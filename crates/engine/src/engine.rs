@@ -1,6 +1,7 @@
 //! The three MCP tools and their dispatch.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use executor_sandbox::{Limits, Pool};
@@ -125,6 +126,11 @@ pub struct Engine {
     /// in its memory (shared with the sessions in a server, see
     /// [`Engine::attach_node`]).
     pub(crate) node: std::sync::OnceLock<Arc<NodeLease>>,
+    /// Whether this process keeps holding the runs it pauses: set once a
+    /// server's node is attached (its sessions renew the lease) or posted
+    /// decisions are applied here. A one-shot command keeps neither and
+    /// releases a run as soon as it has paused (see `report_pause`).
+    pub(crate) holds_paused_runs: AtomicBool,
     /// Each org's policies at the store's access revision.
     pub(crate) policies: PolicyCache,
 }
@@ -163,6 +169,7 @@ impl Engine {
             },
             approval_preview_chars: config.max_approval_preview_chars,
             node: std::sync::OnceLock::new(),
+            holds_paused_runs: AtomicBool::new(false),
             policies: PolicyCache::default(),
         }
     }
@@ -172,6 +179,13 @@ impl Engine {
     /// registers a node of its own when it first needs one.
     pub fn attach_node(&self, node: Arc<NodeLease>) {
         let _ = self.node.set(node);
+        self.holds_paused_runs.store(true, Ordering::Release);
+    }
+
+    /// Whether the runs this engine pauses stay held by its node (see
+    /// `holds_paused_runs`).
+    pub(crate) fn holds_paused_runs(&self) -> bool {
+        self.holds_paused_runs.load(Ordering::Acquire)
     }
 
     pub(crate) fn node(&self) -> &Arc<NodeLease> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_call::Action;
-use executor_store::Store;
+use executor_store::{ExecutionFilter, PageRequest, Store};
 
 use super::tools::{first_line, print_result};
 use crate::AnyResult;
@@ -15,7 +15,11 @@ use crate::wiring::engine;
 pub(crate) async fn executions(store: &dyn Store, command: ExecutionsCommand) -> AnyResult<()> {
     match command {
         ExecutionsCommand::List { limit } => {
-            for x in store.list_executions(None, limit).await? {
+            let newest = PageRequest::first(limit);
+            for x in store
+                .list_executions(None, &ExecutionFilter::default(), &newest)
+                .await?
+            {
                 println!(
                     "{}\t{}\t{} ms\t{}",
                     x.id,
