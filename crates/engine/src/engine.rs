@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::admission::{Admission, Refused, ShareLimits};
 use crate::core_tools;
 use crate::envelope::{self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits};
-use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS};
+use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS, Reader};
 use crate::invoke::CallBounds;
 use crate::metrics::EngineMetrics;
 use crate::outcome::ToolOutcome;
@@ -180,6 +180,17 @@ impl Engine {
     pub fn attach_node(&self, node: Arc<NodeLease>) {
         let _ = self.node.set(node);
         self.holds_paused_runs.store(true, Ordering::Release);
+    }
+
+    /// Who reads what a call of `ctx` answers: a person at a shell when
+    /// the call has no MCP session and this engine is a one-shot command
+    /// (`executor call`; stdio and sessionless HTTP callers are agents
+    /// without a session, in processes that hold their paused runs).
+    pub(crate) fn reader(&self, ctx: &CallContext) -> Reader {
+        match (&ctx.session_id, self.holds_paused_runs()) {
+            (None, false) => Reader::Shell,
+            _ => Reader::Agent,
+        }
     }
 
     /// Whether the runs this engine pauses stay held by its node (see

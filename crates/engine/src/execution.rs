@@ -568,21 +568,11 @@ pub(crate) fn paused_envelope(
 }
 
 /// Who reads a paused envelope: an agent over MCP, told to call the
-/// `resume` tool, or a person at a shell (a call with no MCP session:
-/// `executor call`, `executor resume`), told to run `executor resume`.
+/// `resume` tool, or a person at a shell, told to run `executor resume`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reader {
     Agent,
     Shell,
-}
-
-impl Reader {
-    pub(crate) fn of(ctx: &executor_call::CallContext) -> Reader {
-        match ctx.session_id {
-            Some(_) => Reader::Agent,
-            None => Reader::Shell,
-        }
-    }
 }
 
 /// An execution waiting for a human's decision, as

@@ -152,7 +152,7 @@ impl Engine {
         match self.start(saved, None, slot, None, reply).await {
             Ok(live) => {
                 let mut events = live.events.lock().await;
-                let answer = self.advance(&live, &mut events, Reader::of(ctx)).await;
+                let answer = self.advance(&live, &mut events, self.reader(ctx)).await;
                 match prompt {
                     Some(prompt) => {
                         self.ask_inline(ctx, &live, &mut events, answer, prompt)
@@ -446,7 +446,7 @@ impl Engine {
     /// `ctx`'s account as who decided.
     pub async fn decide(&self, ctx: &CallContext, id: &str, action: Action) -> ToolOutcome {
         let decided_by = Some(ctx.principal.account_id.clone());
-        self.decide_as(ctx, id, action, decided_by, Reader::of(ctx))
+        self.decide_as(ctx, id, action, decided_by, self.reader(ctx))
             .await
     }
 

@@ -389,6 +389,17 @@ async fn a_server_applies_a_decision_from_a_shell_as_soon_as_it_is_posted() {
     let a = ctx(&w.store, "a@example.com", Some("sess_1")).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(w.engine.clone().apply_posted_decisions(stopped));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // An agent with no session (stdio, sessionless HTTP) in a process that
+    // holds its runs is still told to call the `resume` tool.
+    let sessionless = ctx(&w.store, "a@example.com", None).await;
+    let out = execute(
+        &w.engine,
+        &sessionless,
+        "return (await tools.t.approve({})).data",
+    )
+    .await;
+    assert!(text(&out).contains("`resume` tool"), "{out}");
     let out = execute(
         &w.engine,
         &a,
