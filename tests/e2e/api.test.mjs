@@ -99,17 +99,64 @@ test("api: a full setup — upload a document, set its credential, add a policy,
   assert.match(id ?? "", /^exec_/, paused.text);
   assert.equal(upstream.seen.filter((r) => r.method === "POST").length, 0, "nothing was sent before the decision");
 
-  const decided = await api(alice, "POST", `/executions/${id}/resume`, { action: "accept" });
+  const pending = await api(alice, "GET", "/approvals");
+  assert.equal(pending.status, 200, pending.text);
+  const waiting = pending.json.find((p) => p.executionId === id);
+  assert.ok(waiting, `the paused call is pending: ${pending.text}`);
+  assert.equal(waiting.toolPath, "shop.orders.createOrder");
+  assert.match(waiting.argsPreview, /tea/);
+  assert.equal(waiting.policyRule, policy.json.id);
+  assert.equal((await api(bob, "GET", "/approvals")).json.length, 0, "bob sees none of alice's approvals");
+
+  const decided = await api(alice, "POST", `/approvals/${id}`, { action: "accept" });
   assert.equal(decided.status, 200, decided.text);
   assert.equal(decided.json.isError, false, decided.text);
   assert.deepEqual(upstream.seen.filter((r) => r.method === "POST").map((r) => JSON.parse(r.body)), [{ item: "tea" }]);
+
+  const twice = await api(alice, "POST", `/executions/${id}/resume`, { action: "accept" });
+  assert.equal(twice.status, 409, `deciding twice says so: ${twice.text}`);
+  assert.match(twice.json.detail, /finished|decided/);
 
   const record = await api(alice, "GET", `/executions/${id}`);
   assert.equal(record.status, 200, record.text);
   assert.equal(record.json.status, "completed");
   assert.match(record.json.code, /createOrder/);
+  const [call] = record.json.toolCalls;
+  assert.equal(call.toolPath, "shop.orders.createOrder");
+  assert.equal(call.outcome, "ok");
+  assert.equal(call.approval, "approved");
+  assert.equal(call.policyAction, "require_approval");
+  assert.equal(call.policyRule, policy.json.id);
+  assert.deepEqual(call.argNames, ["body"]);
+  assert.ok(call.approvalWaitMs >= 0 && call.durationMs >= 0);
+
+  // The audit trail: filters by tool, outcome and execution; values never.
+  const trail = await api(alice, "GET", `/tool-calls?execution=${id}`);
+  assert.equal(trail.status, 200, trail.text);
+  assert.deepEqual(trail.json.items.map((c) => c.toolPath), ["shop.orders.createOrder"]);
+  assert.ok(!trail.text.includes("tea"), "an argument's value is in the audit trail");
+  const byTool = await api(alice, "GET", "/tool-calls?tool=shop.&outcome=ok");
+  assert.ok(byTool.json.items.length >= 2, byTool.text);
+  assert.ok(byTool.json.items.every((c) => c.toolPath.startsWith("shop.") && c.outcome === "ok"));
+  const blockedRule = await api(alice, "POST", "/policies", { pattern: "shop.orders.listOrders", action: "block", position: 0 });
+  await api(alice, "POST", "/executions", { code: "return await tools.shop.orders.listOrders({})" });
+  const blocked = await api(alice, "GET", "/tool-calls?outcome=blocked");
+  assert.equal(blocked.json.items[0]?.policyRule, blockedRule.json.id, blocked.text);
+  assert.equal((await api(bob, "GET", "/tool-calls")).json.items.length, 0, "bob sees none of alice's calls");
   const page = await api(alice, "GET", "/executions?limit=10");
   assert.ok(page.json.items.some((x) => x.id === id), "the execution is listed");
+  // Cursors walk the executions newest first, each once.
+  const walked = [];
+  let cursor = null;
+  do {
+    const r = await api(alice, "GET", `/executions?limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+    walked.push(...r.json.items.map((x) => x.id));
+    cursor = r.json.next_cursor;
+  } while (cursor);
+  assert.equal(new Set(walked).size, walked.length);
+  assert.ok(walked.includes(id));
+  const completed = await api(alice, "GET", "/executions?status=completed");
+  assert.ok(completed.json.items.every((x) => x.status === "completed"));
 });
 
 test("api: errors are problems naming the field; no token gets 401 with how to get one", async () => {
@@ -204,7 +251,7 @@ test("api: tenancy — another org's integrations, connections, policies, execut
     const r = await api(bob, method, path);
     assert.equal(r.status, 404, `${method} ${path} answered bob ${r.status}: ${r.text}`);
   }
-  for (const list of ["/integrations", "/connections", "/policies", "/executions"]) {
+  for (const list of ["/integrations", "/connections", "/policies", "/executions", "/tool-calls", "/tokens", "/sessions"]) {
     const r = await api(bob, "GET", list);
     assert.ok(!r.text.includes("private") && !r.text.includes(rule.id) && !r.text.includes(exec.id), `${list} shows alice's rows to bob`);
   }
@@ -212,6 +259,8 @@ test("api: tenancy — another org's integrations, connections, policies, execut
   assert.equal((await api(alice, "GET", "/integrations/private")).status, 200);
   assert.equal((await api(alice, "GET", `/policies/${rule.id}`)).status, 200);
   assert.equal((await api(token.token, "GET", "/me")).json.orgId, (await api(alice, "GET", "/me")).json.orgId);
+  assert.ok((await api(alice, "GET", "/tokens")).json.items.some((t) => t.id === token.id));
+  assert.ok(!(await api(bob, "GET", "/tokens")).text.includes(token.id));
   assert.equal((await api(alice, "POST", `/tokens/${token.id}/revoke`)).status, 200);
   assert.equal((await api(alice, "GET", `/tokens/${token.id}`)).json.state, "revoked");
   assert.equal((await api(token.token, "GET", "/me")).status, 401, "a revoked token stops at once");

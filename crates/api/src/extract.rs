@@ -93,6 +93,15 @@ where
     T::try_from(whole).map(Some).map_err(|_| out_of_range())
 }
 
+/// A whole number that JSON may write as `3` or `3.0`.
+pub fn whole<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    whole_number(deserializer)?.ok_or_else(|| serde::de::Error::custom("a number is required"))
+}
+
 /// The one `{…}` segment of a route's path.
 pub struct Segment(pub String);
 

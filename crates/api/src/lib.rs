@@ -74,6 +74,9 @@ fn api_routes() -> OpenApiRouter<ApiState> {
         .merge(routes::tools::router())
         .merge(routes::policies::router())
         .merge(routes::executions::router())
+        .merge(routes::approvals::router())
+        .merge(routes::tool_calls::router())
+        .merge(routes::sessions::router())
         .merge(routes::tokens::router());
     OpenApiRouter::with_openapi(base_document()).nest("/api/v1", v1)
 }

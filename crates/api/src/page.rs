@@ -49,6 +49,25 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
+impl<T> From<executor_ops::Listed<T>> for Page<T> {
+    fn from(listed: executor_ops::Listed<T>) -> Self {
+        Page {
+            items: listed.items,
+            next_cursor: listed.next_cursor,
+        }
+    }
+}
+
+/// The operations' page request from a query's `limit` and `cursor`.
+pub fn ask(limit: Option<u32>, cursor: Option<String>) -> Result<executor_ops::PageAsk, ApiError> {
+    let limit = PageQuery {
+        limit,
+        cursor: None,
+    }
+    .limit()?;
+    Ok(executor_ops::PageAsk { limit, cursor })
+}
+
 /// A page of a list read whole (an org's integrations, policies,
 /// connections: hundreds at most), ordered by `key`, which is unique: the
 /// cursor is the last key shown, so a page never repeats or skips an item

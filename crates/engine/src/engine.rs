@@ -1,6 +1,7 @@
 //! The three MCP tools and their dispatch.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use executor_sandbox::{Limits, Pool};
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 use crate::admission::{Admission, Refused, ShareLimits};
 use crate::core_tools;
 use crate::envelope::{self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits};
-use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS};
+use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS, Reader};
 use crate::invoke::CallBounds;
 use crate::metrics::EngineMetrics;
 use crate::outcome::ToolOutcome;
@@ -125,6 +126,11 @@ pub struct Engine {
     /// in its memory (shared with the sessions in a server, see
     /// [`Engine::attach_node`]).
     pub(crate) node: std::sync::OnceLock<Arc<NodeLease>>,
+    /// Whether this process keeps holding the runs it pauses: set once a
+    /// server's node is attached (its sessions renew the lease) or posted
+    /// decisions are applied here. A one-shot command keeps neither and
+    /// releases a run as soon as it has paused (see `report_pause`).
+    pub(crate) holds_paused_runs: AtomicBool,
     /// Each org's policies at the store's access revision.
     pub(crate) policies: PolicyCache,
 }
@@ -163,6 +169,7 @@ impl Engine {
             },
             approval_preview_chars: config.max_approval_preview_chars,
             node: std::sync::OnceLock::new(),
+            holds_paused_runs: AtomicBool::new(false),
             policies: PolicyCache::default(),
         }
     }
@@ -172,6 +179,24 @@ impl Engine {
     /// registers a node of its own when it first needs one.
     pub fn attach_node(&self, node: Arc<NodeLease>) {
         let _ = self.node.set(node);
+        self.holds_paused_runs.store(true, Ordering::Release);
+    }
+
+    /// Who reads what a call of `ctx` answers: a person at a shell when
+    /// the call has no MCP session and this engine is a one-shot command
+    /// (`executor call`; stdio and sessionless HTTP callers are agents
+    /// without a session, in processes that hold their paused runs).
+    pub(crate) fn reader(&self, ctx: &CallContext) -> Reader {
+        match (&ctx.session_id, self.holds_paused_runs()) {
+            (None, false) => Reader::Shell,
+            _ => Reader::Agent,
+        }
+    }
+
+    /// Whether the runs this engine pauses stay held by its node (see
+    /// `holds_paused_runs`).
+    pub(crate) fn holds_paused_runs(&self) -> bool {
+        self.holds_paused_runs.load(Ordering::Acquire)
     }
 
     pub(crate) fn node(&self) -> &Arc<NodeLease> {

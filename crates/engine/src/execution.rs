@@ -129,6 +129,11 @@ pub(crate) struct ApprovalGate {
     /// Set once a call has waited for a human: from then on the run's
     /// answer may go to another caller than the one that started it.
     has_paused: AtomicBool,
+    /// Who decided each decided call (an account id), for the audit trail:
+    /// set before the decision is handed over, read by the call once it
+    /// has it. A call decided where nobody is known (a posted decision, a
+    /// window that closed) has no entry.
+    deciders: Mutex<HashMap<usize, String>>,
 }
 
 /// Call `index` waiting for a human in [`ApprovalGate::decide`]; dropping
@@ -185,7 +190,20 @@ impl ApprovalGate {
             lease: Mutex::new(None),
             in_doubt_through: -1,
             has_paused: AtomicBool::new(false),
+            deciders: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Notes who decides call `index` (before the decision is handed over).
+    pub(crate) fn set_decider(&self, index: usize, decided_by: Option<String>) {
+        if let (Some(who), Ok(mut deciders)) = (decided_by, self.deciders.lock()) {
+            deciders.insert(index, who);
+        }
+    }
+
+    /// Who decided call `index`, when known.
+    pub(crate) fn decider(&self, index: usize) -> Option<String> {
+        self.deciders.lock().ok()?.get(&index).cloned()
     }
 
     /// Whether a call of this run has waited for a human.
@@ -206,6 +224,12 @@ impl ApprovalGate {
     /// The run's lease, if it has one.
     pub(crate) fn lease(&self) -> Option<Arc<RunLease>> {
         self.lease.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Takes the run's lease away (a one-shot process released it): its
+    /// writes are no longer fenced.
+    pub(crate) fn take_lease(&self) -> Option<Arc<RunLease>> {
+        self.lease.lock().ok()?.take()
     }
 
     /// Gives the run its lease at its first pause; a lease it has stays.
@@ -512,13 +536,22 @@ pub(crate) fn paused_envelope(
     execution_id: &str,
     pending: &PendingCall,
     max_preview_chars: usize,
+    reader: Reader,
 ) -> Value {
     let preview = args_preview(&pending.args, max_preview_chars);
     let ttl_ms = (pending.expires_at_ms - now_ms()).max(0);
     let expires_at = iso8601(pending.expires_at_ms);
     let message = format!("Approve {}?", pending.path);
+    let next = match reader {
+        Reader::Agent => format!(
+            "Ask the user whether to run this call. Then call the `resume` tool with {{\"executionId\": \"{execution_id}\", \"action\": \"accept\"}} to run it, or \"decline\" to refuse it (the call then throws inside the program)."
+        ),
+        Reader::Shell => format!(
+            "To run this call: executor resume {execution_id} --action accept\nTo refuse it (the call then throws inside the program): executor resume {execution_id} --action decline"
+        ),
+    };
     let text = format!(
-        "Execution paused: Approve {path}?\n\nArguments:\n{preview}\n\nexecutionId: {execution_id}\nExpires at: {expires_at} (in {secs} s)\n\nAsk the user whether to run this call. Then call the `resume` tool with {{\"executionId\": \"{execution_id}\", \"action\": \"accept\"}} to run it, or \"decline\" to refuse it (the call then throws inside the program).",
+        "Execution paused: Approve {path}?\n\nArguments:\n{preview}\n\nexecutionId: {execution_id}\nExpires at: {expires_at} (in {secs} s)\n\n{next}",
         path = pending.path,
         secs = ttl_ms / 1000,
     );
@@ -534,13 +567,51 @@ pub(crate) fn paused_envelope(
     })
 }
 
+/// Who reads a paused envelope: an agent over MCP, told to call the
+/// `resume` tool, or a person at a shell, told to run `executor resume`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    Agent,
+    Shell,
+}
+
+/// An execution waiting for a human's decision, as
+/// [`crate::Engine::pending_approvals`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingApproval {
+    pub execution_id: String,
+    pub session_id: Option<String>,
+    /// The account the run acts for (its owner).
+    pub account_id: String,
+    /// The tool call that waits.
+    pub tool_path: String,
+    /// Its arguments as pretty JSON, cut at the approval preview length.
+    pub args_preview: String,
+    /// The org's rule that matches the tool now; None: the tool's default.
+    pub policy_rule: Option<String>,
+    /// When the call paused (its expiry less this engine's approval window).
+    pub paused_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
 /// Why a resume cannot proceed (SPEC §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResumeRefusal {
     NotFound,
     Expired,
     Forbidden,
+    /// Nothing waits, and no decision is known (the fallback of the ones
+    /// below).
     AlreadySettled,
+    /// A decision was given already: another than the one asked now (the
+    /// run is `settled`), or the run it let go on has not finished.
+    AlreadyDecided {
+        action: Action,
+        settled: bool,
+    },
+    /// The execution finished without waiting for anyone (or its wait is
+    /// long over): there is nothing to decide.
+    Finished,
     /// Its journal was over the bound, so it was not kept across a restart.
     NotReplayable,
 }
@@ -551,22 +622,38 @@ impl ResumeRefusal {
             ResumeRefusal::NotFound => "execution_not_found",
             ResumeRefusal::Expired => "execution_expired",
             ResumeRefusal::Forbidden => "execution_forbidden",
-            ResumeRefusal::AlreadySettled => "execution_already_settled",
+            ResumeRefusal::AlreadySettled
+            | ResumeRefusal::AlreadyDecided { .. }
+            | ResumeRefusal::Finished => "execution_already_settled",
             ResumeRefusal::NotReplayable => "execution_expired",
         }
     }
 
-    fn explanation(self) -> &'static str {
-        match self {
+    fn explanation(self) -> String {
+        let text = match self {
             ResumeRefusal::NotFound => "was not found",
             ResumeRefusal::Expired => "is no longer waiting: its approval window closed",
             ResumeRefusal::Forbidden => "belongs to another account",
-            ResumeRefusal::AlreadySettled => "has already been settled with a different action",
+            ResumeRefusal::AlreadySettled => "has already been settled",
+            ResumeRefusal::AlreadyDecided { action, settled } => {
+                let decision = match action {
+                    Action::Accept => "approved",
+                    Action::Decline => "declined",
+                    Action::Cancel => "cancelled",
+                };
+                let then = match settled {
+                    true => "and has already been settled",
+                    false => "and its run goes on",
+                };
+                return format!("was already decided ({decision}) {then}");
+            }
+            ResumeRefusal::Finished => "has finished; it is not waiting for a decision",
             ResumeRefusal::NotReplayable => {
                 "cannot be continued after the server restarted: its tool calls before the \
                  pause exceeded the journal kept for replay (--max-journal-bytes)"
             }
-        }
+        };
+        text.to_string()
     }
 
     pub(crate) fn envelope(self, execution_id: &str) -> Value {

@@ -3,10 +3,10 @@
 //! invocation pipeline of SPEC §7 for catalog tools.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use executor_sandbox::{AgentError, HeldAnswer, HostBridge};
-use executor_store::{PolicyRecord, StoreError};
+use executor_store::{ApprovalDecision, PolicyRecord, StoreError, ToolCallOutcome, now_ms};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::{Value, json};
@@ -30,16 +30,101 @@ pub(crate) struct CallBounds {
     pub max_path_bytes: usize,
 }
 
-/// One tool call of an execution, for its record.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Most argument names a tool call's record keeps.
+pub const MAX_ARG_NAMES: usize = 64;
+/// Longest argument name a record keeps (longer ones are cut, at a
+/// character boundary).
+pub const MAX_ARG_NAME_BYTES: usize = 128;
+
+/// One tool call of an execution, for its record and the audit trail.
+#[derive(Debug, Clone)]
 pub struct ToolCallTrace {
+    /// The call's position among the execution's calls.
+    pub index: usize,
     pub path: String,
-    /// `ok`, an error code, or `threw`.
-    pub outcome: String,
-    #[serde(rename = "startedAtMs")]
-    pub started_at_ms: u64,
-    #[serde(rename = "durationMs")]
-    pub duration_ms: f64,
+    pub outcome: ToolCallOutcome,
+    /// Why it was not ok: a SPEC §7 code, or a decline's reason.
+    pub error_code: Option<String>,
+    /// The answer threw inside the sandbox (metrics count these apart).
+    pub threw: bool,
+    /// What decided the call (policy, approval); empty where the pipeline
+    /// did not get that far.
+    pub audit: CallAudit,
+    /// The top-level argument names (see [`arg_names`]); never values.
+    pub arg_names: Vec<String>,
+    pub started_at_ms: i64,
+    /// The call's own time, the approval wait excluded.
+    pub duration: Duration,
+}
+
+/// What the pipeline decided about one call, for the audit trail.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallAudit {
+    /// The policy action that applied (a rule's or the tool's default).
+    pub policy_action: Option<PolicyAction>,
+    /// The rule that decided it; None for the default.
+    pub policy_rule: Option<String>,
+    pub approval: Option<ApprovalDecision>,
+    /// The account that decided, when known.
+    pub decided_by: Option<String>,
+    pub approval_wait: Duration,
+    /// A decline's reason (`declined`, `cancelled`, `approval_timeout`)
+    /// when a decline made the call throw.
+    pub declined: Option<&'static str>,
+}
+
+/// SPEC §7's error codes as the audit trail's outcomes: the one place they
+/// map. `failed` is an answer about the call (its tool, its arguments, its
+/// upstream's reply, a credential to fix); `error` is a call that could not
+/// be made (an integration that cannot start or be reached) or a code this
+/// release does not know.
+pub fn outcome_of_code(code: &str) -> ToolCallOutcome {
+    match code {
+        "tool_blocked" => ToolCallOutcome::Blocked,
+        "upstream_timeout" => ToolCallOutcome::TimedOut,
+        "tool_not_found"
+        | "invalid_tool_arguments"
+        | "connection_missing"
+        | "connection_rejected"
+        | "upstream_http_error"
+        | "mcp_tool_error"
+        | "graphql_errors"
+        | "oauth_reauth_required" => ToolCallOutcome::Failed,
+        _ => ToolCallOutcome::Error,
+    }
+}
+
+/// A call that threw inside the sandbox: a decline (its reason), or
+/// anything else (misuse of a helper, an internal failure).
+fn outcome_of_throw(declined: Option<&str>) -> ToolCallOutcome {
+    match declined {
+        Some("approval_timeout") => ToolCallOutcome::TimedOut,
+        Some(_) => ToolCallOutcome::Declined,
+        None => ToolCallOutcome::Error,
+    }
+}
+
+/// The names of a call's top-level arguments (an object's keys), sorted,
+/// at most [`MAX_ARG_NAMES`] of at most [`MAX_ARG_NAME_BYTES`] each. Never
+/// a value: the audit trail holds no argument's content (SPEC §13).
+pub fn arg_names(args: &Value) -> Vec<String> {
+    let Some(object) = args.as_object() else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = object
+        .keys()
+        .map(|name| {
+            let mut end = name.len().min(MAX_ARG_NAME_BYTES);
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            name[..end].to_string()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names.truncate(MAX_ARG_NAMES);
+    names
 }
 
 /// The sandbox's bridge for one execution.
@@ -61,7 +146,6 @@ struct BridgeInner {
     gate: Arc<ApprovalGate>,
     policies: PolicySet,
     policy_records: Arc<Vec<PolicyRecord>>,
-    started: Instant,
     trace: Mutex<Vec<ToolCallTrace>>,
     /// Host memory the execution's parsed answers may hold.
     budget: HostBudget,
@@ -84,7 +168,6 @@ impl ExecutionBridge {
                 gate,
                 policies: policy_set(&policy_records),
                 policy_records: Arc::new(policy_records),
-                started: Instant::now(),
                 trace: Mutex::new(Vec::new()),
                 budget,
                 bounds,
@@ -128,11 +211,11 @@ impl HostBridge for ExecutionBridge {
         let active = inner.gate.call_started();
         async move {
             let _active = active;
-            let started = Instant::now();
+            let started = (Instant::now(), now_ms());
             // After a restart, calls made before the pause are answered from
             // the journal instead of being run again.
             if let Some(answer) = inner.gate.replayed(index, &path, &args) {
-                inner.record(&path, &answer, started);
+                inner.record(index, &path, &args, &answer, started, CallAudit::default());
                 return (answer, None);
             }
             // Started by a node that stopped before it journaled an answer:
@@ -145,22 +228,23 @@ impl HostBridge for ExecutionBridge {
                     ),
                 ))));
                 inner.gate.remember(index, &path, &args, &answer);
-                inner.record(&path, &answer, started);
+                inner.record(index, &path, &args, &answer, started, CallAudit::default());
                 return (answer, None);
             }
             let answered = std::panic::AssertUnwindSafe(inner.answer(index, &path, args.clone()))
                 .catch_unwind()
                 .await;
-            let (answer, held) = answered.unwrap_or_else(|_| {
+            let (answer, held, audit) = answered.unwrap_or_else(|_| {
                 let id = internal_error_id();
                 tracing::error!(error_id = %id, %path, "tool call panicked");
                 (
                     Err(AgentError::new(format!("Internal tool error [{id}]"))),
                     None,
+                    CallAudit::default(),
                 )
             });
             inner.gate.remember(index, &path, &args, &answer);
-            inner.record(&path, &answer, started);
+            inner.record(index, &path, &args, &answer, started, audit);
             let held = held.map(|h| Box::new(h) as Box<dyn std::any::Any + Send>);
             (answer, held)
         }
@@ -169,26 +253,29 @@ impl HostBridge for ExecutionBridge {
 }
 
 impl BridgeInner {
-    /// The call's answer, and the host-budget room it holds (if any).
+    /// The call's answer, the host-budget room it holds (if any), and what
+    /// decided it.
     async fn answer(
         &self,
         index: usize,
         path: &str,
         args: Value,
-    ) -> (Result<Value, AgentError>, Option<Arc<HostHold>>) {
+    ) -> (Result<Value, AgentError>, Option<Arc<HostHold>>, CallAudit) {
         let catalog = self.catalog.clone().await;
-        match path {
+        let mut audit = CallAudit::default();
+        let (answer, held) = match path {
             "search" => (search(&catalog, &self.policies, &args), None),
             "describe.tool" => (describe_tool(&catalog, &self.policies, &args), None),
             "executor.integrations.list" => (list_integrations(&catalog, &args), None),
-            _ => match self.invoke(&catalog, index, path, args).await {
+            _ => match self.invoke(&catalog, index, path, args, &mut audit).await {
                 Ok(result) => {
                     let held = result.as_ref().ok().and_then(|s| s.held.clone());
                     (Ok(result_value(result)), held)
                 }
                 Err(thrown) => (Err(thrown), None),
             },
-        }
+        };
+        (answer, held, audit)
     }
 
     /// SPEC §7: lookup → policy → validation → approval → credential →
@@ -200,6 +287,7 @@ impl BridgeInner {
         index: usize,
         path: &str,
         args: Value,
+        audit: &mut CallAudit,
     ) -> Result<ToolResult, AgentError> {
         let Some(tool) = catalog.get(path).cloned() else {
             if let Some(why) = catalog.unavailable(path) {
@@ -216,7 +304,9 @@ impl BridgeInner {
                 json!({ "path": path, "suggestions": suggestions(catalog, &self.policies, path) }),
             )));
         };
-        let action = self.policies.resolve(path, tool.requires_approval);
+        let (action, rule) = self.policies.resolve_rule(path, tool.requires_approval);
+        audit.policy_action = Some(action);
+        audit.policy_rule = rule.map(|r| r.id.clone());
         if action == PolicyAction::Block {
             return Ok(Err(ToolError::new(
                 "tool_blocked",
@@ -240,9 +330,16 @@ impl BridgeInner {
             return Ok(Err(refused));
         }
         if action == PolicyAction::RequireApproval {
-            match self.gate.decide(index, path, &args).await {
-                Decision::Accept => {}
+            // Measured apart: the wait is not the call's duration.
+            let waiting = Instant::now();
+            let decision = self.gate.decide(index, path, &args).await;
+            audit.approval_wait = waiting.elapsed();
+            audit.decided_by = self.gate.decider(index);
+            match decision {
+                Decision::Accept => audit.approval = Some(ApprovalDecision::Approved),
                 Decision::Decline { reason } => {
+                    audit.approval = Some(ApprovalDecision::Declined);
+                    audit.declined = Some(reason);
                     return Err(AgentError::new(declined_message(path, reason)));
                 }
                 Decision::Unavailable(message) => return Err(AgentError::new(message)),
@@ -282,24 +379,43 @@ impl BridgeInner {
         Ok(tool.invoker.invoke(invocation).await)
     }
 
-    fn record(&self, path: &str, answer: &Result<Value, AgentError>, started: Instant) {
-        let outcome = match answer {
-            Err(_) => "threw".to_string(),
+    fn record(
+        &self,
+        index: usize,
+        path: &str,
+        args: &Value,
+        answer: &Result<Value, AgentError>,
+        (started, started_at_ms): (Instant, i64),
+        audit: CallAudit,
+    ) {
+        let (outcome, error_code) = match answer {
+            Err(_) => (
+                outcome_of_throw(audit.declined),
+                audit.declined.map(str::to_string),
+            ),
             Ok(v) => match v.get("ok") {
-                Some(Value::Bool(false)) => v
-                    .pointer("/error/code")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string(),
-                _ => "ok".to_string(),
+                Some(Value::Bool(false)) => {
+                    let code = v.pointer("/error/code").and_then(Value::as_str);
+                    (
+                        code.map_or(ToolCallOutcome::Error, outcome_of_code),
+                        Some(code.unwrap_or("error").to_string()),
+                    )
+                }
+                _ => (ToolCallOutcome::Ok, None),
             },
         };
+        let duration = started.elapsed().saturating_sub(audit.approval_wait);
         if let Ok(mut trace) = self.trace.lock() {
             trace.push(ToolCallTrace {
+                index,
                 path: path.to_string(),
                 outcome,
-                started_at_ms: started.duration_since(self.started).as_millis() as u64,
-                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                error_code,
+                threw: answer.is_err(),
+                audit,
+                arg_names: arg_names(args),
+                started_at_ms,
+                duration,
             });
         }
     }
@@ -511,7 +627,7 @@ fn suggestions(catalog: &Catalog, policies: &PolicySet, path: &str) -> Vec<Strin
 
 /// Stored rules as a policy set; a rule that no longer parses is skipped
 /// (and logged) rather than failing every call.
-fn policy_set(records: &[PolicyRecord]) -> PolicySet {
+pub(crate) fn policy_set(records: &[PolicyRecord]) -> PolicySet {
     let rules = records
         .iter()
         .filter_map(|r| match r.pattern.parse() {

@@ -35,11 +35,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_call::{Action, ApprovalPrompt, CallContext, Reply};
+use executor_call::{Action, ApprovalPrompt, CallContext, Reply, args_preview};
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
-    ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice, next_notice,
-    now_ms,
+    ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice, StoreError,
+    next_notice, now_ms,
 };
 use futures::FutureExt;
 use serde_json::Value;
@@ -49,9 +49,10 @@ use crate::admission::Slot;
 use crate::engine::Engine;
 use crate::envelope::{self, internal_error_id};
 use crate::execution::{
-    ApprovalGate, Decision, ExecutionState, LiveExecution, PendingCall, ResumeRefusal, RunEvent,
-    RunLease, SavedExecution, approval_request, paused_envelope,
+    ApprovalGate, Decision, ExecutionState, LiveExecution, PendingApproval, PendingCall, Reader,
+    ResumeRefusal, RunEvent, RunLease, SavedExecution, approval_request, paused_envelope,
 };
+use crate::invoke::policy_set;
 use crate::invoke::{CatalogAtStart, ExecutionBridge};
 use crate::normalize::normalize;
 use crate::outcome::{PausedCall, ToolOutcome};
@@ -64,11 +65,16 @@ fn refusal(message: &str, logs: &[String]) -> ToolOutcome {
     ToolOutcome::Answered(envelope::tool_error(message, logs))
 }
 
-/// The run paused at `pending`.
-fn paused(execution_id: &str, pending: &PendingCall, max_preview_chars: usize) -> ToolOutcome {
+/// The run paused at `pending`, told to whoever reads it.
+fn paused(
+    execution_id: &str,
+    pending: &PendingCall,
+    max_preview_chars: usize,
+    reader: Reader,
+) -> ToolOutcome {
     ToolOutcome::Paused(PausedCall {
         request: approval_request(execution_id, pending, max_preview_chars),
-        envelope: paused_envelope(execution_id, pending, max_preview_chars),
+        envelope: paused_envelope(execution_id, pending, max_preview_chars, reader),
     })
 }
 
@@ -89,6 +95,9 @@ impl ResumeRefusal {
 const POSTED_DECISION_POLL: Duration = Duration::from_millis(200);
 /// The same poll behind a store's decision notices, for a lost one.
 const POSTED_DECISION_FALLBACK: Duration = Duration::from_secs(2);
+/// How often `executor resume` reads the state of a run it posted a
+/// decision for.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
 /// How long `executor resume` follows a run a server has taken over.
 const FOLLOW_RESUMED_RUN: Duration = Duration::from_secs(600);
 /// How long the node holding a paused run has to take a decision posted
@@ -143,9 +152,12 @@ impl Engine {
         match self.start(saved, None, slot, None, reply).await {
             Ok(live) => {
                 let mut events = live.events.lock().await;
-                let answer = self.advance(&live, &mut events).await;
+                let answer = self.advance(&live, &mut events, self.reader(ctx)).await;
                 match prompt {
-                    Some(prompt) => self.ask_inline(&live, &mut events, answer, prompt).await,
+                    Some(prompt) => {
+                        self.ask_inline(ctx, &live, &mut events, answer, prompt)
+                            .await
+                    }
                     None => answer,
                 }
             }
@@ -159,6 +171,7 @@ impl Engine {
     /// with `approval_timeout` as in model mode.
     async fn ask_inline(
         &self,
+        ctx: &CallContext,
         live: &Arc<LiveExecution>,
         events: &mut mpsc::UnboundedReceiver<RunEvent>,
         mut answer: ToolOutcome,
@@ -175,17 +188,22 @@ impl Engine {
             let window = Duration::from_millis((pending.expires_at_ms - now_ms()).max(0) as u64);
             live.asked_inline.store(true, Ordering::Release);
             let mut posted = live.posted.subscribe();
+            // Who decided: the caller's human when the client answered;
+            // unknown for a decision posted from outside.
             let asked = async {
                 let posted = async { posted.wait_for(Option::is_some).await.ok().and_then(|a| *a) };
                 tokio::select! {
-                    action = prompt.ask(request) => action,
-                    Some(action) = posted => Some(action),
+                    action = prompt.ask(request) => action.map(|a| (a, Some(ctx.principal.account_id.clone()))),
+                    Some(action) = posted => Some((action, None)),
                 }
             };
             let asked = tokio::time::timeout(window, asked).await;
             live.posted.send_replace(None);
             let action = match asked {
-                Ok(Some(action)) => action,
+                Ok(Some((action, decided_by))) => {
+                    live.gate.set_decider(pending.index, decided_by);
+                    action
+                }
                 // The client could not ask: nobody approved, so it is cancelled.
                 Ok(None) => Action::Cancel,
                 // The gate has declined it by itself (approval_timeout).
@@ -197,7 +215,7 @@ impl Engine {
                 s.state = ExecutionState::Running;
                 s.decided.push((pending.index, action));
             });
-            answer = self.advance(live, events).await;
+            answer = self.advance(live, events, Reader::Agent).await;
             self.settle_if_finished(live, action, &answer).await;
         }
         answer
@@ -222,12 +240,13 @@ impl Engine {
     }
 
     /// Starts (or, after a restart, replays) the run of `saved`. With a
-    /// `decision`, the pending call of `saved` receives it when reached.
-    /// `reply`: how the answer of the call that starts it leaves the server.
+    /// `decision` (and who made it, when known), the pending call of
+    /// `saved` receives it when reached. `reply`: how the answer of the
+    /// call that starts it leaves the server.
     async fn start(
         &self,
         saved: SavedExecution,
-        decision: Option<Decision>,
+        decision: Option<(Decision, Option<String>)>,
         slot: Slot,
         claimed: Option<(Fence, i64)>,
         reply: Reply,
@@ -240,6 +259,7 @@ impl Engine {
             .await
             .map_err(|e| failed_internally("could not read policies", &e))?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (decision, decided_by) = decision.unzip();
         // Decisions already given (their calls may not have answered before
         // the restart), then the one for the pending call.
         let preset: Vec<(usize, Decision)> = saved
@@ -269,6 +289,9 @@ impl Engine {
             gate = gate.with_lease(lease, calling);
         }
         let gate = Arc::new(gate);
+        if let Some(pending) = saved.state.pending() {
+            gate.set_decider(pending.index, decided_by.flatten());
+        }
         let ctx = saved.owner_context();
         // The sandbox's memory cap bounds what its answers may hold on the host.
         let budget = HostBudget::new(self.pool.limits().memory_bytes);
@@ -301,6 +324,7 @@ impl Engine {
         &self,
         live: &Arc<LiveExecution>,
         events: &mut mpsc::UnboundedReceiver<RunEvent>,
+        reader: Reader,
     ) -> ToolOutcome {
         loop {
             let pending = match events.recv().await {
@@ -321,7 +345,7 @@ impl Engine {
             // is stale, and the next event says what happened.
             live.gate.until_paused_or_idle().await;
             if live.gate.is_waiting(pending.index) {
-                return self.report_pause(live, &pending).await;
+                return self.report_pause(live, &pending, reader).await;
             }
         }
     }
@@ -333,6 +357,7 @@ impl Engine {
         &self,
         live: &Arc<LiveExecution>,
         pending: &crate::execution::PendingCall,
+        reader: Reader,
     ) -> ToolOutcome {
         let journal = live.gate.journal_entries();
         let dropped = live.gate.journal_overflowed();
@@ -348,16 +373,35 @@ impl Engine {
         if let Err(e) = self.node().ensure_alive(self.store.as_ref()).await {
             return failed_internally("could not register this node", &e);
         }
-        let lease = live.gate.lease_or(|| RunLease {
-            store: self.store.clone(),
-            execution_id: saved.id.clone(),
-            fence: Fence {
-                node: self.node().id().to_string(),
-                epoch: FIRST_EPOCH,
-            },
-        });
+        // A one-shot command (`executor call`, `executor resume`) exits
+        // with the run paused in its memory, and nobody renews its node's
+        // lease: held by it, the run could be claimed only once that lease
+        // ran out (`executor resume` waited up to 10 s for it). So it holds
+        // no run: a fresh pause is saved without a holder, and a run it had
+        // claimed is let go once saved; a decision replays it elsewhere.
+        let holds = self.holds_paused_runs();
+        let lease = match holds {
+            true => live.gate.lease_or(|| RunLease {
+                store: self.store.clone(),
+                execution_id: saved.id.clone(),
+                fence: Fence {
+                    node: self.node().id().to_string(),
+                    epoch: FIRST_EPOCH,
+                },
+            }),
+            false => live.gate.lease(),
+        };
         if let Err(e) = save_state(&self.store, &saved, lease.as_deref()).await {
             return failed_internally("could not save paused execution", &e);
+        }
+        if !holds
+            && let Some(lease) = live.gate.take_lease()
+            && let Err(e) = self
+                .store
+                .release_execution(&lease.execution_id, &lease.fence)
+                .await
+        {
+            tracing::warn!(error = %e, "could not release a paused execution");
         }
         if !live.persisting.swap(true, Ordering::AcqRel) {
             // Detached: it ends with the run (the journal closes).
@@ -379,7 +423,7 @@ impl Engine {
         if let Err(e) = self.store.insert_execution(record).await {
             return failed_internally("could not record execution", &e);
         }
-        paused(&saved.id, pending, self.approval_preview_chars)
+        paused(&saved.id, pending, self.approval_preview_chars, reader)
     }
 
     /// `resume {executionId, action}` (SPEC §9).
@@ -398,13 +442,33 @@ impl Engine {
 
     /// Applies the human's decision on the call execution `id` waits at,
     /// for `ctx` (its owner), and waits for the run to finish or pause
-    /// again: `resume`, a retried `input_required`, a posted decision.
+    /// again: `resume`, a retried `input_required`. The audit trail records
+    /// `ctx`'s account as who decided.
     pub async fn decide(&self, ctx: &CallContext, id: &str, action: Action) -> ToolOutcome {
+        let decided_by = Some(ctx.principal.account_id.clone());
+        self.decide_as(ctx, id, action, decided_by, self.reader(ctx))
+            .await
+    }
+
+    /// [`Engine::decide`], with who decided as far as it is known (None
+    /// for a decision posted from outside, which carries only its action)
+    /// and who reads the answer.
+    pub(crate) async fn decide_as(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        action: Action,
+        decided_by: Option<String>,
+        reader: Reader,
+    ) -> ToolOutcome {
         // A paused run still in memory waits inside its tool call; after a
         // restart the run is replayed with the decision preset instead.
         let (live, replayed) = match self.executions.get(id) {
             Some(live) => (live, false),
-            None => match self.restore(ctx, id, action).await {
+            None => match self
+                .restore(ctx, id, action, decided_by.clone(), reader)
+                .await
+            {
                 Ok(live) => (live, true),
                 Err(answer) => return answer,
             },
@@ -424,16 +488,60 @@ impl Engine {
             return answer;
         }
         let index = saved.state.pending().map_or(0, |p| p.index);
-        if !replayed && !live.gate.answer(index, decision_of(action)) {
-            return ResumeRefusal::Expired.outcome(id);
+        if !replayed {
+            live.gate.set_decider(index, decided_by);
+            if !live.gate.answer(index, decision_of(action)) {
+                return ResumeRefusal::Expired.outcome(id);
+            }
         }
         live.update(|s| {
             s.state = ExecutionState::Running;
             s.decided.push((index, action));
         });
-        let answer = self.advance(&live, &mut events).await;
+        let answer = self.advance(&live, &mut events, reader).await;
         self.settle_if_finished(&live, action, &answer).await;
         answer
+    }
+
+    /// The org's executions waiting for a human's decision now (SPEC §13's
+    /// pending approvals), most recently paused first, at most
+    /// [`executor_store::MAX_PAUSED_LISTED`]: read from their saved states,
+    /// so those paused on every node (and by a CLI command) are listed. The
+    /// rule is the one of the org's rules that matches the tool now (None:
+    /// the tool's default asked for approval).
+    pub async fn pending_approvals(
+        &self,
+        org_id: &str,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        let rows = self.store.list_paused_executions(org_id).await?;
+        let policies = policy_set(&self.policies.policies(self.store.as_ref(), org_id).await?);
+        let now = now_ms();
+        let window = i64::try_from(self.approval_window.as_millis()).unwrap_or(i64::MAX);
+        let mut pending: Vec<PendingApproval> = rows
+            .into_iter()
+            .filter_map(|row| {
+                let saved: SavedExecution = serde_json::from_str(&row.state)
+                    .inspect_err(|e| {
+                        tracing::warn!(execution = %row.id, error = %e, "skipping a saved execution that does not parse");
+                    })
+                    .ok()?;
+                let call = saved.state.pending().filter(|p| p.expires_at_ms > now)?;
+                Some(PendingApproval {
+                    policy_rule: policies.resolve_rule(&call.path, true).1.map(|r| r.id.clone()),
+                    execution_id: saved.id.clone(),
+                    session_id: saved.session_id.clone(),
+                    account_id: saved.owner.account_id.clone(),
+                    tool_path: call.path.clone(),
+                    args_preview: args_preview(&call.args, self.approval_preview_chars),
+                    paused_at_ms: call.expires_at_ms.saturating_sub(window),
+                    expires_at_ms: call.expires_at_ms,
+                })
+            })
+            .collect();
+        pending.sort_by(|a, b| {
+            (b.paused_at_ms, &b.execution_id).cmp(&(a.paused_at_ms, &a.execution_id))
+        });
+        Ok(pending)
     }
 
     /// Applies decisions posted by `executor resume` (another process) to
@@ -445,6 +553,9 @@ impl Engine {
         self: Arc<Self>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
+        // This process takes decisions for the runs it holds from now on.
+        self.holds_paused_runs
+            .store(true, std::sync::atomic::Ordering::Release);
         // A store that pushes decisions needs only a slow poll behind its
         // notices (one can be lost); one that cannot is polled briskly.
         let mut notices = self.store.subscribe();
@@ -490,26 +601,33 @@ impl Engine {
                     continue;
                 }
                 let engine = self.clone();
+                // Who posted it is not known here: the store keeps the
+                // action alone.
                 tokio::spawn(async move {
                     let ctx = saved.owner_context();
-                    engine.decide(&ctx, &saved.id, action).await;
+                    engine
+                        .decide_as(&ctx, &saved.id, action, None, Reader::Shell)
+                        .await;
                 });
             }
         }
     }
 
     /// `executor resume`: decides a paused execution from another process.
-    /// The decision is posted to the store; the server holding the run
-    /// applies it and this waits for the outcome. When no server takes it
-    /// within `wait` (none is running, or none holds the run since a
-    /// restart), it is taken back and applied here by replay.
+    /// With a `wait`, the decision is posted to the store, the server
+    /// holding the run applies it and this follows the run until it settles
+    /// or pauses again; when no server takes it within `wait` (none is
+    /// running, or none holds the run since a restart), it is taken back
+    /// and applied here by replay. With no `wait`, it is applied at once:
+    /// here when no live node holds the run, else handed to its holder. Who
+    /// decided is not known here (None in the audit trail).
     pub async fn resume_from_outside(
         &self,
         id: &str,
         action: Action,
         wait: Duration,
     ) -> ToolOutcome {
-        let saved = match self.load_saved(id).await {
+        let saved = match self.load_saved(id, None).await {
             Ok(saved) => saved,
             Err(answer) => return answer,
         };
@@ -518,6 +636,11 @@ impl Engine {
             Err(answer) => return answer,
         };
         let owner = saved.owner_context();
+        if wait.is_zero() {
+            return self
+                .decide_as(&owner, id, action, None, Reader::Shell)
+                .await;
+        }
         if let Err(answer) = self.post_decision(id, action).await {
             return answer;
         }
@@ -526,14 +649,14 @@ impl Engine {
         let mut deadline = Instant::now() + wait;
         let mut taken = false;
         loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Ok(saved) = self.load_saved(id).await {
+            tokio::time::sleep(FOLLOW_POLL).await;
+            if let Ok(saved) = self.load_saved(id, None).await {
                 if let Some(answer) = settled_answer(&saved, action) {
                     return answer;
                 }
                 match saved.state.pending() {
                     Some(next) if next.index != pending.index => {
-                        return paused(id, next, self.approval_preview_chars);
+                        return paused(id, next, self.approval_preview_chars, Reader::Shell);
                     }
                     _ => {}
                 }
@@ -551,7 +674,11 @@ impl Engine {
             }
             match self.store.take_execution_decision(id).await {
                 // Nobody took it: apply it in this process.
-                Ok(Some(_)) => return self.decide(&owner, id, action).await,
+                Ok(Some(_)) => {
+                    return self
+                        .decide_as(&owner, id, action, None, Reader::Shell)
+                        .await;
+                }
                 Ok(None) => {
                     taken = true;
                     deadline = Instant::now() + FOLLOW_RESUMED_RUN;
@@ -561,7 +688,10 @@ impl Engine {
         }
     }
 
-    async fn load_saved(&self, id: &str) -> Result<SavedExecution, ToolOutcome> {
+    /// The saved state of execution `id`. None found: the refusal says
+    /// whether it finished without waiting (its record, of `org` when
+    /// given, says so) or is unknown.
+    async fn load_saved(&self, id: &str, org: Option<&str>) -> Result<SavedExecution, ToolOutcome> {
         let state = self
             .store
             .load_execution_state(id)
@@ -569,7 +699,21 @@ impl Engine {
             .map_err(|e| failed_internally("could not load execution", &e))?;
         match state.as_deref().map(serde_json::from_str) {
             Some(Ok(saved)) => Ok(saved),
-            _ => Err(ResumeRefusal::NotFound.outcome(id)),
+            _ => Err(self.not_waiting(id, org).await),
+        }
+    }
+
+    /// Why execution `id`, with no saved state, cannot be decided: it has
+    /// finished (its record says so), else it is not found.
+    async fn not_waiting(&self, id: &str, org: Option<&str>) -> ToolOutcome {
+        match self.store.get_execution(id).await {
+            Ok(Some(record))
+                if record.status != ExecutionStatus::WaitingForInteraction
+                    && org.is_none_or(|org| org == record.org_id) =>
+            {
+                ResumeRefusal::Finished.outcome(id)
+            }
+            _ => ResumeRefusal::NotFound.outcome(id),
         }
     }
 
@@ -580,8 +724,10 @@ impl Engine {
         ctx: &CallContext,
         id: &str,
         action: Action,
+        decided_by: Option<String>,
+        reader: Reader,
     ) -> Result<Arc<LiveExecution>, ToolOutcome> {
-        let saved = self.load_saved(id).await?;
+        let saved = self.load_saved(id, Some(&ctx.principal.org_id)).await?;
         if saved.owner != ctx.principal {
             return Err(ResumeRefusal::Forbidden.outcome(id));
         }
@@ -611,7 +757,7 @@ impl Engine {
                         self.evict(&holder.id).await;
                         continue;
                     }
-                    match self.hand_to_holder(id, action, &holder.id).await {
+                    match self.hand_to_holder(id, action, &holder.id, reader).await {
                         Handed::Answered(answer) => return Err(answer),
                         Handed::HolderGone => self.evict(&holder.id).await,
                     }
@@ -634,7 +780,7 @@ impl Engine {
         };
         // Read again as its holder: the journal as the last holder left it
         // (or the answer it settled with meanwhile).
-        let saved = self.load_saved(id).await?;
+        let saved = self.load_saved(id, Some(&ctx.principal.org_id)).await?;
         still_waiting(&saved, action, ResumeRefusal::NotFound)?;
         if saved.journal_dropped {
             return Err(ResumeRefusal::NotReplayable.outcome(id));
@@ -643,7 +789,7 @@ impl Engine {
         let live = self
             .start(
                 saved,
-                Some(decision_of(action)),
+                Some((decision_of(action), decided_by)),
                 slot,
                 Some(claimed),
                 Reply::Direct,
@@ -673,9 +819,15 @@ impl Engine {
     /// takes the decision is gone: the decision is taken back and the
     /// caller claims the run. One that stays alive without taking it gets
     /// it taken back after [`HOLDER_TAKES_DECISION`] times two leases.
-    async fn hand_to_holder(&self, id: &str, action: Action, holder: &str) -> Handed {
+    async fn hand_to_holder(
+        &self,
+        id: &str,
+        action: Action,
+        holder: &str,
+        reader: Reader,
+    ) -> Handed {
         let answered = |answer| Handed::Answered(answer);
-        let pending_index = match self.load_saved(id).await {
+        let pending_index = match self.load_saved(id, None).await {
             Ok(saved) => match still_waiting(&saved, action, ResumeRefusal::NotFound) {
                 Ok(pending) => pending.index,
                 Err(answer) => return answered(answer),
@@ -690,14 +842,14 @@ impl Engine {
         let mut taken_at: Option<Instant> = None;
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            if let Ok(saved) = self.load_saved(id).await {
+            if let Ok(saved) = self.load_saved(id, None).await {
                 if let Some(answer) = settled_answer(&saved, action) {
                     return answered(answer);
                 }
                 if let Some(next) = saved.state.pending()
                     && next.index != pending_index
                 {
-                    return answered(paused(id, next, self.approval_preview_chars));
+                    return answered(paused(id, next, self.approval_preview_chars, reader));
                 }
             }
             if taken_at.is_some_and(|t| t.elapsed() >= FOLLOW_RESUMED_RUN) {
@@ -839,7 +991,15 @@ fn still_waiting(
         return Err(answer);
     }
     match saved.state.pending() {
-        None => Err(when_idle.outcome(&saved.id)),
+        // Decided, and its run goes on: says which decision it was.
+        None => Err(match saved.decided.last() {
+            Some(&(_, action)) => ResumeRefusal::AlreadyDecided {
+                action,
+                settled: false,
+            },
+            None => when_idle,
+        }
+        .outcome(&saved.id)),
         Some(p) if p.expires_at_ms <= now_ms() => Err(ResumeRefusal::Expired.outcome(&saved.id)),
         Some(p) => Ok(p.clone()),
     }
@@ -858,6 +1018,10 @@ fn settled_answer(saved: &SavedExecution, action: Action) -> Option<ToolOutcome>
     Some(if *settled_with == action {
         ToolOutcome::Answered(answer.clone())
     } else {
-        ResumeRefusal::AlreadySettled.outcome(&saved.id)
+        ResumeRefusal::AlreadyDecided {
+            action: *settled_with,
+            settled: true,
+        }
+        .outcome(&saved.id)
     })
 }

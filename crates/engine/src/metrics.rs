@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 
 use crate::invoke::ToolCallTrace;
 use executor_call::Reply;
+use executor_store::ToolCallOutcome;
 
 /// One fixed label, like `status="completed"`.
 type OneLabel = [(&'static str, &'static str); 1];
@@ -77,10 +78,12 @@ impl EngineMetrics {
         execution.inc();
         self.execution_seconds.inc_by(micros as f64 / 1e6);
         for call in trace {
-            let bucket = match call.outcome.as_str() {
-                "ok" => &self.tool_calls_ok,
-                "threw" => &self.tool_calls_threw,
-                _ => &self.tool_calls_failed,
+            let bucket = if call.threw {
+                &self.tool_calls_threw
+            } else if call.outcome == ToolCallOutcome::Ok {
+                &self.tool_calls_ok
+            } else {
+                &self.tool_calls_failed
             };
             bucket.inc();
         }
@@ -160,10 +163,19 @@ mod tests {
 
     fn call(outcome: &str) -> ToolCallTrace {
         ToolCallTrace {
+            index: 0,
             path: "demo.tool".to_string(),
-            outcome: outcome.to_string(),
+            outcome: match outcome {
+                "ok" => ToolCallOutcome::Ok,
+                "threw" => ToolCallOutcome::Declined,
+                _ => ToolCallOutcome::Failed,
+            },
+            error_code: None,
+            threw: outcome == "threw",
+            audit: Default::default(),
+            arg_names: Vec::new(),
             started_at_ms: 0,
-            duration_ms: 0.0,
+            duration: std::time::Duration::ZERO,
         }
     }
 

@@ -110,15 +110,21 @@ impl PolicySet {
 
     /// The action for `path`: the first matching rule, else the default.
     pub fn resolve(&self, path: &str, requires_approval_by_default: bool) -> PolicyAction {
-        self.rules
-            .iter()
-            .find(|r| r.pattern.matches(path))
-            .map(|r| r.action)
-            .unwrap_or(if requires_approval_by_default {
-                PolicyAction::RequireApproval
-            } else {
-                PolicyAction::Allow
-            })
+        self.resolve_rule(path, requires_approval_by_default).0
+    }
+
+    /// The action for `path` and the rule that decided it (None: the
+    /// tool's default).
+    pub fn resolve_rule(
+        &self,
+        path: &str,
+        requires_approval_by_default: bool,
+    ) -> (PolicyAction, Option<&Rule>) {
+        match self.rules.iter().find(|r| r.pattern.matches(path)) {
+            Some(rule) => (rule.action, Some(rule)),
+            None if requires_approval_by_default => (PolicyAction::RequireApproval, None),
+            None => (PolicyAction::Allow, None),
+        }
     }
 
     pub fn is_blocked(&self, path: &str) -> bool {
@@ -189,6 +195,10 @@ mod tests {
             set.resolve("stripe.charges.list", false),
             PolicyAction::Allow
         );
+        let decided_by = |path: &str| set.resolve_rule(path, true).1.map(|r| r.id.as_str());
+        assert_eq!(decided_by("github.issues.create"), Some("1"));
+        assert_eq!(decided_by("github.repos.delete"), Some("2"));
+        assert_eq!(decided_by("stripe.charges.create"), None);
         assert!(set.is_blocked("github.repos.get"));
         assert!(!set.is_blocked("github.issues.get"));
     }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use executor_call::{CallContext, Reply};
 use executor_catalog::HostBudget;
 use executor_sandbox::{HostBridge, Pool, RunOutcome, SandboxError, Stop};
-use executor_store::{ExecutionRecord, ExecutionStatus, Store, now_ms};
-use serde_json::Value;
+use executor_store::{ExecutionRecord, ExecutionStatus, Store, ToolCallRecord, now_ms};
+
 use tokio::sync::mpsc;
 
 use crate::envelope::internal_error_id;
@@ -230,15 +230,104 @@ pub(crate) fn execution_record(
         result,
         error,
         logs: outcome.logs.clone(),
-        tool_calls: serde_json::to_value(trace).unwrap_or(Value::Null),
+        tool_calls: trace
+            .into_iter()
+            .map(|call| tool_call_record(ctx, id, call))
+            .collect(),
         started_at_ms,
         duration_ms,
     }
 }
 
+/// One call of execution `id` as the audit trail keeps it: its id is
+/// `<execution id>.<call index>`, its who and where the execution's.
+fn tool_call_record(ctx: &CallContext, id: &str, call: ToolCallTrace) -> ToolCallRecord {
+    ToolCallRecord {
+        id: format!("{id}.{}", call.index),
+        org_id: ctx.principal.org_id.clone(),
+        execution_id: id.to_string(),
+        session_id: ctx.session_id.clone(),
+        account_id: ctx.principal.account_id.clone(),
+        tool_path: call.path,
+        outcome: call.outcome,
+        error_code: call.error_code,
+        policy_action: call.audit.policy_action,
+        policy_rule: call.audit.policy_rule,
+        approval: call.audit.approval,
+        decided_by: call.audit.decided_by,
+        approval_wait_ms: millis(call.audit.approval_wait),
+        arg_names: call.arg_names,
+        started_at_ms: call.started_at_ms,
+        duration_ms: millis(call.duration),
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::invoke::{CallAudit, arg_names};
+    use executor_store::{Principal, ToolCallOutcome};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    proptest! {
+        /// SPEC §13: a tool call's row holds its argument names, never a
+        /// value, wherever the value sits.
+        #[test]
+        fn no_argument_value_reaches_a_tool_call_row(
+            value in "V[a-zA-Z0-9 _.:/@-]{6,40}",
+            name in "[a-z_]{1,12}",
+        ) {
+            let args = serde_json::json!({
+                name.clone(): value,
+                "nested": { "deep": [value] },
+                "other": { "key": 1 },
+            });
+            let ctx = CallContext {
+                principal: Principal { account_id: "acc_1".into(), org_id: "org_1".into() },
+                session_id: Some("sess_1".into()),
+            };
+            let trace = ToolCallTrace {
+                index: 3,
+                path: "ns.tool".into(),
+                outcome: ToolCallOutcome::Ok,
+                error_code: None,
+                threw: false,
+                audit: CallAudit::default(),
+                arg_names: arg_names(&args),
+                started_at_ms: 1,
+                duration: Duration::from_millis(2),
+            };
+            let row = tool_call_record(&ctx, "exec_1", trace);
+            let mut expected = vec![name.clone(), "nested".to_string(), "other".to_string()];
+            expected.sort();
+            expected.dedup();
+            prop_assert_eq!(&row.arg_names, &expected);
+            let text = serde_json::to_string(&row).unwrap_or_default();
+            prop_assert!(!text.contains(&value), "{}", text);
+            prop_assert_eq!(row.id, "exec_1.3");
+        }
+    }
+
+    #[test]
+    fn argument_names_are_sorted_and_bounded() {
+        let many: serde_json::Map<String, Value> = (0..100)
+            .map(|i| (format!("{i:03}{}", "é".repeat(100)), Value::Null))
+            .collect();
+        let names = arg_names(&Value::Object(many));
+        assert_eq!(names.len(), crate::invoke::MAX_ARG_NAMES);
+        assert!(names.windows(2).all(|w| w[0] < w[1]));
+        assert!(
+            names
+                .iter()
+                .all(|n| n.len() <= crate::invoke::MAX_ARG_NAME_BYTES)
+        );
+        assert!(arg_names(&serde_json::json!([1, 2])).is_empty());
+    }
 
     /// SPEC §10 across the reply paths: only the answer of the call that
     /// started a run, logged by a flushed write, carries its record's

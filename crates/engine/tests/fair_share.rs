@@ -14,7 +14,7 @@ use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_engine::{CoreTool, Engine, EngineConfig, ShareLimits, ToolOutcome};
 use executor_sandbox::Limits;
-use executor_store::{SqliteStore, Store};
+use executor_store::{ExecutionFilter, PageRequest, SqliteStore, Store};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -481,7 +481,11 @@ async fn an_overlong_tool_path_is_refused_before_it_is_stored() {
     );
     let records = w
         .store
-        .list_executions(Some(&a.principal.org_id), 10)
+        .list_executions(
+            Some(&a.principal.org_id),
+            &ExecutionFilter::default(),
+            &PageRequest::first(10),
+        )
         .await
         .unwrap();
     let record = serde_json::to_string(&records[0].tool_calls).unwrap();

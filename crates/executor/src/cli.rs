@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use executor_store::CredentialKind;
+use executor_store::{CredentialKind, ExecutionStatus};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -729,6 +729,12 @@ pub enum TokenCommand {
         #[arg(long)]
         expires_in_days: Option<u64>,
     },
+    /// The tokens of an org (never their secrets): id, account, state,
+    /// when made and when they expire.
+    List {
+        #[command(flatten)]
+        org: ActorArg,
+    },
     /// Revoke a token (the token itself or its id).
     Revoke {
         /// The token, or its id (`exk_<id>`).
@@ -738,11 +744,22 @@ pub enum TokenCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ExecutionsCommand {
-    /// The newest executions.
+    /// The newest executions: when, org, status, duration and the code's
+    /// first line.
     List {
-        /// How many, newest first.
+        /// How many, newest first (at most 200).
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// Only this org's (its name); default: every org's.
+        #[arg(long)]
+        org: Option<String>,
+        /// Only these: completed, error or waiting_for_interaction.
+        #[arg(long)]
+        status: Option<ExecutionStatus>,
+        /// Only those started since: a duration back from now (`30m`,
+        /// `2h`, `7d`) or a date (`2026-12-06`, `2026-12-06T10:00:00Z`).
+        #[arg(long)]
+        since: Option<String>,
     },
     /// One execution, in full.
     Show {

@@ -5,20 +5,26 @@ use std::time::Duration;
 
 use executor_call::{Action, CallContext};
 use executor_engine::{CoreTool, ToolOutcome};
-use executor_store::{ExecutionRecord, ExecutionStatus};
+use executor_store::{ExecutionFilter, ExecutionRecord, ExecutionStatus, PageKey};
+
+use crate::paging::{Listed, PageAsk};
+use crate::tool_calls::ToolCall;
 use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::{Actor, OpError, OpResult, Operations};
 
-/// Most executions one list returns.
-pub const MAX_LIST: u32 = 200;
-
+/// Which executions to list; every field set narrows the list.
 #[derive(Debug, Clone, Default)]
 pub struct ListExecutions {
-    /// At most [`MAX_LIST`].
-    pub limit: u32,
+    pub status: Option<ExecutionStatus>,
+    pub session_id: Option<String>,
+    /// Executions started at or after this time.
+    pub since_ms: Option<i64>,
+    /// Executions started before this time.
+    pub until_ms: Option<i64>,
+    pub page: PageAsk,
 }
 
 /// An execution as listed.
@@ -55,7 +61,7 @@ pub struct ExecutionDetail {
     /// What the code printed (console.log and friends).
     pub logs: Vec<String>,
     /// The tool calls the run made, in order.
-    pub tool_calls: Value,
+    pub tool_calls: Vec<ToolCall>,
     pub started_at_ms: i64,
     pub duration_ms: i64,
 }
@@ -72,7 +78,7 @@ impl From<ExecutionRecord> for ExecutionDetail {
             result: x.result,
             error: x.error,
             logs: x.logs,
-            tool_calls: x.tool_calls,
+            tool_calls: x.tool_calls.into_iter().map(ToolCall::from).collect(),
             started_at_ms: x.started_at_ms,
             duration_ms: x.duration_ms,
         }
@@ -164,10 +170,26 @@ impl Operations {
         &self,
         org_id: Option<&str>,
         query: &ListExecutions,
-    ) -> OpResult<Vec<ExecutionSummary>> {
-        let limit = query.limit.clamp(1, MAX_LIST);
-        let records = self.store().list_executions(org_id, limit).await?;
-        Ok(records.iter().map(summary).collect())
+    ) -> OpResult<Listed<ExecutionSummary>> {
+        let filter = ExecutionFilter {
+            status: query.status,
+            session_id: query.session_id.clone(),
+            since_ms: query.since_ms,
+            until_ms: query.until_ms,
+        };
+        let request = query.page.request()?;
+        let records = self
+            .store()
+            .list_executions(org_id, &filter, &request)
+            .await?;
+        Ok(query.page.page(
+            records,
+            |x| PageKey {
+                started_at_ms: x.started_at_ms,
+                id: x.id.clone(),
+            },
+            |x| summary(&x),
+        ))
     }
 
     /// One execution in full: of `org_id`, or of any org for `None`.

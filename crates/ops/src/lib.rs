@@ -11,13 +11,17 @@
 //! What a surface may do beyond that (read a server file, start a command,
 //! reach the local network) is its [`Surface`].
 
+mod approvals;
 mod connections;
 mod error;
 mod executions;
 mod identity;
 mod integrations;
+mod paging;
 mod policies;
+mod sessions;
 mod tokens;
+mod tool_calls;
 mod tools;
 
 use std::sync::Arc;
@@ -29,6 +33,7 @@ use executor_outbound::HttpConfig;
 use executor_store::Store;
 use executor_store::secrets::SecretKey;
 
+pub use approvals::PendingApproval;
 pub use connections::{ConnectionStatus, CredentialInput, MIN_SECRET_BYTES, SetConnection};
 pub use error::{ErrorKind, OpError, OpResult};
 pub use executions::{CallResult, ExecutionDetail, ExecutionSummary, ListExecutions};
@@ -39,7 +44,10 @@ pub use integrations::{
     AddIntegration, DocumentSource, GraphqlSchemaSource, IntegrationAdded, IntegrationSummary,
     MAX_SPEC_BYTES, McpEndpoint, Progress, document_source,
 };
+pub use paging::{Listed, MAX_PAGE, PageAsk};
 pub use policies::{NewPolicy, Policy, PolicyEvaluation};
+pub use sessions::SessionInfo;
+pub use tool_calls::{ToolCall, ToolCallQuery};
 pub use tokens::{MintedToken, NewToken, TokenInfo, TokenRevoked};
 pub use tools::ToolHit;
 

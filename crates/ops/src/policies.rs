@@ -65,17 +65,7 @@ pub struct PolicyEvaluation {
 
 impl Operations {
     pub async fn add_policy(&self, actor: &Actor, input: NewPolicy) -> OpResult<Policy> {
-        if input.pattern.len() > MAX_PATTERN_BYTES {
-            return Err(OpError::invalid(
-                "pattern",
-                format!("a pattern is at most {MAX_PATTERN_BYTES} bytes"),
-            ));
-        }
-        // Validated on save (SPEC §9): a bad rule never reaches the store.
-        input
-            .pattern
-            .parse::<Pattern>()
-            .map_err(|e| OpError::invalid("pattern", e.to_string()))?;
+        check_pattern(&input.pattern)?;
         let action =
             PolicyAction::from_input(&input.action).map_err(|e| OpError::invalid("action", e))?;
         if input.position.is_some_and(|p| p < 0) {
@@ -106,6 +96,36 @@ impl Operations {
             .await?
             .into_iter()
             .find(|p| p.id == id)
+            .ok_or_else(|| OpError::not_found(format_args!("policy {id}")))
+    }
+
+    /// Moves a rule to `position` (0-based) in the match order.
+    pub async fn move_policy(&self, actor: &Actor, id: &str, position: i64) -> OpResult<Policy> {
+        if position < 0 {
+            return Err(OpError::invalid("position", "a position is 0 or more"));
+        }
+        if !self.store().move_policy(&actor.org_id, id, position).await? {
+            return Err(OpError::not_found(format_args!("policy {id}")));
+        }
+        self.get_policy(actor, id).await
+    }
+
+    /// Replaces a rule's pattern and action, keeping its place.
+    pub async fn update_policy(
+        &self,
+        actor: &Actor,
+        id: &str,
+        pattern: &str,
+        action: &str,
+    ) -> OpResult<Policy> {
+        check_pattern(pattern)?;
+        let action = PolicyAction::from_input(action).map_err(|e| OpError::invalid("action", e))?;
+        let updated = self
+            .store()
+            .update_policy(&actor.org_id, id, pattern.trim().to_string(), action)
+            .await?;
+        updated
+            .map(Policy::from)
             .ok_or_else(|| OpError::not_found(format_args!("policy {id}")))
     }
 
@@ -141,4 +161,18 @@ impl Operations {
             tool_exists: tool.is_some(),
         })
     }
+}
+
+/// Validated on save (SPEC §9): a bad rule never reaches the store.
+fn check_pattern(pattern: &str) -> OpResult<()> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(OpError::invalid(
+            "pattern",
+            format!("a pattern is at most {MAX_PATTERN_BYTES} bytes"),
+        ));
+    }
+    pattern
+        .parse::<Pattern>()
+        .map(|_| ())
+        .map_err(|e| OpError::invalid("pattern", e.to_string()))
 }

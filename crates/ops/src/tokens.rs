@@ -107,6 +107,12 @@ impl Operations {
         Ok(out)
     }
 
+    /// The org's tokens, newest first, revoked and expired ones included.
+    pub async fn list_tokens(&self, actor: &Actor) -> OpResult<Vec<TokenInfo>> {
+        let records = self.store().list_tokens(&actor.org_id).await?;
+        Ok(records.iter().map(TokenInfo::of).collect())
+    }
+
     /// A token of the org `org_id`; another org's is "not found".
     pub async fn get_token(&self, org_id: &str, id: &str) -> OpResult<TokenInfo> {
         let found = self.store().find_token(id).await?;

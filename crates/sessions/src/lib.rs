@@ -14,8 +14,8 @@ mod runtime;
 mod streams;
 
 pub use lifecycle::{
-    AcquireError, BUSY_CEILING, Holder, MAX_GET_STREAMS_PER_SESSION, MAX_SESSIONS_PER_PRINCIPAL,
-    REPLAY_WINDOW, Sessions, SessionsConfig, SessionsMetrics,
+    AcquireError, BUSY_CEILING, EXECUTION_RETENTION, Holder, MAX_GET_STREAMS_PER_SESSION,
+    MAX_SESSIONS_PER_PRINCIPAL, REPLAY_WINDOW, Sessions, SessionsConfig, SessionsMetrics,
 };
 pub use remote::RemoteListen;
 pub use runtime::{ClientResponse, InTransit, Lease, PostStream, Runtime};

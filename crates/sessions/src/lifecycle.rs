@@ -75,6 +75,9 @@ pub struct SessionsConfig {
     pub busy_ceiling: Duration,
     /// Records untouched this long are garbage-collected.
     pub retention: Duration,
+    /// Finished execution records (and their tool calls) older than this
+    /// are garbage-collected (see [`EXECUTION_RETENTION`]).
+    pub execution_retention: Duration,
     /// Live sessions (runtimes in memory) one (account, org) may hold, and
     /// sessions it may create within one idle timeout.
     pub max_sessions_per_principal: usize,
@@ -99,6 +102,10 @@ pub struct SessionsConfig {
     pub lease_kept: Duration,
 }
 
+/// Default retention of finished execution records and their tool calls,
+/// the audit trail (SPEC §13: retained like execution records): a month,
+/// like session records.
+pub const EXECUTION_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Default cap on live sessions per (account, org) (SPEC §12).
 pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 1_000;
 /// Default cap on open GET streams per session (SPEC §12).
@@ -117,6 +124,7 @@ impl Default for SessionsConfig {
             paused_idle_timeout: Duration::from_secs(540),
             busy_ceiling: BUSY_CEILING,
             retention: Duration::from_secs(30 * 24 * 3600),
+            execution_retention: EXECUTION_RETENTION,
             max_sessions_per_principal: MAX_SESSIONS_PER_PRINCIPAL,
             max_get_streams_per_session: MAX_GET_STREAMS_PER_SESSION,
             replay_window: REPLAY_WINDOW,

@@ -21,7 +21,8 @@ const CATALOG_CHECK_FALLBACK: Duration = Duration::from_secs(10);
 /// How often delivered events past their replay window are deleted: often
 /// enough that the log holds minutes of events, not days.
 const EVENT_SWEEP_EVERY: Duration = Duration::from_secs(60);
-/// How often sessions past their retention are deleted, store-wide.
+/// How often sessions and execution records past their retention are
+/// deleted, store-wide.
 const RETENTION_GC_EVERY: Duration = Duration::from_secs(3600);
 
 impl Sessions {
@@ -104,16 +105,34 @@ impl Sessions {
             }
             if last_gc.is_none_or(|t| t.elapsed() >= EVENT_SWEEP_EVERY) {
                 last_gc = Some(Instant::now());
-                if !self.claim_job("gc_sessions", RETENTION_GC_EVERY).await {
-                    continue;
+                if self.claim_job("gc_sessions", RETENTION_GC_EVERY).await {
+                    self.gc_sessions().await;
                 }
-                let before = now_ms() - self.inner.config.retention.as_millis() as i64;
-                match self.inner.store.gc_sessions(before).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "garbage-collected old sessions"),
-                    Err(e) => tracing::warn!(error = %e, "session retention GC failed"),
+                if self.claim_job("gc_executions", RETENTION_GC_EVERY).await {
+                    self.gc_executions().await;
                 }
             }
+        }
+    }
+
+    /// Deletes the session records (and events) past their retention.
+    async fn gc_sessions(&self) {
+        let before = now_ms().saturating_sub(millis(self.inner.config.retention));
+        match self.inner.store.gc_sessions(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "garbage-collected old sessions"),
+            Err(e) => tracing::warn!(error = %e, "session retention GC failed"),
+        }
+    }
+
+    /// Deletes the finished execution records (and their tool calls) past
+    /// their retention; a paused one stays.
+    async fn gc_executions(&self) {
+        let before = now_ms().saturating_sub(millis(self.inner.config.execution_retention));
+        match self.inner.store.gc_executions(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "garbage-collected old execution records"),
+            Err(e) => tracing::warn!(error = %e, "execution retention GC failed"),
         }
     }
 
@@ -262,4 +281,8 @@ impl Sessions {
             }
         }
     }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

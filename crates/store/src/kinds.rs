@@ -136,6 +136,35 @@ impl PolicyAction {
 }
 
 stored_words! {
+    /// How one tool call ended, for the audit trail (SPEC §13). The engine
+    /// maps SPEC §7's error codes onto these in one place
+    /// (`executor_engine`'s `invoke.rs`, `outcome_of_code`).
+    ToolCallOutcome ("tool call outcome") {
+        /// The tool answered `{ok: true}`.
+        Ok = "ok",
+        /// The tool (or its pipeline) answered an error: an upstream 4xx or
+        /// 5xx, arguments that did not validate, a missing connection.
+        Failed = "failed",
+        /// A policy rule (or the tool's default) blocks it.
+        Blocked = "blocked",
+        /// A human declined (or cancelled) its approval.
+        Declined = "declined",
+        /// The call, or its approval window, timed out.
+        TimedOut = "timed_out",
+        /// Anything else: an internal failure, an unreachable integration.
+        Error = "error",
+    }
+}
+
+stored_words! {
+    /// What a human decided about a call that needed approval.
+    ApprovalDecision ("approval decision") {
+        Approved = "approved",
+        Declined = "declined",
+    }
+}
+
+stored_words! {
     /// How a connection's secret is presented to its API.
     CredentialKind ("credential kind") {
         /// Where the integration's security scheme says (header, query or
@@ -186,6 +215,8 @@ mod tests {
         round_trips(PolicyAction::ALL);
         round_trips(CredentialKind::ALL);
         round_trips(IntegrationKind::ALL);
+        round_trips(ToolCallOutcome::ALL);
+        round_trips(ApprovalDecision::ALL);
     }
 
     #[test]

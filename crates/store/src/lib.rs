@@ -1,7 +1,8 @@
 //! Durable state behind one trait per role (`roles.rs`): accounts and
 //! tokens, policies, sessions and their SSE event log, nodes and leases,
-//! executions, the catalog, connections. [`Store`] is all of them; a crate
-//! asks for the role it uses. Two backends implement every role:
+//! executions and their tool calls (the audit trail), the catalog,
+//! connections. [`Store`] is all of them; a crate asks for the role it
+//! uses. Two backends implement every role:
 //! [`SqliteStore`], the embedded default (`sqlite/`), and [`PgStore`], a
 //! store several nodes share (`postgres/`), each role in a file of its
 //! own. What does not depend on the SQL dialect lives once, above them:
@@ -18,6 +19,7 @@ mod leases;
 mod node;
 mod orgs;
 mod packed;
+mod paging;
 mod postgres;
 mod preflight;
 mod records;
@@ -33,16 +35,18 @@ mod writer;
 
 pub use error::{DatabaseError, StoreError, StoreResult};
 pub use kinds::{
-    CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
+    ApprovalDecision, CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind,
+    PolicyAction, ToolCallOutcome, UnknownValue,
 };
 pub use node::{NODE_LEASE, NodeLease, Renewal};
+pub use paging::{BadCursor, MAX_PAGE_LIMIT, PageKey, PageRequest};
 pub use postgres::{ImportReport, PgOptions, PgStore, redact as redact_database_url};
 pub use preflight::Refusal;
 pub use records::*;
 pub use revision_cache::RevisionCache;
 pub use roles::{
-    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, NodeStore, Notice, PolicyStore,
-    SessionStore, Store, next_notice, now_ms,
+    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, MAX_PAUSED_LISTED, NodeStore,
+    Notice, PolicyStore, SessionStore, Store, ToolCallStore, next_notice, now_ms,
 };
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::kinds::{
-    CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind, PolicyAction, UnknownValue,
+    ApprovalDecision, CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind,
+    PolicyAction, ToolCallOutcome, UnknownValue,
 };
 
 /// Who a request acts for: an account inside an org.
@@ -150,9 +151,110 @@ pub struct ExecutionRecord {
     pub result: Option<serde_json::Value>,
     pub error: Option<String>,
     pub logs: Vec<String>,
-    pub tool_calls: serde_json::Value,
+    /// The run's tool calls, in the order it made them. Also rows of their
+    /// own (`tool_calls`, written in the record's transaction), which the
+    /// audit trail lists. A record written by an earlier release kept
+    /// another shape here: it reads as an empty list.
+    #[serde(default, deserialize_with = "lenient_tool_calls")]
+    pub tool_calls: Vec<ToolCallRecord>,
     pub started_at_ms: i64,
     pub duration_ms: i64,
+}
+
+/// One tool call of an execution, as the audit trail keeps it (SPEC §13):
+/// who made it, what decided it, how it ended. Never an argument's value:
+/// only the names of the top-level arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    /// `<execution id>.<call index>`.
+    pub id: String,
+    pub org_id: String,
+    pub execution_id: String,
+    pub session_id: Option<String>,
+    pub account_id: String,
+    pub tool_path: String,
+    pub outcome: ToolCallOutcome,
+    /// Why it was not ok: a SPEC §7 code, or for a call that threw, the
+    /// decline's reason (`declined`, `cancelled`, `approval_timeout`).
+    pub error_code: Option<String>,
+    /// The policy action that applied (a rule's, or the tool's default);
+    /// None when no policy was consulted (a helper, a tool not found, an
+    /// answer replayed from the journal).
+    pub policy_action: Option<PolicyAction>,
+    /// The id of the rule that decided it; None for the tool's default.
+    pub policy_rule: Option<String>,
+    /// None when no approval was asked.
+    pub approval: Option<ApprovalDecision>,
+    /// The account that decided, when known.
+    pub decided_by: Option<String>,
+    /// How long the call waited for a human (0 when it did not).
+    pub approval_wait_ms: i64,
+    /// The top-level argument names, sorted and bounded; never values.
+    pub arg_names: Vec<String>,
+    pub started_at_ms: i64,
+    /// The call's own time, the approval wait excluded.
+    pub duration_ms: i64,
+}
+
+/// Which tool calls [`crate::ToolCallStore::list_tool_calls`] lists; every
+/// field set narrows the list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCallFilter {
+    /// An exact tool path, or a prefix ending in `.` (`github.`: every
+    /// tool under it).
+    pub tool: Option<String>,
+    pub outcome: Option<ToolCallOutcome>,
+    pub session_id: Option<String>,
+    pub execution_id: Option<String>,
+    /// Calls started at or after this time.
+    pub since_ms: Option<i64>,
+    /// Calls started before this time.
+    pub until_ms: Option<i64>,
+}
+
+impl ToolCallFilter {
+    /// The tool filter as SQL reads it: (exact path, prefix).
+    pub(crate) fn tool_match(&self) -> (Option<&str>, Option<&str>) {
+        match self.tool.as_deref() {
+            Some(prefix) if prefix.ends_with('.') => (None, Some(prefix)),
+            exact => (exact, None),
+        }
+    }
+}
+
+/// Which executions [`crate::ExecutionStore::list_executions`] lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecutionFilter {
+    pub status: Option<ExecutionStatus>,
+    pub session_id: Option<String>,
+    /// Executions started at or after this time.
+    pub since_ms: Option<i64>,
+    /// Executions started before this time.
+    pub until_ms: Option<i64>,
+}
+
+/// The saved state of a paused execution, as
+/// [`crate::ExecutionStore::list_paused_executions`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PausedExecutionRow {
+    pub id: String,
+    pub org_id: String,
+    /// Opaque JSON the engine wrote and parses.
+    pub state: String,
+    pub updated_at_ms: i64,
+}
+
+/// Reads a stored list of tool calls; another shape (an earlier
+/// release's) is an empty list, not a failed read.
+pub(crate) fn tool_calls_from_json(text: &str) -> Vec<ToolCallRecord> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+fn lenient_tool_calls<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<ToolCallRecord>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
 }
 
 /// A policy rule as stored; the engine validates `pattern`.

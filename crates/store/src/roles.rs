@@ -8,8 +8,9 @@
 
 use async_trait::async_trait;
 
-use crate::StoreResult;
+use crate::paging::PageRequest;
 use crate::records::*;
+use crate::{PolicyAction, StoreResult};
 
 /// A change another process committed, pushed by stores that can
 /// ([`NodeStore::subscribe`]). A notice may be lost; [`Notice::Lagged`] says so,
@@ -59,6 +60,10 @@ pub trait AccountStore: Send + Sync + 'static {
         None
     }
 
+    /// The org's tokens, newest first, revoked and expired ones included
+    /// (a caller shows their state). A record holds the secret's hash only.
+    async fn list_tokens(&self, org_id: &str) -> StoreResult<Vec<TokenRecord>>;
+
     /// Marks the token revoked; returns false when no such token exists.
     async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
 
@@ -84,6 +89,20 @@ pub trait PolicyStore: Send + Sync + 'static {
     async fn list_policies(&self, org_id: &str) -> StoreResult<Vec<PolicyRecord>>;
 
     async fn remove_policy(&self, org_id: &str, id: &str) -> StoreResult<bool>;
+
+    /// Moves a rule to `position` (clamped to the org's rules), shifting
+    /// those between; positions stay dense. False when no such rule.
+    async fn move_policy(&self, org_id: &str, id: &str, position: i64) -> StoreResult<bool>;
+
+    /// Changes a rule's pattern and action in place (its position stays);
+    /// None when no such rule.
+    async fn update_policy(
+        &self,
+        org_id: &str,
+        id: &str,
+        pattern: String,
+        action: PolicyAction,
+    ) -> StoreResult<Option<PolicyRecord>>;
 }
 
 /// MCP session records and the per-stream SSE event log (SPEC §3).
@@ -93,6 +112,16 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn insert_session(&self, session: SessionRecord, holder: &str) -> StoreResult<()>;
 
     async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
+
+    /// The org's sessions, terminated ones included, by last activity,
+    /// newest first; the page key is (`last_activity_at_ms`, id). A
+    /// session's activity moves, so a session active between two pages may
+    /// be listed twice or not at all: the order is by a moving time.
+    async fn list_sessions(
+        &self,
+        org_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Vec<SessionRecord>>;
 
     /// Records activity for sessions (batched by the caller).
     async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()>;
@@ -238,6 +267,13 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// the run).
     async fn advance_execution(&self, id: &str, fence: &Fence, index: i64) -> StoreResult<()>;
 
+    /// Gives up the hold `fence` has on a paused run (its holder becomes
+    /// nobody), so that any process claims it at once: a process that
+    /// neither renews its node lease nor takes posted decisions (a one-shot
+    /// command) releases a run it paused. Nothing when the fence no longer
+    /// holds it.
+    async fn release_execution(&self, id: &str, fence: &Fence) -> StoreResult<()>;
+
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>>;
 
     /// Posts a decision for a paused execution from outside the process
@@ -248,7 +284,10 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// Takes the posted decision, if any: exactly one caller gets it.
     async fn take_execution_decision(&self, id: &str) -> StoreResult<Option<String>>;
 
-    /// Commits the record, durable when this returns.
+    /// Commits the record, durable when this returns, with its tool calls
+    /// (the record's `tool_calls`, as rows of [`ToolCallStore`]) in the
+    /// same transaction, so the two are never apart; a record written
+    /// again (a paused run that settled) replaces its calls.
     async fn insert_execution(&self, record: ExecutionRecord) -> StoreResult<()>;
 
     /// Commits the record (visible to every reader when this returns) but
@@ -262,13 +301,45 @@ pub trait ExecutionStore: Send + Sync + 'static {
         self.insert_execution(record).await
     }
 
+    /// The executions of one org (every org: None), newest first by
+    /// (started_at, id); the page key is (`started_at_ms`, id).
     async fn list_executions(
         &self,
         org_id: Option<&str>,
-        limit: u32,
+        filter: &ExecutionFilter,
+        page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>>;
 
+    /// The saved states of the org's paused executions (those with a state
+    /// row and a record still `waiting_for_interaction`), most recently
+    /// saved first, at most [`MAX_PAUSED_LISTED`].
+    async fn list_paused_executions(&self, org_id: &str) -> StoreResult<Vec<PausedExecutionRow>>;
+
+    /// Deletes the records of finished executions (completed or error)
+    /// started before `before_ms`, with their tool calls and any settled
+    /// saved state; a paused one's record and state stay. Returns how many
+    /// records were deleted.
+    async fn gc_executions(&self, before_ms: i64) -> StoreResult<u64>;
+
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>>;
+}
+
+/// Most paused executions [`ExecutionStore::list_paused_executions`] lists.
+pub const MAX_PAUSED_LISTED: u32 = 500;
+
+/// The audit trail of tool calls (SPEC §13). Rows are written with their
+/// execution's record ([`ExecutionStore::insert_execution`]); this role
+/// reads them.
+#[async_trait]
+pub trait ToolCallStore: Send + Sync + 'static {
+    /// The org's tool calls matching `filter`, newest first by
+    /// (started_at, id); the page key is (`started_at_ms`, id).
+    async fn list_tool_calls(
+        &self,
+        org_id: &str,
+        filter: &ToolCallFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Vec<ToolCallRecord>>;
 }
 
 /// An org's integrations and its catalog version (SPEC §8).
@@ -410,6 +481,7 @@ pub trait Store:
     + SessionStore
     + NodeStore
     + ExecutionStore
+    + ToolCallStore
     + CatalogStore
     + ConnectionStore
 {

@@ -68,8 +68,18 @@ contract!(
     a_lapsed_node_claims_nothing_until_it_registers_again,
     released_and_retired_sessions_are_claimed_at_once,
     a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
+    a_released_run_is_claimed_at_once_while_its_releaser_lives,
     batched_session_writes_sharing_rows_never_deadlock,
     concurrent_writes_each_get_their_own_answer,
+    tool_calls_are_written_with_their_record_and_filtered,
+    tool_call_pages_are_stable_under_concurrent_inserts,
+    executions_are_filtered_and_paged_newest_first,
+    paused_executions_are_listed_per_org,
+    retention_removes_old_finished_executions_and_their_calls,
+    tokens_are_listed_per_org_newest_first,
+    sessions_are_listed_by_last_activity,
+    policies_move_and_update_keeping_dense_positions,
+    an_older_records_tool_calls_read_as_an_empty_list,
 );
 
 fn session(id: &str, owner: &Principal, at: i64) -> SessionRecord {
@@ -136,9 +146,57 @@ fn execution(id: &str, org: &str, started: i64) -> ExecutionRecord {
         result: Some(serde_json::json!({"n": 1})),
         error: None,
         logs: vec!["one".into(), "two".into()],
-        tool_calls: serde_json::json!([{"path": "a.b"}]),
+        tool_calls: vec![tool_call(id, org, 0, "a.b", started)],
         started_at_ms: started,
         duration_ms: 3,
+    }
+}
+
+fn tool_call(execution: &str, org: &str, index: usize, path: &str, started: i64) -> ToolCallRecord {
+    ToolCallRecord {
+        id: format!("{execution}.{index}"),
+        org_id: org.into(),
+        execution_id: execution.into(),
+        session_id: Some("s".into()),
+        account_id: "acc".into(),
+        tool_path: path.into(),
+        outcome: ToolCallOutcome::Ok,
+        error_code: None,
+        policy_action: Some(PolicyAction::RequireApproval),
+        policy_rule: Some("pol_1".into()),
+        approval: Some(ApprovalDecision::Approved),
+        decided_by: Some("acc_2".into()),
+        approval_wait_ms: 40,
+        arg_names: vec!["a".into(), "b".into()],
+        started_at_ms: started,
+        duration_ms: 2,
+    }
+}
+
+/// Every page of a list, following the key of each page's last row.
+async fn all_pages<T, F, Fut>(limit: u32, key: impl Fn(&T) -> PageKey, mut read: F) -> Vec<T>
+where
+    F: FnMut(PageRequest) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<T>>>,
+{
+    let mut all = Vec::new();
+    let mut page = PageRequest::first(limit);
+    loop {
+        let rows = read(page.clone()).await.unwrap();
+        let full = rows.len() == limit as usize;
+        let last = rows.last().map(&key);
+        all.extend(rows);
+        match last {
+            Some(last) if full => page.after = Some(last),
+            _ => return all,
+        }
+    }
+}
+
+fn call_key(call: &ToolCallRecord) -> PageKey {
+    PageKey {
+        started_at_ms: call.started_at_ms,
+        id: call.id.clone(),
     }
 }
 
@@ -975,15 +1033,28 @@ async fn executions_round_trip_and_list_newest_first(t: TestStore) {
     s.insert_execution(finished.clone()).await.unwrap();
     assert_eq!(s.get_execution("x1").await.unwrap(), Some(finished));
     let ids = |list: Vec<ExecutionRecord>| list.into_iter().map(|x| x.id).collect::<Vec<_>>();
+    let all = ExecutionFilter::default();
     assert_eq!(
-        ids(s.list_executions(None, 10).await.unwrap()),
+        ids(s
+            .list_executions(None, &all, &PageRequest::first(10))
+            .await
+            .unwrap()),
         ["x3", "x2", "x1"]
     );
     assert_eq!(
-        ids(s.list_executions(Some("a"), 10).await.unwrap()),
+        ids(s
+            .list_executions(Some("a"), &all, &PageRequest::first(10))
+            .await
+            .unwrap()),
         ["x3", "x1"]
     );
-    assert_eq!(ids(s.list_executions(None, 1).await.unwrap()), ["x3"]);
+    assert_eq!(
+        ids(s
+            .list_executions(None, &all, &PageRequest::first(1))
+            .await
+            .unwrap()),
+        ["x3"]
+    );
     assert!(s.get_execution("none").await.unwrap().is_none());
 }
 
@@ -1006,7 +1077,15 @@ async fn a_deferred_record_is_committed_when_written(t: TestStore) {
     };
     s.insert_execution(finished.clone()).await.unwrap();
     assert_eq!(s.get_execution("d1").await.unwrap(), Some(finished));
-    assert_eq!(s.list_executions(Some("a"), 10).await.unwrap().len(), 1);
+    let listed = s
+        .list_executions(
+            Some("a"),
+            &ExecutionFilter::default(),
+            &PageRequest::first(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
 }
 
 /// An agent's program may hold NUL; recording it must not fail the run.
@@ -1574,7 +1653,15 @@ async fn concurrent_writes_each_get_their_own_answer(t: TestStore) {
         let run = format!("run{}", i.max(1));
         assert!(s.get_execution(&run).await.unwrap().is_some(), "{run}");
     }
-    assert_eq!(s.list_executions(Some("org"), 100).await.unwrap().len(), 47);
+    let listed = s
+        .list_executions(
+            Some("org"),
+            &ExecutionFilter::default(),
+            &PageRequest::first(100),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 47);
     // One event written twice at once (the same key from two callers):
     // both are answered Ok and one row stays, as when they go in turn
     // (in one Postgres group the statement is refused for the row written
@@ -1607,5 +1694,560 @@ async fn concurrent_writes_each_get_their_own_answer(t: TestStore) {
         let logged = s.events_after(id, "twice", 0).await.unwrap();
         assert_eq!(seqs(&logged), [1], "{id}");
         assert_eq!(logged[0].data, i.to_string());
+    }
+}
+
+async fn tool_calls_are_written_with_their_record_and_filtered(t: TestStore) {
+    let s = t.store();
+    let mut x1 = execution("x1", "a", 10);
+    x1.tool_calls = vec![
+        tool_call("x1", "a", 0, "github.issues.create", 10),
+        ToolCallRecord {
+            outcome: ToolCallOutcome::Blocked,
+            error_code: Some("tool_blocked".into()),
+            ..tool_call("x1", "a", 1, "github.repos.delete", 11)
+        },
+        ToolCallRecord {
+            session_id: None,
+            ..tool_call("x1", "a", 2, "slack.post", 12)
+        },
+    ];
+    s.insert_execution(x1.clone()).await.unwrap();
+    // Another org's calls, with the same paths.
+    s.insert_execution_deferred(execution("y1", "b", 13))
+        .await
+        .unwrap();
+    assert_eq!(s.get_execution("x1").await.unwrap(), Some(x1.clone()));
+    let page = PageRequest::first(50);
+    let list = |filter: ToolCallFilter, org: &'static str| {
+        let s = s.clone();
+        let page = page.clone();
+        async move {
+            s.list_tool_calls(org, &filter, &page)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let everything = s
+        .list_tool_calls("a", &ToolCallFilter::default(), &page)
+        .await
+        .unwrap();
+    assert_eq!(
+        everything,
+        x1.tool_calls.iter().rev().cloned().collect::<Vec<_>>(),
+        "newest first, every field as written"
+    );
+    let cases: [(ToolCallFilter, &[&str]); 9] = [
+        (
+            ToolCallFilter {
+                tool: Some("github.".into()),
+                ..Default::default()
+            },
+            &["x1.1", "x1.0"],
+        ),
+        (
+            ToolCallFilter {
+                tool: Some("github.issues.create".into()),
+                ..Default::default()
+            },
+            &["x1.0"],
+        ),
+        (
+            ToolCallFilter {
+                tool: Some("github".into()),
+                ..Default::default()
+            },
+            &[],
+        ),
+        (
+            ToolCallFilter {
+                outcome: Some(ToolCallOutcome::Blocked),
+                ..Default::default()
+            },
+            &["x1.1"],
+        ),
+        (
+            ToolCallFilter {
+                session_id: Some("s".into()),
+                ..Default::default()
+            },
+            &["x1.1", "x1.0"],
+        ),
+        (
+            ToolCallFilter {
+                execution_id: Some("y1".into()),
+                ..Default::default()
+            },
+            &[],
+        ),
+        (
+            ToolCallFilter {
+                since_ms: Some(11),
+                ..Default::default()
+            },
+            &["x1.2", "x1.1"],
+        ),
+        (
+            ToolCallFilter {
+                until_ms: Some(11),
+                ..Default::default()
+            },
+            &["x1.0"],
+        ),
+        (
+            ToolCallFilter {
+                tool: Some("slack.".into()),
+                since_ms: Some(10),
+                until_ms: Some(13),
+                outcome: Some(ToolCallOutcome::Ok),
+                execution_id: Some("x1".into()),
+                session_id: None,
+            },
+            &["x1.2"],
+        ),
+    ];
+    for (filter, expected) in cases {
+        assert_eq!(list(filter.clone(), "a").await, expected, "{filter:?}");
+    }
+    // Tenancy: org b sees its own call only, whatever the filter.
+    assert_eq!(list(ToolCallFilter::default(), "b").await, ["y1.0"]);
+    assert!(
+        list(
+            ToolCallFilter {
+                execution_id: Some("x1".into()),
+                ..Default::default()
+            },
+            "b"
+        )
+        .await
+        .is_empty()
+    );
+    // Written again (the paused run settled): its calls are replaced.
+    let mut settled = x1.clone();
+    settled.tool_calls = vec![tool_call("x1", "a", 0, "github.issues.create", 10)];
+    s.insert_execution(settled).await.unwrap();
+    assert_eq!(list(ToolCallFilter::default(), "a").await, ["x1.0"]);
+}
+
+async fn tool_call_pages_are_stable_under_concurrent_inserts(t: TestStore) {
+    let s = t.store();
+    let record = |n: i64| {
+        let id = format!("x{n:03}");
+        let mut x = execution(&id, "a", n);
+        // Two calls in the same millisecond: the id orders them.
+        x.tool_calls = vec![
+            tool_call(&id, "a", 0, "ns.t", n * 10),
+            tool_call(&id, "a", 1, "ns.t", n * 10),
+        ];
+        x
+    };
+    for n in 1..=20 {
+        s.insert_execution(record(n)).await.unwrap();
+    }
+    let filter = ToolCallFilter::default();
+    let first = s
+        .list_tool_calls("a", &filter, &PageRequest::first(7))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 7);
+    // Newer rows arrive (and one at the very time of page one's last row,
+    // with a greater id) while the reader is between pages.
+    for n in 21..=30 {
+        s.insert_execution(record(n)).await.unwrap();
+    }
+    let mut rest = Vec::new();
+    let mut after = first.last().map(call_key);
+    while let Some(key) = after {
+        let page = s
+            .list_tool_calls(
+                "a",
+                &filter,
+                &PageRequest {
+                    limit: 7,
+                    after: Some(key),
+                },
+            )
+            .await
+            .unwrap();
+        after = (page.len() == 7)
+            .then(|| page.last().map(call_key))
+            .flatten();
+        rest.extend(page);
+    }
+    let read: Vec<String> = first.iter().chain(&rest).map(|c| c.id.clone()).collect();
+    let expected: Vec<String> = (1..=20)
+        .rev()
+        .flat_map(|n| [format!("x{n:03}.1"), format!("x{n:03}.0")])
+        .collect();
+    assert_eq!(
+        read, expected,
+        "no duplicates, no gaps among the older rows"
+    );
+    // Following every page from the start now gives all 60.
+    let all = all_pages(9, call_key, |page| {
+        let s = s.clone();
+        let filter = filter.clone();
+        async move { s.list_tool_calls("a", &filter, &page).await }
+    })
+    .await;
+    assert_eq!(all.len(), 60);
+    let unique: HashSet<_> = all.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(unique.len(), 60);
+}
+
+async fn executions_are_filtered_and_paged_newest_first(t: TestStore) {
+    let s = t.store();
+    for n in 0..12i64 {
+        let mut x = execution(
+            &format!("x{n:02}"),
+            if n % 3 == 2 { "b" } else { "a" },
+            n / 2,
+        );
+        if n % 4 == 0 {
+            x.status = ExecutionStatus::Error;
+        }
+        if n % 5 == 0 {
+            x.session_id = Some("s5".into());
+        }
+        s.insert_execution(x).await.unwrap();
+    }
+    let key = |x: &ExecutionRecord| PageKey {
+        started_at_ms: x.started_at_ms,
+        id: x.id.clone(),
+    };
+    let ids = |list: Vec<ExecutionRecord>| list.into_iter().map(|x| x.id).collect::<Vec<_>>();
+    let read = |org: Option<&'static str>, filter: ExecutionFilter| {
+        let s = s.clone();
+        async move {
+            all_pages(3, key, |page| {
+                let (s, filter) = (s.clone(), filter.clone());
+                async move { s.list_executions(org, &filter, &page).await }
+            })
+            .await
+        }
+    };
+    assert_eq!(
+        ids(read(Some("a"), ExecutionFilter::default()).await),
+        ["x10", "x09", "x07", "x06", "x04", "x03", "x01", "x00"]
+    );
+    assert_eq!(read(None, ExecutionFilter::default()).await.len(), 12);
+    assert_eq!(
+        ids(read(
+            Some("a"),
+            ExecutionFilter {
+                status: Some(ExecutionStatus::Error),
+                ..Default::default()
+            }
+        )
+        .await),
+        ["x04", "x00"]
+    );
+    assert_eq!(
+        ids(read(
+            Some("a"),
+            ExecutionFilter {
+                session_id: Some("s5".into()),
+                ..Default::default()
+            }
+        )
+        .await),
+        ["x10", "x00"]
+    );
+    assert_eq!(
+        ids(read(
+            Some("a"),
+            ExecutionFilter {
+                since_ms: Some(2),
+                until_ms: Some(4),
+                ..Default::default()
+            }
+        )
+        .await),
+        ["x07", "x06", "x04"]
+    );
+    // A page after a key of equal time holds only the smaller ids.
+    let after = s
+        .list_executions(
+            Some("a"),
+            &ExecutionFilter::default(),
+            &PageRequest {
+                limit: 10,
+                after: Some(PageKey {
+                    started_at_ms: 3,
+                    id: "x07".into(),
+                }),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(after), ["x06", "x04", "x03", "x01", "x00"]);
+}
+
+async fn paused_executions_are_listed_per_org(t: TestStore) {
+    let s = t.store();
+    let paused = |id: &str, org: &str| ExecutionRecord {
+        status: ExecutionStatus::WaitingForInteraction,
+        tool_calls: Vec::new(),
+        ..execution(id, org, 1)
+    };
+    s.insert_execution(paused("p1", "a")).await.unwrap();
+    s.save_execution_state("p1", "a", "{\"p\":1}".into(), None)
+        .await
+        .unwrap();
+    s.insert_execution(paused("p2", "b")).await.unwrap();
+    s.save_execution_state("p2", "b", "{}".into(), None)
+        .await
+        .unwrap();
+    // Settled: its state stays (for repeats) but it waits no more.
+    s.save_execution_state("p3", "a", "{}".into(), None)
+        .await
+        .unwrap();
+    s.insert_execution(execution("p3", "a", 1)).await.unwrap();
+    let listed = s.list_paused_executions("a").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (
+            listed[0].id.as_str(),
+            listed[0].org_id.as_str(),
+            listed[0].state.as_str()
+        ),
+        ("p1", "a", "{\"p\":1}")
+    );
+    assert!(listed[0].updated_at_ms > 0);
+    assert_eq!(s.list_paused_executions("b").await.unwrap()[0].id, "p2");
+    assert!(s.list_paused_executions("c").await.unwrap().is_empty());
+}
+
+async fn retention_removes_old_finished_executions_and_their_calls(t: TestStore) {
+    let s = t.store();
+    s.insert_execution(execution("old", "a", 10)).await.unwrap();
+    s.insert_execution(execution("new", "a", 100))
+        .await
+        .unwrap();
+    let paused = ExecutionRecord {
+        status: ExecutionStatus::WaitingForInteraction,
+        ..execution("paused", "a", 10)
+    };
+    s.insert_execution(paused).await.unwrap();
+    s.save_execution_state("paused", "a", "{}".into(), None)
+        .await
+        .unwrap();
+    // Paused, but its saved state is gone: nothing can resume it.
+    let abandoned = ExecutionRecord {
+        status: ExecutionStatus::WaitingForInteraction,
+        ..execution("abandoned", "a", 10)
+    };
+    s.insert_execution(abandoned).await.unwrap();
+    assert_eq!(s.gc_executions(50).await.unwrap(), 2);
+    assert!(s.get_execution("old").await.unwrap().is_none());
+    assert!(s.get_execution("abandoned").await.unwrap().is_none());
+    assert!(s.get_execution("new").await.unwrap().is_some());
+    assert!(s.get_execution("paused").await.unwrap().is_some());
+    assert!(s.load_execution_state("paused").await.unwrap().is_some());
+    let calls: Vec<String> = s
+        .list_tool_calls("a", &ToolCallFilter::default(), &PageRequest::first(10))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.execution_id)
+        .collect();
+    assert_eq!(calls, ["new", "paused"]);
+    assert_eq!(s.gc_executions(50).await.unwrap(), 0);
+}
+
+async fn tokens_are_listed_per_org_newest_first(t: TestStore) {
+    let s = t.store();
+    let a = s.ensure_account("list@t.test", None).await.unwrap();
+    let b = s.ensure_account("other@t.test", None).await.unwrap();
+    let token = |id: &str, owner: &Principal, created: i64| TokenRecord {
+        id: id.into(),
+        secret_hash: vec![7; 32],
+        principal: owner.clone(),
+        created_at_ms: created,
+        expires_at_ms: (created == 2).then_some(3),
+        revoked_at_ms: None,
+    };
+    for (id, owner, created) in [("t1", &a, 1), ("t2", &a, 2), ("t3", &b, 3), ("t4", &a, 4)] {
+        s.insert_token(token(id, owner, created)).await.unwrap();
+    }
+    assert!(s.revoke_token("t4", 5).await.unwrap());
+    let listed = s.list_tokens(&a.org_id).await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["t4", "t2", "t1"], "revoked and expired ones included");
+    assert_eq!(listed[0].revoked_at_ms, Some(5));
+    assert_eq!(listed[1].expires_at_ms, Some(3));
+    assert!(listed.iter().all(|t| t.principal.org_id == a.org_id));
+    assert_eq!(s.list_tokens(&b.org_id).await.unwrap().len(), 1);
+    assert!(s.list_tokens("org_none").await.unwrap().is_empty());
+}
+
+async fn sessions_are_listed_by_last_activity(t: TestStore) {
+    let s = t.store();
+    let a = s.ensure_account("sl@s.test", None).await.unwrap();
+    let b = s.ensure_account("sl2@s.test", None).await.unwrap();
+    for (id, owner, at) in [
+        ("s1", &a, 1_000),
+        ("s2", &a, 2_000),
+        ("s3", &b, 3_000),
+        ("s4", &a, 2_000),
+    ] {
+        s.insert_session(session(id, owner, at), "node_test")
+            .await
+            .unwrap();
+    }
+    s.touch_sessions(vec![("s1".into(), 5_000)]).await.unwrap();
+    s.terminate_session("s2", 6_000).await.unwrap();
+    let key = |x: &SessionRecord| PageKey {
+        started_at_ms: x.last_activity_at_ms,
+        id: x.id.clone(),
+    };
+    let listed = all_pages(1, key, |page| {
+        let (s, org) = (s.clone(), a.org_id.clone());
+        async move { s.list_sessions(&org, &page).await }
+    })
+    .await;
+    let ids: Vec<&str> = listed.iter().map(|x| x.id.as_str()).collect();
+    assert_eq!(ids, ["s1", "s4", "s2"]);
+    assert!(listed[2].terminated_at_ms.is_some());
+    let other = s
+        .list_sessions(&b.org_id, &PageRequest::first(10))
+        .await
+        .unwrap();
+    assert_eq!(other.len(), 1);
+}
+
+async fn policies_move_and_update_keeping_dense_positions(t: TestStore) {
+    let s = t.store();
+    for i in 0..5 {
+        s.add_policy(PolicyRecord {
+            id: format!("p{i}"),
+            org_id: "org".into(),
+            pattern: format!("ns.t{i}"),
+            action: PolicyAction::Allow,
+            position: i,
+            created_at_ms: i,
+        })
+        .await
+        .unwrap();
+    }
+    let order = || async {
+        s.list_policies("org")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.id, p.position))
+            .collect::<Vec<_>>()
+    };
+    let ids = |list: Vec<(String, i64)>| {
+        assert!(
+            list.iter().enumerate().all(|(i, (_, p))| *p == i as i64),
+            "dense: {list:?}"
+        );
+        list.into_iter().map(|(id, _)| id).collect::<Vec<_>>()
+    };
+    assert!(s.move_policy("org", "p4", 1).await.unwrap());
+    assert_eq!(ids(order().await), ["p0", "p4", "p1", "p2", "p3"]);
+    assert!(s.move_policy("org", "p0", 99).await.unwrap());
+    assert_eq!(ids(order().await), ["p4", "p1", "p2", "p3", "p0"]);
+    assert!(s.move_policy("org", "p2", -3).await.unwrap());
+    assert_eq!(ids(order().await), ["p2", "p4", "p1", "p3", "p0"]);
+    assert!(s.move_policy("org", "p1", 2).await.unwrap());
+    assert_eq!(ids(order().await), ["p2", "p4", "p1", "p3", "p0"]);
+    assert!(!s.move_policy("org", "none", 0).await.unwrap());
+    assert!(!s.move_policy("other", "p1", 0).await.unwrap());
+    let updated = s
+        .update_policy("org", "p3", "ns.*".into(), PolicyAction::Block)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (updated.pattern.as_str(), updated.action, updated.position),
+        ("ns.*", PolicyAction::Block, 3)
+    );
+    assert_eq!(
+        s.list_policies("org").await.unwrap()[3].action,
+        PolicyAction::Block
+    );
+    assert!(
+        s.update_policy("other", "p3", "x".into(), PolicyAction::Allow)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// A record written by an earlier release kept its tool calls in another
+/// shape: it reads (and lists) with an empty list, not an error.
+async fn an_older_records_tool_calls_read_as_an_empty_list(t: TestStore) {
+    let s = t.store();
+    s.insert_execution(execution("old", "a", 1)).await.unwrap();
+    let old_shape = r#"[{"path":"a.b","outcome":"ok","startedAtMs":0,"durationMs":1.5}]"#;
+    match &t {
+        TestStore::Sqlite(_, dir) => {
+            let conn = rusqlite::Connection::open(dir.path().join("executor.db")).unwrap();
+            conn.execute(
+                "UPDATE executions SET tool_calls = ?1 WHERE id = 'old'",
+                [old_shape],
+            )
+            .unwrap();
+        }
+        TestStore::Postgres(_, db) => {
+            db.raw()
+                .await
+                .execute(
+                    "UPDATE executions SET tool_calls = $1 WHERE id = 'old'",
+                    &[&old_shape],
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let read = s.get_execution("old").await.unwrap().unwrap();
+    assert!(read.tool_calls.is_empty());
+    assert_eq!(read.code, "return 1");
+    let listed = s
+        .list_executions(
+            Some("a"),
+            &ExecutionFilter::default(),
+            &PageRequest::first(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    // As JSON (`executions show`), too.
+    let json = serde_json::json!({"id": "old", "session_id": null, "account_id": "acc",
+        "org_id": "a", "code": "", "status": "completed", "result": null, "error": null,
+        "logs": [], "tool_calls": serde_json::from_str::<serde_json::Value>(old_shape).unwrap(),
+        "started_at_ms": 1, "duration_ms": 1});
+    let parsed: ExecutionRecord = serde_json::from_value(json).unwrap();
+    assert!(parsed.tool_calls.is_empty());
+}
+
+/// A one-shot process lets a run it paused go (`release_execution`):
+/// another claims it at once, though the releaser's node is alive; a stale
+/// fence releases nothing.
+async fn a_released_run_is_claimed_at_once_while_its_releaser_lives(t: TestStore) {
+    let s = t.store();
+    for node in ["node_a", "node_b"] {
+        s.register_node(node, None, MINUTE).await.unwrap();
+    }
+    let a = fence("node_a", FIRST_EPOCH);
+    s.save_execution_state("exec_r", "org", "{}".into(), Some(&a))
+        .await
+        .unwrap();
+    s.release_execution("exec_r", &fence("node_a", FIRST_EPOCH + 5))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.claim_execution("exec_r", "node_b").await.unwrap(),
+        ExecutionClaim::Held { .. }
+    ));
+    s.release_execution("exec_r", &a).await.unwrap();
+    match s.claim_execution("exec_r", "node_b").await.unwrap() {
+        ExecutionClaim::Claimed { fence, .. } => assert_eq!(fence.node, "node_b"),
+        other => panic!("expected a claim, got {other:?}"),
     }
 }

@@ -72,7 +72,7 @@ async fn filled(store: &dyn Store, key: &SecretKey) -> Principal {
             result: None,
             error: None,
             logs: vec!["l".into()],
-            tool_calls: serde_json::json!([]),
+            tool_calls: Vec::new(),
             started_at_ms: 5,
             duration_ms: 6,
         })

@@ -22,7 +22,7 @@ fn record(id: &str) -> ExecutionRecord {
         result: Some(serde_json::json!(1)),
         error: None,
         logs: Vec::new(),
-        tool_calls: serde_json::json!([]),
+        tool_calls: Vec::new(),
         started_at_ms: 1,
         duration_ms: 1,
     }

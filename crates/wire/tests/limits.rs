@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response, StatusCode, header};
 use executor_sessions::{OutboundStream, SessionsConfig};
+use executor_store::{ExecutionFilter, PageRequest};
 use executor_wire::{FIRST_EVENT_WINDOW, MetricsToken, WireConfig};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -46,7 +47,11 @@ async fn a_batch_over_the_limit_is_refused_and_nothing_runs() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("at most 3 messages"), "{body}");
     assert!(
-        f.store.list_executions(None, 10).await.unwrap().is_empty(),
+        f.store
+            .list_executions(None, &ExecutionFilter::default(), &PageRequest::first(10))
+            .await
+            .unwrap()
+            .is_empty(),
         "no call of the refused batch ran"
     );
     // At the limit the batch is answered in full.
@@ -84,7 +89,11 @@ async fn a_body_over_the_configured_limit_is_413_and_nothing_runs() {
         "{body}"
     );
     assert!(
-        f.store.list_executions(None, 10).await.unwrap().is_empty(),
+        f.store
+            .list_executions(None, &ExecutionFilter::default(), &PageRequest::first(10))
+            .await
+            .unwrap()
+            .is_empty(),
         "the refused call never ran"
     );
     let small = f

@@ -6,8 +6,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use executor_ops::{CallResult, ExecutionDetail, ExecutionSummary, ListExecutions};
+use executor_store::ExecutionStatus;
 use serde::Deserialize;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -15,7 +16,7 @@ use crate::ApiState;
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
 use crate::extract::{Body, Params, Segment};
-use crate::page::{Page, PageQuery};
+use crate::page::Page;
 
 pub(crate) fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
@@ -24,9 +25,38 @@ pub(crate) fn router() -> OpenApiRouter<ApiState> {
         .routes(routes!(resume_execution))
 }
 
+/// How a run ended (or waits).
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Completed,
+    Error,
+    WaitingForInteraction,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExecutionParams {
+    pub status: Option<Status>,
+    /// Executions of this MCP session.
+    pub session: Option<String>,
+    /// Started at or after this time (ms since the epoch).
+    #[param(minimum = 0)]
+    pub since: Option<i64>,
+    /// Started before this time (ms since the epoch).
+    #[param(minimum = 0)]
+    pub until: Option<i64>,
+    /// Items to return, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// Where the previous page ended: its `next_cursor`.
+    #[param(pattern = "^[A-Za-z0-9_-]{1,1400}$")]
+    pub cursor: Option<String>,
+}
+
 /// The org's executions, newest first.
 #[utoipa::path(get, path = "/executions", tag = "executions",
-    params(PageQuery),
+    params(ExecutionParams),
     responses(
         (status = 200, description = "A page of the org's executions", body = Page<ExecutionSummary>),
         (status = 401, description = "No valid API token", body = Problem),
@@ -37,18 +67,24 @@ pub(crate) fn router() -> OpenApiRouter<ApiState> {
 async fn list_executions(
     State(state): State<ApiState>,
     caller: Caller,
-    Params(query): Params<PageQuery>,
+    Params(params): Params<ExecutionParams>,
 ) -> ApiResult<Json<Page<ExecutionSummary>>> {
-    let limit = query.limit()?;
-    query.after()?;
-    let items = state
+    let query = ListExecutions {
+        status: params.status.map(|s| match s {
+            Status::Completed => ExecutionStatus::Completed,
+            Status::Error => ExecutionStatus::Error,
+            Status::WaitingForInteraction => ExecutionStatus::WaitingForInteraction,
+        }),
+        session_id: params.session,
+        since_ms: params.since,
+        until_ms: params.until,
+        page: crate::page::ask(params.limit, params.cursor)?,
+    };
+    let listed = state
         .ops
-        .list_executions(Some(&caller.actor.org_id), &ListExecutions { limit })
+        .list_executions(Some(&caller.actor.org_id), &query)
         .await?;
-    Ok(Json(Page {
-        items,
-        next_cursor: None,
-    }))
+    Ok(Json(Page::from(listed)))
 }
 
 /// Code to run.
@@ -107,6 +143,7 @@ async fn get_execution(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Decision {
+    /// accept runs the waiting call; decline or cancel makes it throw.
     pub action: DecisionAction,
 }
 
@@ -154,9 +191,19 @@ async fn resume_execution(
     Segment(id): Segment,
     Body(body): Body<Decision>,
 ) -> ApiResult<Json<CallResult>> {
-    let result = state
+    Ok(Json(decide(&state, &caller, &id, body.action).await?))
+}
+
+/// Decides the call `id` waits on, for the caller's org: the one code path
+/// of `/executions/{id}/resume` and `/approvals/{id}`.
+pub(crate) async fn decide(
+    state: &ApiState,
+    caller: &Caller,
+    id: &str,
+    action: DecisionAction,
+) -> ApiResult<CallResult> {
+    Ok(state
         .ops
-        .resume_execution(Some(&caller.actor), &id, body.action.word(), DECISION_WAIT)
-        .await?;
-    Ok(Json(result))
+        .resume_execution(Some(&caller.actor), id, action.word(), DECISION_WAIT)
+        .await?)
 }

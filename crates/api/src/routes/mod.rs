@@ -2,12 +2,15 @@
 //! [`crate::auth::Caller`], calls one operation and returns its output as
 //! JSON; errors render in `error.rs`.
 
+pub(crate) mod approvals;
 pub(crate) mod connections;
 pub(crate) mod executions;
 pub(crate) mod integrations;
 pub(crate) mod me;
 pub(crate) mod policies;
+pub(crate) mod sessions;
 pub(crate) mod tokens;
+pub(crate) mod tool_calls;
 pub(crate) mod tools;
 
 use axum::Json;

@@ -24,7 +24,8 @@ use crate::routes::created;
 pub(crate) fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(list_policies, add_policy))
-        .routes(routes!(get_policy, remove_policy))
+        .routes(routes!(get_policy, update_policy, remove_policy))
+        .routes(routes!(move_policy))
         .routes(routes!(evaluate_policy))
 }
 
@@ -134,6 +135,82 @@ async fn get_policy(
     Segment(id): Segment,
 ) -> ApiResult<Json<Policy>> {
     Ok(Json(state.ops.get_policy(&caller.actor, &id).await?))
+}
+
+/// A rule's new pattern and action; its place in the order stays.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyChange {
+    #[schema(pattern = "^(?:[A-Za-z0-9_-]+|\\*)(?:\\.(?:[A-Za-z0-9_-]+|\\*))*$", max_length = 512)]
+    pub pattern: String,
+    pub action: RuleAction,
+}
+
+#[utoipa::path(put, path = "/policies/{id}", tag = "policies",
+    params(("id" = String, Path, description = "The rule's id (pol_…)")),
+    request_body = PolicyChange,
+    responses(
+        (status = 200, description = "The rule as changed", body = Policy),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 404, description = "No such rule in the org", body = Problem),
+        (status = 415, description = "The body is not JSON", body = Problem),
+        (status = 422, description = "A bad pattern or action", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn update_policy(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(id): Segment,
+    Body(body): Body<PolicyChange>,
+) -> ApiResult<Json<Policy>> {
+    let updated = state
+        .ops
+        .update_policy(&caller.actor, &id, &body.pattern, body.action.word())
+        .await?;
+    Ok(Json(updated))
+}
+
+/// Where to move a rule.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyMove {
+    /// 0-based place in the match order (past the end: last).
+    #[serde(deserialize_with = "crate::extract::whole")]
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub position: u32,
+}
+
+/// Moves a rule in the match order; the others keep their order.
+#[utoipa::path(post, path = "/policies/{id}/move", tag = "policies",
+    params(("id" = String, Path, description = "The rule's id (pol_…)")),
+    request_body = PolicyMove,
+    responses(
+        (status = 200, description = "The rule at its new place", body = Policy),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 404, description = "No such rule in the org", body = Problem),
+        (status = 415, description = "The body is not JSON", body = Problem),
+        (status = 422, description = "A bad position", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn move_policy(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(id): Segment,
+    Body(body): Body<PolicyMove>,
+) -> ApiResult<Json<Policy>> {
+    if body.position > MAX_POSITION {
+        return Err(ApiError::invalid(
+            "position",
+            format!("a position is at most {MAX_POSITION}"),
+        ));
+    }
+    let moved = state
+        .ops
+        .move_policy(&caller.actor, &id, i64::from(body.position))
+        .await?;
+    Ok(Json(moved))
 }
 
 #[utoipa::path(delete, path = "/policies/{id}", tag = "policies",

@@ -11,12 +11,13 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
-use crate::extract::{Body, Segment};
+use crate::extract::{Body, Params, Segment};
+use crate::page::{Page, PageQuery, page_in_order};
 use crate::routes::created;
 
 pub(crate) fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
-        .routes(routes!(create_token))
+        .routes(routes!(list_tokens, create_token))
         .routes(routes!(get_token))
         .routes(routes!(revoke_token))
 }
@@ -28,6 +29,26 @@ pub struct TokenInput {
     #[serde(default, deserialize_with = "crate::extract::whole_number")]
     #[schema(minimum = 1, maximum = 3650)]
     pub expires_in_days: Option<u32>,
+}
+
+/// The org's tokens, newest first, revoked and expired ones included;
+/// never their secrets.
+#[utoipa::path(get, path = "/tokens", tag = "tokens",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of the org's tokens", body = Page<TokenInfo>),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 422, description = "A bad limit or cursor", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn list_tokens(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Params(query): Params<PageQuery>,
+) -> ApiResult<axum::Json<Page<TokenInfo>>> {
+    let all = state.ops.list_tokens(&caller.actor).await?;
+    Ok(axum::Json(page_in_order(all, |t| t.id.as_str(), &query)?))
 }
 
 /// Mints a token acting for the caller's account in its org. The token is

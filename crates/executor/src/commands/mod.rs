@@ -105,6 +105,14 @@ pub(crate) async fn say_who_acts(ops: &Operations, principal: &Principal) {
     eprintln!("executor: acting in org {name}");
 }
 
+/// A time a person reads: `2026-12-06 10:04:05 UTC`.
+pub(crate) fn readable_time(ms: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
 /// Whether `command` may seal or open connection secrets. Listing and
 /// removing connections never do (they are how an operator recovers from a
 /// lost key), nor do the commands below that never touch connections; a new

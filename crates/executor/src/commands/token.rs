@@ -23,6 +23,28 @@ pub(crate) async fn token(ops: &Operations, command: TokenCommand) -> AnyResult<
             println!("{}", minted.token);
             Ok(())
         }
+        TokenCommand::List { org } => {
+            let actor = super::resolve_actor(ops, &org).await?;
+            let listed = ops.list_tokens(&actor).await?;
+            if listed.is_empty() {
+                eprintln!("no tokens: make one with `executor token create --email you@example.com`");
+            }
+            for t in listed {
+                println!(
+                    "{}\t{}\t{}\tmade {}\t{}",
+                    t.id,
+                    t.account_id,
+                    t.state,
+                    super::readable_time(t.created_at_ms),
+                    t.expires_at_ms
+                        .map_or("never expires".to_string(), |e| format!(
+                            "expires {}",
+                            super::readable_time(e)
+                        )),
+                );
+            }
+            Ok(())
+        }
         TokenCommand::Revoke { token } => {
             // The operator at the shell may revoke any org's token.
             ops.revoke_token(None, &token).await?;

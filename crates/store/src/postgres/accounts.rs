@@ -7,7 +7,7 @@ use crate::orgs::OrgChoice;
 use crate::*;
 
 use super::rows::*;
-use crate::columns::ORG_ACCOUNT;
+use crate::columns::{ORG_ACCOUNT, TOKEN_COLUMNS};
 use crate::orgs::{OrgKey, new_account_id, new_org_id};
 
 #[async_trait]
@@ -120,6 +120,18 @@ impl AccountStore for PgStore {
             expires_at_ms: col(&r, 5)?,
             revoked_at_ms: col(&r, 6)?,
         }))
+    }
+
+    async fn list_tokens(&self, org_id: &str) -> StoreResult<Vec<TokenRecord>> {
+        let found = self
+            .query(
+                &format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 ORDER BY created_at DESC, id DESC"
+                ),
+                &[&org_id],
+            )
+            .await?;
+        rows(found, token_from_row)
     }
 
     async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool> {

@@ -127,6 +127,15 @@ impl ExecutionStore for PgStore {
         }
     }
 
+    async fn release_execution(&self, id: &str, fence: &Fence) -> StoreResult<()> {
+        self.execute(
+            "UPDATE execution_states SET holder = NULL WHERE id = $1 AND holder = $2 AND epoch = $3",
+            &[&id, &fence.node, &fence.epoch],
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
         match self
             .query_opt("SELECT state FROM execution_states WHERE id = $1", &[&id])
@@ -188,18 +197,76 @@ impl ExecutionStore for PgStore {
     async fn list_executions(
         &self,
         org_id: Option<&str>,
-        limit: u32,
+        filter: &ExecutionFilter,
+        page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>> {
+        let (after_time, after_id) = page_after(page);
+        let status = filter.status.map(|s| s.as_str());
         let found = self
             .query(
                 &format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE ($1::text IS NULL OR org_id = $1) \
-                     ORDER BY started_at DESC LIMIT $2"
+                    "SELECT {EXECUTION_COLUMNS} FROM executions \
+                     WHERE ($1::text IS NULL OR org_id = $1) \
+                       AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR session_id = $3) \
+                       AND ($4::int8 IS NULL OR started_at >= $4) AND ($5::int8 IS NULL OR started_at < $5) \
+                       AND ($6::int8 IS NULL OR (started_at, id) < ($6, $7::text)) \
+                     ORDER BY started_at DESC, id DESC LIMIT $8"
                 ),
-                &[&org_id, &i64::from(limit)],
+                &[
+                    &org_id,
+                    &status,
+                    &filter.session_id,
+                    &filter.since_ms,
+                    &filter.until_ms,
+                    &after_time,
+                    &after_id,
+                    &i64::from(page.bounded_limit()),
+                ],
             )
             .await?;
         rows(found, execution_from_row)
+    }
+
+    async fn list_paused_executions(&self, org_id: &str) -> StoreResult<Vec<PausedExecutionRow>> {
+        let found = self
+            .query(
+                "SELECT s.id, s.org_id, s.state, s.updated_at FROM execution_states s \
+                 JOIN executions x ON x.id = s.id \
+                 WHERE s.org_id = $1 AND x.status = 'waiting_for_interaction' \
+                 ORDER BY s.updated_at DESC, s.id DESC LIMIT $2",
+                &[&org_id, &i64::from(MAX_PAUSED_LISTED)],
+            )
+            .await?;
+        rows(found, |r| {
+            Ok(PausedExecutionRow {
+                id: col(r, 0)?,
+                org_id: col(r, 1)?,
+                state: col(r, 2)?,
+                updated_at_ms: col(r, 3)?,
+            })
+        })
+    }
+
+    async fn gc_executions(&self, before_ms: i64) -> StoreResult<u64> {
+        // One statement: the records and their calls go together. Finished
+        // records, and paused ones whose saved state is gone (their run can
+        // no longer be resumed).
+        let gone = self
+            .query(
+                "WITH doomed AS (DELETE FROM executions x WHERE started_at < $1 \
+                   AND (status <> 'waiting_for_interaction' \
+                        OR NOT EXISTS (SELECT 1 FROM execution_states s WHERE s.id = x.id)) \
+                   RETURNING id), \
+                 calls AS (DELETE FROM tool_calls WHERE execution_id IN (SELECT id FROM doomed)) \
+                 SELECT count(*) FROM doomed",
+                &[&before_ms],
+            )
+            .await?;
+        let n: i64 = match gone.first() {
+            Some(row) => col(row, 0)?,
+            None => 0,
+        };
+        Ok(n as u64)
     }
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {

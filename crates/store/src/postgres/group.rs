@@ -33,7 +33,7 @@ use tokio::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
 
 use super::{checkout, col, db_error, pg_text};
-use crate::{EventRecord, ExecutionRecord, StoreError, StoreResult};
+use crate::{EventRecord, ExecutionRecord, StoreError, StoreResult, ToolCallRecord};
 
 /// Rows one statement takes at most.
 const MAX_GROUP: usize = 64;
@@ -270,12 +270,40 @@ impl GroupWrite for ExecutionRecords {
             .map(|x| x.error.as_deref().map(|e| pg_text(e).into_owned()))
             .collect();
         let logs = text(|x| serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into()));
-        let calls = text(|x| x.tool_calls.to_string());
+        let calls = text(|x| serde_json::to_string(&x.tool_calls).unwrap_or_else(|_| "[]".into()));
         let started: Vec<i64> = rows.iter().map(|x| x.started_at_ms).collect();
         let durations: Vec<i64> = rows.iter().map(|x| x.duration_ms).collect();
-        let params: [&(dyn ToSql + Sync); 12] = [
-            &ids, &sessions, &accounts, &orgs, &code, &status, &results, &errors, &logs, &calls,
-            &started, &durations,
+        let each = rows.iter().flat_map(|x| x.tool_calls.iter());
+        let call = ToolCallColumns::of(each);
+        let params: [&(dyn ToSql + Sync); 28] = [
+            &ids,
+            &sessions,
+            &accounts,
+            &orgs,
+            &code,
+            &status,
+            &results,
+            &errors,
+            &logs,
+            &calls,
+            &started,
+            &durations,
+            &call.ids,
+            &call.orgs,
+            &call.executions,
+            &call.sessions,
+            &call.accounts,
+            &call.paths,
+            &call.outcomes,
+            &call.error_codes,
+            &call.policy_actions,
+            &call.policy_rules,
+            &call.approvals,
+            &call.decided_by,
+            &call.waits,
+            &call.arg_names,
+            &call.started,
+            &call.durations,
         ];
         let client = checkout(&self.pool).await?;
         let statement = client
@@ -284,6 +312,73 @@ impl GroupWrite for ExecutionRecords {
             .map_err(failed)?;
         client.execute(&statement, &params).await.map_err(failed)?;
         Ok(vec![(); given.len()])
+    }
+}
+
+/// The tool calls of a group of records, column by column for `unnest`.
+struct ToolCallColumns {
+    ids: Vec<String>,
+    orgs: Vec<String>,
+    executions: Vec<String>,
+    sessions: Vec<Option<String>>,
+    accounts: Vec<String>,
+    paths: Vec<String>,
+    outcomes: Vec<String>,
+    error_codes: Vec<Option<String>>,
+    policy_actions: Vec<Option<String>>,
+    policy_rules: Vec<Option<String>>,
+    approvals: Vec<Option<String>>,
+    decided_by: Vec<Option<String>>,
+    waits: Vec<i64>,
+    arg_names: Vec<String>,
+    started: Vec<i64>,
+    durations: Vec<i64>,
+}
+
+impl ToolCallColumns {
+    fn of<'a>(calls: impl Iterator<Item = &'a ToolCallRecord>) -> Self {
+        let mut c = ToolCallColumns {
+            ids: Vec::new(),
+            orgs: Vec::new(),
+            executions: Vec::new(),
+            sessions: Vec::new(),
+            accounts: Vec::new(),
+            paths: Vec::new(),
+            outcomes: Vec::new(),
+            error_codes: Vec::new(),
+            policy_actions: Vec::new(),
+            policy_rules: Vec::new(),
+            approvals: Vec::new(),
+            decided_by: Vec::new(),
+            waits: Vec::new(),
+            arg_names: Vec::new(),
+            started: Vec::new(),
+            durations: Vec::new(),
+        };
+        let text = |t: &str| pg_text(t).into_owned();
+        for call in calls {
+            c.ids.push(text(&call.id));
+            c.orgs.push(call.org_id.clone());
+            c.executions.push(call.execution_id.clone());
+            c.sessions.push(call.session_id.clone());
+            c.accounts.push(call.account_id.clone());
+            c.paths.push(text(&call.tool_path));
+            c.outcomes.push(call.outcome.as_str().to_string());
+            c.error_codes.push(call.error_code.as_deref().map(text));
+            c.policy_actions
+                .push(call.policy_action.map(|a| a.as_str().to_string()));
+            c.policy_rules.push(call.policy_rule.clone());
+            c.approvals
+                .push(call.approval.map(|a| a.as_str().to_string()));
+            c.decided_by.push(call.decided_by.clone());
+            c.waits.push(call.approval_wait_ms);
+            c.arg_names.push(text(
+                &serde_json::to_string(&call.arg_names).unwrap_or_else(|_| "[]".into()),
+            ));
+            c.started.push(call.started_at_ms);
+            c.durations.push(call.duration_ms);
+        }
+        c
     }
 }
 
@@ -385,14 +480,29 @@ impl GroupWrite for DeliveryMarks {
     }
 }
 
-/// A group of execution records (`ExecutionRecords`).
-pub(super) const INSERT_EXECUTIONS: &str = "INSERT INTO executions (id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms) \
+/// A group of execution records (`ExecutionRecords`) and their tool calls,
+/// in one statement (so one transaction): a record written again replaces
+/// its calls (those it no longer has are deleted, the others upserted).
+pub(super) const INSERT_EXECUTIONS: &str = "WITH records AS (INSERT INTO executions (id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms) \
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::text[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::int8[]) \
                  ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, account_id = excluded.account_id, \
                  org_id = excluded.org_id, code = excluded.code, status = excluded.status, result = excluded.result, \
                  error = excluded.error, logs = excluded.logs, tool_calls = excluded.tool_calls, \
-                 started_at = excluded.started_at, duration_ms = excluded.duration_ms";
+                 started_at = excluded.started_at, duration_ms = excluded.duration_ms), \
+             stale AS (DELETE FROM tool_calls WHERE execution_id = ANY($1::text[]) AND NOT (id = ANY($13::text[]))), \
+             calls AS (INSERT INTO tool_calls (id, org_id, execution_id, session_id, account_id, tool_path, outcome, \
+                 error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms) \
+                 SELECT * FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], \
+                                      $19::text[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], \
+                                      $25::int8[], $26::text[], $27::int8[], $28::int8[]) \
+                 ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, execution_id = excluded.execution_id, \
+                 session_id = excluded.session_id, account_id = excluded.account_id, tool_path = excluded.tool_path, \
+                 outcome = excluded.outcome, error_code = excluded.error_code, policy_action = excluded.policy_action, \
+                 policy_rule = excluded.policy_rule, approval = excluded.approval, decided_by = excluded.decided_by, \
+                 approval_wait_ms = excluded.approval_wait_ms, arg_names = excluded.arg_names, \
+                 started_at = excluded.started_at, duration_ms = excluded.duration_ms) \
+             SELECT 1";
 
 /// A group of events, each written only while its node still holds its
 /// session (`FencedEvents`).

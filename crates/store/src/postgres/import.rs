@@ -38,6 +38,7 @@ const TABLES: &[&str] = &[
     "sessions",
     "events",
     "executions",
+    "tool_calls",
     "policies",
     "execution_states",
     "integrations",

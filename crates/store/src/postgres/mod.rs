@@ -29,6 +29,7 @@ mod policies;
 mod rows;
 mod schema;
 mod sessions;
+mod tool_calls;
 
 pub use import::ImportReport;
 

@@ -85,4 +85,68 @@ impl PolicyStore for PgStore {
         tx.commit().await.map_err(db_error)?;
         Ok(true)
     }
+
+    async fn move_policy(&self, org_id: &str, id: &str, position: i64) -> StoreResult<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        lock_policies(&tx, org_id).await?;
+        let found = tx
+            .query_opt(
+                "SELECT position, (SELECT COUNT(*) FROM policies WHERE org_id = $1) \
+                 FROM policies WHERE org_id = $1 AND id = $2",
+                &[&org_id, &id],
+            )
+            .await
+            .map_err(db_error)?;
+        let Some(found) = found else {
+            return Ok(false);
+        };
+        let (from, count): (i64, i64) = (col(&found, 0)?, col(&found, 1)?);
+        let to = position.clamp(0, count - 1);
+        // The rules between close the gap it leaves and open the one it
+        // takes: positions stay dense.
+        if to < from {
+            tx.execute(
+                "UPDATE policies SET position = position + 1 WHERE org_id = $1 AND position >= $2 AND position < $3",
+                &[&org_id, &to, &from],
+            )
+            .await
+            .map_err(db_error)?;
+        } else if to > from {
+            tx.execute(
+                "UPDATE policies SET position = position - 1 WHERE org_id = $1 AND position > $2 AND position <= $3",
+                &[&org_id, &from, &to],
+            )
+            .await
+            .map_err(db_error)?;
+        }
+        tx.execute(
+            "UPDATE policies SET position = $3 WHERE org_id = $1 AND id = $2",
+            &[&org_id, &id, &to],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(true)
+    }
+
+    async fn update_policy(
+        &self,
+        org_id: &str,
+        id: &str,
+        pattern: String,
+        action: PolicyAction,
+    ) -> StoreResult<Option<PolicyRecord>> {
+        self.query_opt(
+            &format!(
+                "UPDATE policies SET pattern = $3, action = $4 WHERE org_id = $1 AND id = $2 \
+                 RETURNING {POLICY_COLUMNS}"
+            ),
+            &[&org_id, &id, &pg_text(&pattern), &action.as_str()],
+        )
+        .await?
+        .as_ref()
+        .map(policy_from_row)
+        .transpose()
+    }
 }

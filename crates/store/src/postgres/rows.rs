@@ -10,6 +10,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{PgStore, col, db_error, word};
 use crate::packed::unpack_bytes;
+use crate::records::tool_calls_from_json;
 use crate::secrets::SecretRef;
 use crate::*;
 
@@ -147,7 +148,7 @@ pub(super) fn execution_from_row(r: &Row) -> StoreResult<ExecutionRecord> {
         result: col::<Option<&str>>(r, 6)?.map(from_json),
         error: col(r, 7)?,
         logs: serde_json::from_str(logs).unwrap_or_default(),
-        tool_calls: from_json(col(r, 9)?),
+        tool_calls: tool_calls_from_json(col(r, 9)?),
         started_at_ms: col(r, 10)?,
         duration_ms: col(r, 11)?,
     })
@@ -176,6 +177,63 @@ pub(super) fn pending_login_from_row(r: &Row) -> StoreResult<PendingLoginRecord>
         created_at_ms: col(r, 5)?,
         expires_at_ms: col(r, 6)?,
     })
+}
+
+/// An optional stored word (`None` for NULL).
+fn opt_word<T: std::str::FromStr<Err = UnknownValue>>(
+    r: &Row,
+    index: usize,
+) -> StoreResult<Option<T>> {
+    col::<Option<&str>>(r, index)?
+        .map(|text| {
+            text.parse()
+                .map_err(|e: UnknownValue| StoreError::database_caused(e.to_string(), e))
+        })
+        .transpose()
+}
+
+pub(super) fn tool_call_from_row(r: &Row) -> StoreResult<ToolCallRecord> {
+    let names: &str = col(r, 13)?;
+    Ok(ToolCallRecord {
+        id: col(r, 0)?,
+        org_id: col(r, 1)?,
+        execution_id: col(r, 2)?,
+        session_id: col(r, 3)?,
+        account_id: col(r, 4)?,
+        tool_path: col(r, 5)?,
+        outcome: word(r, 6)?,
+        error_code: col(r, 7)?,
+        policy_action: opt_word(r, 8)?,
+        policy_rule: col(r, 9)?,
+        approval: opt_word(r, 10)?,
+        decided_by: col(r, 11)?,
+        approval_wait_ms: col(r, 12)?,
+        arg_names: serde_json::from_str(names).unwrap_or_default(),
+        started_at_ms: col(r, 14)?,
+        duration_ms: col(r, 15)?,
+    })
+}
+
+pub(super) fn token_from_row(r: &Row) -> StoreResult<TokenRecord> {
+    Ok(TokenRecord {
+        id: col(r, 0)?,
+        secret_hash: col(r, 1)?,
+        principal: Principal {
+            account_id: col(r, 2)?,
+            org_id: col(r, 3)?,
+        },
+        created_at_ms: col(r, 4)?,
+        expires_at_ms: col(r, 5)?,
+        revoked_at_ms: col(r, 6)?,
+    })
+}
+
+/// The keyset bound of a page: (time, id) of the previous page's last row.
+pub(super) fn page_after(page: &PageRequest) -> (Option<i64>, Option<&str>) {
+    match &page.after {
+        Some(key) => (Some(key.started_at_ms), Some(key.id.as_str())),
+        None => (None, None),
+    }
 }
 
 pub(super) fn policy_from_row(r: &Row) -> StoreResult<PolicyRecord> {

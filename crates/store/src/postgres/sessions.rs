@@ -45,6 +45,30 @@ impl SessionStore for PgStore {
         .transpose()
     }
 
+    async fn list_sessions(
+        &self,
+        org_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let (after_time, after_id) = page_after(page);
+        let found = self
+            .query(
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM sessions WHERE org_id = $1 \
+                       AND ($2::int8 IS NULL OR (last_activity_at, id) < ($2, $3::text)) \
+                     ORDER BY last_activity_at DESC, id DESC LIMIT $4"
+                ),
+                &[
+                    &org_id,
+                    &after_time,
+                    &after_id,
+                    &i64::from(page.bounded_limit()),
+                ],
+            )
+            .await?;
+        rows(found, session_from_row)
+    }
+
     async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
         // One statement per batch. An id twice in one batch would be updated
         // with either value (UPDATE … FROM takes one match), so each keeps

@@ -118,6 +118,16 @@ impl AccountStore for SqliteStore {
         })
     }
 
+    async fn list_tokens(&self, org_id: &str) -> StoreResult<Vec<TokenRecord>> {
+        self.read_all(
+            &format!(
+                "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 ORDER BY created_at DESC, id DESC"
+            ),
+            [org_id],
+            token_from_row,
+        )
+    }
+
     async fn revoke_token(&self, id: &str, at_ms: i64) -> StoreResult<bool> {
         let id = id.to_string();
         self.writer

@@ -7,6 +7,7 @@ impl ExecutionStore for SqliteStore {
     async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
         self.writer.write(move |conn| {
             let logs = serde_json::to_string(&x.logs).unwrap_or_else(|_| "[]".into());
+            let calls = serde_json::to_string(&x.tool_calls).unwrap_or_else(|_| "[]".into());
             conn.prepare_cached(&format!(
                 "INSERT OR REPLACE INTO executions ({EXECUTION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ))?
@@ -20,10 +21,13 @@ impl ExecutionStore for SqliteStore {
                 x.result.as_ref().map(to_json),
                 x.error,
                 logs,
-                to_json(&x.tool_calls),
+                calls,
                 x.started_at_ms,
                 x.duration_ms
             ])?;
+            // The same savepoint as the record: a run's record and its
+            // calls are never apart.
+            write_tool_calls(conn, &x)?;
             Ok(())
         })
         .await
@@ -32,12 +36,69 @@ impl ExecutionStore for SqliteStore {
     async fn list_executions(
         &self,
         org_id: Option<&str>,
-        limit: u32,
+        filter: &ExecutionFilter,
+        page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        let org_id = org_id.map(str::to_string);
-        self.read_all(&format!(
-                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE (?1 IS NULL OR org_id = ?1) ORDER BY started_at DESC LIMIT ?2"
-            ), params![org_id, limit], execution_from_row)
+        let (after_time, after_id) = page_after(page);
+        self.read_all(
+            &format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions \
+                 WHERE (?1 IS NULL OR org_id = ?1) \
+                   AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR session_id = ?3) \
+                   AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5) \
+                   AND (?6 IS NULL OR started_at < ?6 OR (started_at = ?6 AND id < ?7)) \
+                 ORDER BY started_at DESC, id DESC LIMIT ?8"
+            ),
+            params![
+                org_id,
+                filter.status,
+                filter.session_id,
+                filter.since_ms,
+                filter.until_ms,
+                after_time,
+                after_id,
+                page.bounded_limit()
+            ],
+            execution_from_row,
+        )
+    }
+
+    async fn list_paused_executions(&self, org_id: &str) -> StoreResult<Vec<PausedExecutionRow>> {
+        self.read_all(
+            "SELECT s.id, s.org_id, s.state, s.updated_at FROM execution_states s \
+             JOIN executions x ON x.id = s.id \
+             WHERE s.org_id = ?1 AND x.status = 'waiting_for_interaction' \
+             ORDER BY s.updated_at DESC, s.id DESC LIMIT ?2",
+            params![org_id, MAX_PAUSED_LISTED],
+            |r| {
+                Ok(PausedExecutionRow {
+                    id: r.get(0)?,
+                    org_id: r.get(1)?,
+                    state: r.get(2)?,
+                    updated_at_ms: r.get(3)?,
+                })
+            },
+        )
+    }
+
+    async fn gc_executions(&self, before_ms: i64) -> StoreResult<u64> {
+        self.writer
+            .write(move |conn| {
+                // Finished records, and paused ones whose saved state is
+                // gone (their run can no longer be resumed).
+                let doomed = "SELECT id FROM executions WHERE started_at < ?1 \
+                     AND (status <> 'waiting_for_interaction' \
+                          OR NOT EXISTS (SELECT 1 FROM execution_states s WHERE s.id = executions.id))";
+                conn.prepare_cached(&format!(
+                    "DELETE FROM tool_calls WHERE execution_id IN ({doomed})"
+                ))?
+                .execute([before_ms])?;
+                let n = conn
+                    .prepare_cached(&format!("DELETE FROM executions WHERE id IN ({doomed})"))?
+                    .execute([before_ms])?;
+                Ok(n as u64)
+            })
+            .await
     }
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {
@@ -149,6 +210,19 @@ impl ExecutionStore for SqliteStore {
             .await
     }
 
+    async fn release_execution(&self, id: &str, fence: &Fence) -> StoreResult<()> {
+        let (id, fence) = (id.to_string(), fence.clone());
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "UPDATE execution_states SET holder = NULL WHERE id = ?1 AND holder = ?2 AND epoch = ?3",
+                )?
+                .execute(params![id, fence.node, fence.epoch])?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn load_execution_state(&self, id: &str) -> StoreResult<Option<String>> {
         self.read_one(
             "SELECT state FROM execution_states WHERE id = ?1",
@@ -206,4 +280,36 @@ impl ExecutionStore for SqliteStore {
             })
             .await
     }
+}
+
+/// Replaces the tool-call rows of execution `x` with its record's calls.
+fn write_tool_calls(conn: &Connection, x: &ExecutionRecord) -> StoreResult<()> {
+    conn.prepare_cached("DELETE FROM tool_calls WHERE execution_id = ?1")?
+        .execute([&x.id])?;
+    let mut insert = conn.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO tool_calls ({TOOL_CALL_COLUMNS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+    ))?;
+    for call in &x.tool_calls {
+        let names = serde_json::to_string(&call.arg_names).unwrap_or_else(|_| "[]".into());
+        insert.execute(params![
+            call.id,
+            call.org_id,
+            call.execution_id,
+            call.session_id,
+            call.account_id,
+            call.tool_path,
+            call.outcome,
+            call.error_code,
+            call.policy_action,
+            call.policy_rule,
+            call.approval,
+            call.decided_by,
+            call.approval_wait_ms,
+            names,
+            call.started_at_ms,
+            call.duration_ms
+        ])?;
+    }
+    Ok(())
 }

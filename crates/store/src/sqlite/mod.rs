@@ -17,6 +17,7 @@ mod nodes;
 mod policies;
 mod schema;
 mod sessions;
+mod tool_calls;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,7 @@ use crate::leases::{ClaimRefusal, ExecutionRefusal};
 use crate::node::NODE_ROW_KEPT_MS;
 use crate::orgs::OrgChoice;
 use crate::packed::{Document, pack};
+use crate::records::tool_calls_from_json;
 use crate::secrets::{KEY_ENV_VAR, SecretRef};
 use crate::wal_probe::{WalHeader, WalProbe};
 use crate::writer::{MAX_QUEUED_WRITES, Writer};
@@ -354,9 +356,31 @@ fn execution_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord
         result: r.get::<_, Option<String>>(6)?.map(|s| from_json(&s)),
         error: r.get(7)?,
         logs: serde_json::from_str(&logs).unwrap_or_default(),
-        tool_calls: from_json(&r.get::<_, String>(9)?),
+        tool_calls: tool_calls_from_json(&r.get::<_, String>(9)?),
         started_at_ms: r.get(10)?,
         duration_ms: r.get(11)?,
+    })
+}
+
+/// The keyset bound of a page: (time, id) of the previous page's last row.
+fn page_after(page: &PageRequest) -> (Option<i64>, Option<&str>) {
+    match &page.after {
+        Some(key) => (Some(key.started_at_ms), Some(key.id.as_str())),
+        None => (None, None),
+    }
+}
+
+fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRecord> {
+    Ok(TokenRecord {
+        id: r.get(0)?,
+        secret_hash: r.get(1)?,
+        principal: Principal {
+            account_id: r.get(2)?,
+            org_id: r.get(3)?,
+        },
+        created_at_ms: r.get(4)?,
+        expires_at_ms: r.get(5)?,
+        revoked_at_ms: r.get(6)?,
     })
 }
 

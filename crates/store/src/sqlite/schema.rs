@@ -220,6 +220,35 @@ CREATE TRIGGER policies_update_access AFTER UPDATE ON policies
 CREATE TRIGGER policies_delete_access AFTER DELETE ON policies
     BEGIN UPDATE revisions SET n = n + 1 WHERE name = 'access'; END;
 "#,
+    // The audit trail of tool calls (SPEC §13), written with each
+    // execution's record; listed newest first per org with a keyset
+    // (started_at, id), which the executions' index now ends with too.
+    r#"
+CREATE TABLE tool_calls (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    session_id TEXT,
+    account_id TEXT NOT NULL,
+    tool_path TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    error_code TEXT,
+    policy_action TEXT,
+    policy_rule TEXT,
+    approval TEXT,
+    decided_by TEXT,
+    approval_wait_ms INTEGER NOT NULL,
+    arg_names TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL
+);
+CREATE INDEX tool_calls_org_started ON tool_calls(org_id, started_at, id);
+CREATE INDEX tool_calls_execution ON tool_calls(execution_id);
+DROP INDEX executions_org_started;
+CREATE INDEX executions_org_started ON executions(org_id, started_at, id);
+CREATE INDEX executions_started ON executions(started_at, id);
+CREATE INDEX sessions_org_activity ON sessions(org_id, last_activity_at, id);
+"#,
 ];
 
 pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {

@@ -41,6 +41,23 @@ impl SessionStore for SqliteStore {
         })
     }
 
+    async fn list_sessions(
+        &self,
+        org_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let (after_time, after_id) = page_after(page);
+        self.read_all(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE org_id = ?1 \
+                   AND (?2 IS NULL OR last_activity_at < ?2 OR (last_activity_at = ?2 AND id < ?3)) \
+                 ORDER BY last_activity_at DESC, id DESC LIMIT ?4"
+            ),
+            params![org_id, after_time, after_id, page.bounded_limit()],
+            session_from_row,
+        )
+    }
+
     async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
         if touches.is_empty() {
             return Ok(());
