@@ -34,8 +34,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::new(e.status(), "unreadable_body", e.body_text()))?;
-        let mut json = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut json).map_err(|e| {
+        // Every body of this API is an object (serde would also read a
+        // struct from an array, which the document does not allow).
+        let json: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::invalid("body", format!("the body is not JSON: {e}")))?;
+        if !json.is_object() {
+            return Err(ApiError::invalid("body", "the body is a JSON object"));
+        }
+        let value = serde_path_to_error::deserialize(json).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." {
                 "body".to_string()

@@ -24,11 +24,6 @@ pub struct PageQuery {
 }
 
 impl PageQuery {
-    /// The key the previous page ended at, when a cursor is given.
-    pub fn after(&self) -> Result<Option<String>, ApiError> {
-        self.cursor.as_deref().map(decode_cursor).transpose()
-    }
-
     pub fn limit(&self) -> Result<u32, ApiError> {
         match self.limit {
             None => Ok(DEFAULT_LIMIT),
@@ -55,6 +50,21 @@ impl<T> From<executor_ops::Listed<T>> for Page<T> {
             items: listed.items,
             next_cursor: listed.next_cursor,
         }
+    }
+}
+
+/// The latest time a filter takes (the last millisecond of year 9999).
+pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
+
+/// A time filter (ms since the epoch), within what the document allows.
+pub fn time_param(value: Option<u64>, field: &str) -> Result<Option<i64>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(ms) if ms <= MAX_TIME_MS => Ok(Some(ms as i64)),
+        Some(_) => Err(ApiError::invalid(
+            field,
+            format!("a time is at most {MAX_TIME_MS} (ms since the epoch)"),
+        )),
     }
 }
 

@@ -157,9 +157,8 @@ impl Operations {
         let action: Action = action
             .parse()
             .map_err(|e: executor_call::UnknownAction| OpError::invalid("action", e.to_string()))?;
-        if let Some(actor) = actor {
-            self.paused_execution_of(actor, id).await?;
-        }
+        self.paused_execution_of(actor.map(|a| a.org_id.as_str()), id)
+            .await?;
         let engine = self.engine()?;
         let outcome = engine.resume_from_outside(id, action, wait).await;
         Ok(CallResult::of(outcome))
@@ -203,21 +202,29 @@ impl Operations {
     }
 
     /// Checks that `id` is a paused execution of the actor's org.
-    async fn paused_execution_of(&self, actor: &Actor, id: &str) -> OpResult<()> {
+    async fn paused_execution_of(&self, org_id: Option<&str>, id: &str) -> OpResult<()> {
         let not_found = || OpError::not_found(format_args!("execution {id}"));
+        // A run's record says whether it still waits: one that finished was
+        // decided already (a repeated decision is said so, not replayed).
+        if let Ok(record) = self.get_execution(org_id, id).await
+            && record.status != ExecutionStatus::WaitingForInteraction
+        {
+            return Err(OpError::conflict(
+                "already_finished",
+                format!(
+                    "execution {id} was decided and has finished ({}); nothing waits for a \
+                     decision: read it with `executor executions show {id}` or GET \
+                     /api/v1/executions/{id}",
+                    record.status
+                ),
+            ));
+        }
+        let Some(org_id) = org_id else {
+            return Ok(());
+        };
         let state = self.store().load_execution_state(id).await?;
         let Some(state) = state else {
-            // Finished (or never was): a record of the org says which.
-            return match self.get_execution(Some(&actor.org_id), id).await {
-                Ok(record) => Err(OpError::conflict(
-                    "already_finished",
-                    format!(
-                        "execution {id} has finished ({}); nothing to decide",
-                        record.status
-                    ),
-                )),
-                Err(_) => Err(not_found()),
-            };
+            return Err(not_found());
         };
         let org = serde_json::from_str::<Value>(&state).ok().and_then(|v| {
             v.pointer("/owner/org_id")
@@ -226,7 +233,7 @@ impl Operations {
         });
         // A state whose owner cannot be read is nobody's to decide here.
         match org {
-            Some(org) if org == actor.org_id => Ok(()),
+            Some(org) if org == org_id => Ok(()),
             _ => Err(not_found()),
         }
     }

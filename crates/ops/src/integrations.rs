@@ -672,7 +672,9 @@ impl Operations {
             .credentials
             .credential(org_id, namespace)
             .await
-            .map_err(|e| OpError::unavailable(e.message))?
+            // The namespace's connection is set but cannot be used (its
+            // variable is unset, its key lost): the state, not the input.
+            .map_err(|e| OpError::conflict("connection_unusable", e.message))?
             .unwrap_or(Credential::None))
     }
 

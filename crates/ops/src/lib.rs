@@ -47,8 +47,8 @@ pub use integrations::{
 pub use paging::{Listed, MAX_PAGE, PageAsk};
 pub use policies::{NewPolicy, Policy, PolicyEvaluation};
 pub use sessions::SessionInfo;
-pub use tool_calls::{ToolCall, ToolCallQuery};
 pub use tokens::{MintedToken, NewToken, TokenInfo, TokenRevoked};
+pub use tool_calls::{ToolCall, ToolCallQuery};
 pub use tools::ToolHit;
 
 /// Who an operation acts for: an account, in an org.

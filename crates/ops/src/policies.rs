@@ -104,7 +104,11 @@ impl Operations {
         if position < 0 {
             return Err(OpError::invalid("position", "a position is 0 or more"));
         }
-        if !self.store().move_policy(&actor.org_id, id, position).await? {
+        if !self
+            .store()
+            .move_policy(&actor.org_id, id, position)
+            .await?
+        {
             return Err(OpError::not_found(format_args!("policy {id}")));
         }
         self.get_policy(actor, id).await

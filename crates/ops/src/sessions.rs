@@ -49,10 +49,7 @@ impl Operations {
         page: &PageAsk,
     ) -> OpResult<Listed<SessionInfo>> {
         let request = page.request()?;
-        let rows = self
-            .store()
-            .list_sessions(&actor.org_id, &request)
-            .await?;
+        let rows = self.store().list_sessions(&actor.org_id, &request).await?;
         Ok(page.page(
             rows,
             |r| PageKey {

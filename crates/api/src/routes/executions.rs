@@ -41,11 +41,11 @@ pub struct ExecutionParams {
     /// Executions of this MCP session.
     pub session: Option<String>,
     /// Started at or after this time (ms since the epoch).
-    #[param(minimum = 0)]
-    pub since: Option<i64>,
+    #[param(minimum = 0, maximum = 253402300799999_i64)]
+    pub since: Option<u64>,
     /// Started before this time (ms since the epoch).
-    #[param(minimum = 0)]
-    pub until: Option<i64>,
+    #[param(minimum = 0, maximum = 253402300799999_i64)]
+    pub until: Option<u64>,
     /// Items to return, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -76,8 +76,8 @@ async fn list_executions(
             Status::WaitingForInteraction => ExecutionStatus::WaitingForInteraction,
         }),
         session_id: params.session,
-        since_ms: params.since,
-        until_ms: params.until,
+        since_ms: crate::page::time_param(params.since, "since")?,
+        until_ms: crate::page::time_param(params.until, "until")?,
         page: crate::page::ask(params.limit, params.cursor)?,
     };
     let listed = state

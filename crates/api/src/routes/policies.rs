@@ -141,7 +141,10 @@ async fn get_policy(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyChange {
-    #[schema(pattern = "^(?:[A-Za-z0-9_-]+|\\*)(?:\\.(?:[A-Za-z0-9_-]+|\\*))*$", max_length = 512)]
+    #[schema(
+        pattern = "^(?:[A-Za-z0-9_-]+|\\*)(?:\\.(?:[A-Za-z0-9_-]+|\\*))*$",
+        max_length = 512
+    )]
     pub pattern: String,
     pub action: RuleAction,
 }

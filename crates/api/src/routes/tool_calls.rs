@@ -41,11 +41,11 @@ pub struct ToolCallParams {
     /// Calls of this execution.
     pub execution: Option<String>,
     /// Calls started at or after this time (ms since the epoch).
-    #[param(minimum = 0)]
-    pub since: Option<i64>,
+    #[param(minimum = 0, maximum = 253402300799999_i64)]
+    pub since: Option<u64>,
     /// Calls started before this time (ms since the epoch).
-    #[param(minimum = 0)]
-    pub until: Option<i64>,
+    #[param(minimum = 0, maximum = 253402300799999_i64)]
+    pub until: Option<u64>,
     /// Items to return, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -84,11 +84,10 @@ async fn list_tool_calls(
         }),
         session_id: params.session,
         execution_id: params.execution,
-        since_ms: params.since,
-        until_ms: params.until,
+        since_ms: crate::page::time_param(params.since, "since")?,
+        until_ms: crate::page::time_param(params.until, "until")?,
         page,
     };
     let listed = state.ops.list_tool_calls(&caller.actor, &query).await?;
     Ok(Json(Page::from(listed)))
 }
-

@@ -62,7 +62,7 @@ async fn search_tools(
 /// A tool to call, with its input.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ToolCall {
+pub struct ToolCallRequest {
     /// The tool's address, e.g. `github.issues.list`.
     pub path: String,
     /// The tool's input: a JSON object.
@@ -78,7 +78,7 @@ fn empty_object() -> serde_json::Value {
 /// Calls one tool as the caller. A call that needs approval pauses:
 /// decide it with `POST /executions/{id}/resume`.
 #[utoipa::path(post, path = "/tools/call", tag = "tools",
-    request_body = ToolCall,
+    request_body = ToolCallRequest,
     responses(
         (status = 200, description = "What the call came to (isError for a failed one)", body = CallResult),
         (status = 401, description = "No valid API token", body = Problem),
@@ -90,7 +90,7 @@ fn empty_object() -> serde_json::Value {
 async fn call_tool(
     State(state): State<ApiState>,
     caller: Caller,
-    Body(call): Body<ToolCall>,
+    Body(call): Body<ToolCallRequest>,
 ) -> ApiResult<Json<CallResult>> {
     let result = state
         .ops

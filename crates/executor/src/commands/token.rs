@@ -27,7 +27,9 @@ pub(crate) async fn token(ops: &Operations, command: TokenCommand) -> AnyResult<
             let actor = super::resolve_actor(ops, &org).await?;
             let listed = ops.list_tokens(&actor).await?;
             if listed.is_empty() {
-                eprintln!("no tokens: make one with `executor token create --email you@example.com`");
+                eprintln!(
+                    "no tokens: make one with `executor token create --email you@example.com`"
+                );
             }
             for t in listed {
                 println!(
