@@ -268,6 +268,14 @@ fn not_graphql(status: u16) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use executor_call::CallContext;
+    use executor_catalog::{Catalog, HostBudget};
+    use executor_outbound::HttpConfig;
+    use executor_store::Principal;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
 
     #[test]
     fn the_root_fields_value_is_the_result() {
@@ -325,5 +333,141 @@ mod tests {
         assert_eq!(bad.unwrap_err().code, INVALID_TOOL_ARGUMENTS);
         let not_text = operation.request(&json!({"id": "7", "select": 3}));
         assert_eq!(not_text.unwrap_err().code, INVALID_TOOL_ARGUMENTS);
+    }
+
+    /// A GraphQL endpoint on 127.0.0.1 whose `ping` answers "pong"; counts
+    /// the connections made to it.
+    async fn local_endpoint() -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // The request ends with its JSON body's closing brace.
+                    while !request.ends_with(b"}") {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => request.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let body = r#"{"data":{"ping":"pong"}}"#;
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        (port, connections)
+    }
+
+    struct NoCredentials;
+
+    impl CredentialSource for NoCredentials {
+        fn credential<'a>(
+            &'a self,
+            _org_id: &'a str,
+            _namespace: &'a str,
+        ) -> BoxFuture<'a, Result<Option<Credential>, ToolError>> {
+            Box::pin(async { Ok(None) })
+        }
+    }
+
+    /// `local.ping` called at `endpoint`, on a server that allows the
+    /// local network or not.
+    async fn call_ping(endpoint: &str, allow_local_network: bool) -> ToolResult {
+        let http = HttpClient::new(HttpConfig {
+            allow_local_network,
+            ..HttpConfig::default()
+        })
+        .unwrap();
+        let service = GraphqlService {
+            namespace: "local".into(),
+            endpoint: endpoint.to_string(),
+            operations: vec![Operation {
+                operation: OperationKind::Query,
+                field: "ping".into(),
+                args: Vec::new(),
+                default_selection: None,
+                takes_select: false,
+            }],
+        };
+        let invoker = Arc::new(GraphqlInvoker::new(
+            "org",
+            service,
+            Arc::new(http),
+            Arc::new(NoCredentials),
+        ));
+        let tool = Arc::new(ToolEntry {
+            path: "local.ping".into(),
+            description: None,
+            input_schema: None,
+            output_schema: None,
+            definitions: None,
+            requires_approval: false,
+            invoker: invoker.clone(),
+            slot: 0,
+        });
+        let call = ToolInvocation {
+            tool,
+            args: json!({}),
+            ctx: CallContext {
+                principal: Principal {
+                    account_id: "account".into(),
+                    org_id: "org".into(),
+                },
+                session_id: None,
+            },
+            catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
+            policies: Arc::new(Vec::new()),
+            budget: HostBudget::new(1 << 20),
+        };
+        invoker.invoke(call).await
+    }
+
+    /// Issue 37: an endpoint on the local network is refused by the guard
+    /// with the message that names the flag, never as retryable, whether
+    /// its URL names a literal IP (refused before sending) or a name that
+    /// resolves to one (refused by the resolver); nothing reaches it.
+    #[tokio::test]
+    async fn issue_37_a_local_endpoint_is_refused_naming_the_flag_and_not_retryable() {
+        let (port, connections) = local_endpoint().await;
+        for host in ["127.0.0.1", "localhost"] {
+            let endpoint = format!("http://{host}:{port}/graphql");
+            let error = match call_ping(&endpoint, false).await {
+                Ok(success) => panic!("{endpoint}: the call went through: {:?}", success.data),
+                Err(error) => error,
+            };
+            assert_eq!(error.code, UPSTREAM_HTTP_ERROR, "{endpoint}: {error:?}");
+            assert_eq!(
+                error.message,
+                format!(
+                    "the request to {host} was refused: the address is on a local network; \
+                     the operator can allow it with --allow-local-network"
+                ),
+                "{endpoint}"
+            );
+            assert_eq!(error.retryable, Some(false), "{endpoint}");
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 0);
+    }
+
+    /// With the local network allowed, the same endpoint answers the call.
+    #[tokio::test]
+    async fn issue_37_a_local_endpoint_answers_when_the_local_network_is_allowed() {
+        let (port, connections) = local_endpoint().await;
+        for host in ["127.0.0.1", "localhost"] {
+            let endpoint = format!("http://{host}:{port}/graphql");
+            let answer = call_ping(&endpoint, true).await;
+            let success = answer.unwrap_or_else(|error| panic!("{endpoint}: {error:?}"));
+            assert_eq!(success.data, json!("pong"));
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 2);
     }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::credential::{Connection, Credential, renewed};
 use crate::failure::{CONNECTION_REJECTED, HttpFailure};
-use crate::guard::{GuardedResolver, LocalNetworkRefused, is_local};
+use crate::guard::{GuardedResolver, is_local, is_local_network_refusal};
 use crate::json_scan::JsonScan;
 use crate::redact::Redactor;
 use crate::request::{BuildRequest, OutboundRequest, Placement};
@@ -559,7 +559,7 @@ fn safe_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
 
 /// Shapes a send error without its URL, which may hold a query credential.
 fn send_failure(error: &reqwest::Error, host: &str) -> HttpFailure {
-    if has_source::<LocalNetworkRefused>(error) {
+    if is_local_network_refusal(error) {
         return HttpFailure::local_network(host);
     }
     if has_source::<TooManyRedirects>(error) {
@@ -692,5 +692,43 @@ mod tests {
             .apply_credential(Some(Placement::Bearer("s3cr3t-value")))
             .unwrap();
         assert!(!format!("{:?}", request.headers).contains("s3cr3t"));
+    }
+
+    /// Issue 37: a name that resolves only to local addresses is refused
+    /// by the resolver, and the refusal is found again in reqwest's error
+    /// (where an upstream MCP server's transport reads it); allowed, the
+    /// same request reaches the server.
+    #[tokio::test]
+    async fn issue_37_a_local_name_is_refused_in_the_resolver_and_said_so() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://localhost:{}/",
+            listener.local_addr().unwrap().port()
+        );
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+            }
+        });
+        let refusing = HttpClient::new(HttpConfig::default()).unwrap();
+        let sent = refusing.client_for(&url).unwrap().get(&url).send().await;
+        let error = sent.unwrap_err();
+        assert!(is_local_network_refusal(&error), "{error:?}");
+        let failure = refusing.fetch_document(&url, 1024).await.unwrap_err();
+        assert_eq!(failure, HttpFailure::local_network("localhost"));
+        assert_eq!(failure.retryable, Some(false));
+        assert!(failure.message.contains("--allow-local-network"));
+
+        let allowing = HttpClient::new(HttpConfig {
+            allow_local_network: true,
+            ..HttpConfig::default()
+        })
+        .unwrap();
+        assert_eq!(allowing.fetch_document(&url, 1024).await.unwrap(), "ok");
     }
 }

@@ -20,6 +20,22 @@ impl fmt::Display for LocalNetworkRefused {
 
 impl StdError for LocalNetworkRefused {}
 
+/// Whether `error` (or one of its sources) is the guard's refusal: the
+/// target's host resolved only to local addresses. For callers that send
+/// through [`crate::HttpClient::client_for`]'s client and shape their own
+/// errors (an upstream MCP server's transport); [`crate::HttpClient::send`]
+/// shapes the refusal itself, as [`crate::HttpFailure::local_network`].
+pub fn is_local_network_refusal(error: &(dyn StdError + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if e.is::<LocalNetworkRefused>() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
 /// Resolves through the system and drops local addresses, so the check
 /// applies to what is actually connected to (including redirects and
 /// DNS names that point inside the network).

@@ -33,6 +33,6 @@ pub use credential::{Connection, Credential, CredentialSource, Refusal, Retry, r
 pub use failure::{
     CONNECTION_REJECTED, HttpFailure, INVALID_TOOL_ARGUMENTS, UPSTREAM_HTTP_ERROR, UPSTREAM_TIMEOUT,
 };
-pub use guard::is_local;
+pub use guard::{is_local, is_local_network_refusal};
 pub use redact::scrub_value;
 pub use request::{BuildRequest, COMPONENT, OutboundRequest, Placement, sensitive_header};

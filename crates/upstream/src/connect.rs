@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor_outbound::{Credential, HttpClient};
+use executor_outbound::{Credential, HttpClient, HttpFailure};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RunningService};
@@ -17,7 +17,7 @@ use rmcp::transport::{
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use zeroize::Zeroizing;
 
-use crate::error::OpenError;
+use crate::error::{GuardRefusal, OpenError};
 use crate::http::UpstreamHttp;
 use crate::sse::{self, SseTasks};
 use crate::stdio::{self, ChildGuard};
@@ -29,6 +29,9 @@ pub const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// One live MCP session with an upstream.
 pub struct Session {
     pub service: RunningService<RoleClient, UpstreamClient>,
+    /// Over HTTP: noted when the outbound guard refused one of the
+    /// session's requests (see `error.rs`).
+    refusal: Option<GuardRefusal>,
     /// What the session runs on and ends with it: the child process of a
     /// stdio session (its group dies), a legacy SSE stream's tasks.
     _runs_on: RunsOn,
@@ -47,6 +50,12 @@ impl Session {
     /// transport gone (the child exited, the stream broke).
     pub fn is_closed(&self) -> bool {
         self.service.is_closed() || self.service.is_transport_closed()
+    }
+
+    /// The guard's refusal of one of the session's requests, as the agent
+    /// sees it: the upstream's host now resolves to a local network.
+    pub fn refused_target(&self) -> Option<HttpFailure> {
+        self.refusal.as_ref().and_then(GuardRefusal::failure)
     }
 }
 
@@ -101,13 +110,13 @@ pub async fn open(
             })?;
             Ok(Session {
                 service,
+                refusal: None,
                 _runs_on: RunsOn::Child(child.guard),
             })
         }
         Endpoint::Http { url, transport } => {
-            let reqwest = http
-                .client_for(url)
-                .map_err(|e| OpenError::Unavailable(e.message))?;
+            // Refused here: a literal local IP, a scheme that is not HTTP.
+            let reqwest = http.client_for(url).map_err(OpenError::Target)?;
             let headers = auth_headers(credential)?;
             let max = http.config().max_response_bytes;
             match transport {
@@ -154,13 +163,16 @@ async fn open_streamable_http(
         .max_json_response_size(max_response_bytes)
         .reinit_on_expired_session(true)
         .custom_headers(headers);
-    let http = UpstreamHttp::new(reqwest);
+    let refusal = GuardRefusal::new(url);
+    let http = UpstreamHttp::new(reqwest, refusal.clone());
     let listening = http.listening();
     let transport = StreamableHttpClientTransport::with_client(http, config);
     let service = within_open_timeout(client.serve(transport))
         .await?
         .map_err(|e| {
-            if e.is_authorization_required() || e.auth_challenge().is_some() {
+            if let Some(failure) = refusal.failure() {
+                OpenError::Target(failure)
+            } else if e.is_authorization_required() || e.auth_challenge().is_some() {
                 OpenError::NeedsLogin(e.auth_challenge().map(str::to_string))
             } else {
                 OpenError::Unavailable(format!("cannot open an MCP session with {url}: {e}"))
@@ -171,6 +183,7 @@ async fn open_streamable_http(
     let _ = tokio::time::timeout(LISTEN_WAIT, listening.notified()).await;
     Ok(Session {
         service,
+        refusal: Some(refusal),
         _runs_on: RunsOn::Nothing,
     })
 }
@@ -186,16 +199,27 @@ async fn open_sse(
     client: UpstreamClient,
 ) -> Result<Session, OpenError> {
     let headers: HeaderMap = headers.into_iter().collect();
-    let channel = sse::open(reqwest, url, headers, max_response_bytes, OPEN_TIMEOUT).await?;
+    let refusal = GuardRefusal::new(url);
+    let opened = sse::open(
+        reqwest,
+        url,
+        headers,
+        max_response_bytes,
+        OPEN_TIMEOUT,
+        refusal.clone(),
+    );
+    let channel = opened.await?;
     let service = within_open_timeout(client.serve((channel.outgoing, channel.incoming)))
         .await?
-        .map_err(|e| {
-            OpenError::Unavailable(format!(
+        .map_err(|e| match refusal.failure() {
+            Some(failure) => OpenError::Target(failure),
+            None => OpenError::Unavailable(format!(
                 "cannot open an MCP session with {url} over SSE: {e}"
-            ))
+            )),
         })?;
     Ok(Session {
         service,
+        refusal: Some(refusal),
         _runs_on: RunsOn::Sse(channel.tasks),
     })
 }

@@ -13,6 +13,9 @@
 //! before it would race it (a server may then answer the call on that
 //! stream rather than on its own; a `tools/list_changed` sent right after
 //! initialisation would be lost).
+//!
+//! And it notes a request the outbound guard refused ([`GuardRefusal`]),
+//! while the error still has its sources: rmcp keeps only its text.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,19 +28,24 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits,
 };
 
+use crate::error::GuardRefusal;
+
 #[derive(Clone)]
 pub(crate) struct UpstreamHttp {
     client: reqwest::Client,
     /// Woken (one stored permit) when the session's GET stream was
     /// answered, opened or refused.
     listening: Arc<tokio::sync::Notify>,
+    /// Noted when the guard refused a request of the session.
+    refusal: GuardRefusal,
 }
 
 impl UpstreamHttp {
-    pub(crate) fn new(client: reqwest::Client) -> Self {
+    pub(crate) fn new(client: reqwest::Client, refusal: GuardRefusal) -> Self {
         UpstreamHttp {
             client,
             listening: Arc::new(tokio::sync::Notify::new()),
+            refusal,
         }
     }
 
@@ -50,9 +58,21 @@ impl UpstreamHttp {
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
 
 impl UpstreamHttp {
+    /// `answer`, after noting a refusal by the guard in it.
+    fn noted<T>(
+        &self,
+        answer: Result<T, StreamableHttpError<reqwest::Error>>,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>> {
+        if let Err(StreamableHttpError::Client(error)) = &answer {
+            self.refusal.note(error);
+        }
+        answer
+    }
+
     /// The answer to the first POST (initialize): a server that gives no
     /// session id gets no GET stream, so nothing is left to wait for.
     fn after_post(&self, in_session: bool, answer: PostResult) -> PostResult {
+        let answer = self.noted(answer);
         let sessionless = match &answer {
             Ok(
                 StreamableHttpPostResponse::Json(_, id) | StreamableHttpPostResponse::Sse(_, id),
@@ -153,9 +173,11 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<reqwest::Error>> {
-        self.client
+        let answer = self
+            .client
             .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
+            .await;
+        self.noted(answer)
     }
 
     async fn get_stream(
@@ -174,7 +196,7 @@ impl StreamableHttpClient for UpstreamHttp {
         if first {
             self.listening.notify_one();
         }
-        answer
+        self.noted(answer)
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -201,6 +223,6 @@ impl StreamableHttpClient for UpstreamHttp {
         if first {
             self.listening.notify_one();
         }
-        answer
+        self.noted(answer)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use executor_catalog::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_outbound::{Credential, UPSTREAM_TIMEOUT, renewed, scrub_value};
+use executor_outbound::{Credential, HttpFailure, UPSTREAM_TIMEOUT, renewed, scrub_value};
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
@@ -232,7 +232,13 @@ async fn call_upstream(
         }
         Err(e) => {
             // The session is no good for another call.
+            let refused = lease.session.refused_target();
             lease.discard();
+            if let Some(failure) = refused {
+                // Its host resolves to a local network now: a new session
+                // would be refused too.
+                return Err(target_error(namespace, failure).into());
+            }
             Err(ToolError {
                 retryable: Some(true),
                 ..ToolError::new(
@@ -286,7 +292,17 @@ fn open_error(namespace: &str, error: OpenError) -> ToolError {
             retryable: Some(true),
             ..ToolError::new(INTEGRATION_UNAVAILABLE, format!("{namespace}: {why}"))
         },
+        OpenError::Target(failure) => target_error(namespace, failure),
     }
+}
+
+/// A refused address (on a local network, not HTTP) as the outbound path
+/// shaped it — the same code, message and `retryable` as an OpenAPI or
+/// GraphQL call to it — naming the integration.
+fn target_error(namespace: &str, failure: HttpFailure) -> ToolError {
+    let mut error = ToolError::from(failure);
+    error.message = format!("{namespace}: {}", error.message);
+    error
 }
 
 /// `{content, structuredContent?}`, or `mcp_tool_error` with the first

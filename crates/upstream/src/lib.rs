@@ -31,3 +31,6 @@ pub use stored::{
     store_needing_login,
 };
 pub use sync::{Discovery, discover};
+
+#[cfg(test)]
+mod tests;

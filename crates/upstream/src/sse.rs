@@ -14,7 +14,7 @@ use reqwest::{StatusCode, Url};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use sse_stream::SseStream;
 
-use crate::error::OpenError;
+use crate::error::{GuardRefusal, OpenError};
 
 /// Messages waiting to be sent or read, each way.
 const QUEUE: usize = 64;
@@ -38,12 +38,14 @@ pub(crate) struct SseChannel {
 }
 
 /// Opens the event stream at `url` and waits for its `endpoint` event.
+/// A message the guard refuses later is noted in `refusal`.
 pub(crate) async fn open(
     client: reqwest::Client,
     url: &str,
     headers: HeaderMap,
     max_event_bytes: usize,
     timeout: Duration,
+    refusal: GuardRefusal,
 ) -> Result<SseChannel, OpenError> {
     let stream_url =
         Url::parse(url).map_err(|e| OpenError::Unavailable(format!("not a URL: {e}")))?;
@@ -55,7 +57,13 @@ pub(crate) async fn open(
     let response = tokio::time::timeout(timeout, sent)
         .await
         .map_err(|_| OpenError::Unavailable(format!("{url} sent no event stream in time")))?
-        .map_err(|e| OpenError::Unavailable(format!("cannot reach {url}: {}", without_url(&e))))?;
+        .map_err(|e| {
+            refusal.note(&e);
+            match refusal.failure() {
+                Some(failure) => OpenError::Target(failure),
+                None => OpenError::Unavailable(format!("cannot reach {url}: {}", without_url(&e))),
+            }
+        })?;
     let status = response.status();
     if status == StatusCode::UNAUTHORIZED
         && let Some(challenge) = response.headers().get(WWW_AUTHENTICATE)
@@ -105,6 +113,7 @@ pub(crate) async fn open(
         headers,
         outgoing_rx,
         reader.abort_handle(),
+        refusal,
     ));
     Ok(SseChannel {
         outgoing,
@@ -154,6 +163,7 @@ async fn post_messages(
     headers: HeaderMap,
     mut outgoing: mpsc::Receiver<ClientJsonRpcMessage>,
     reader: tokio::task::AbortHandle,
+    refusal: GuardRefusal,
 ) {
     while let Some(message) = outgoing.next().await {
         let Ok(body) = serde_json::to_vec(&message) else {
@@ -174,6 +184,7 @@ async fn post_messages(
                 return;
             }
             Err(e) => {
+                refusal.note(&e);
                 tracing::warn!(error = %without_url(&e), "cannot send a message to an upstream MCP server; closing the session");
                 reader.abort();
                 return;
