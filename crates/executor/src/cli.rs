@@ -455,6 +455,11 @@ pub struct ServeOpts {
     /// Garbage-collect session records untouched for this many days.
     #[arg(long, env = "EXECUTOR_SESSION_RETENTION_DAYS", default_value_t = 30)]
     pub session_retention_days: u64,
+    /// Delete execution records, and the tool calls of their audit trail,
+    /// older than this many days (a paused run that can still be resumed
+    /// is kept).
+    #[arg(long, env = "EXECUTOR_EXECUTION_RETENTION_DAYS", default_value_t = 30)]
+    pub execution_retention_days: u64,
     /// Host names accepted in the Host header (default: loopback names when
     /// listening on loopback, any otherwise). Comma-separated.
     #[arg(long, env = "EXECUTOR_ALLOWED_HOSTS", value_delimiter = ',')]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use executor_engine::{EngineConfig, ShareLimits};
 use executor_outbound::HttpConfig;
 use executor_sandbox::Limits;
-use executor_sessions::{EXECUTION_RETENTION, SessionsConfig};
+use executor_sessions::SessionsConfig;
 use executor_store::{LogBounds, StoreOptions};
 use executor_upstream::UpstreamSettings;
 use executor_wire::{HostPolicy, MetricsToken, WireConfig};
@@ -123,7 +123,9 @@ impl ServeOpts {
             idle_timeout: Duration::from_millis(self.session_idle_timeout),
             paused_idle_timeout: Duration::from_millis(self.paused_session_idle_timeout),
             retention: Duration::from_secs(self.session_retention_days * 24 * 3600),
-            execution_retention: EXECUTION_RETENTION,
+            execution_retention: Duration::from_secs(
+                self.execution_retention_days.max(1) * 24 * 3600,
+            ),
             max_sessions_per_principal: self.max_sessions_per_principal,
             max_get_streams_per_session: self.max_get_streams_per_session,
             busy_ceiling: Duration::from_millis(self.keep_alive_ceiling),
