@@ -188,12 +188,12 @@ def _check_bin() -> None:
 
 
 @contextlib.contextmanager
-def _server(idle_timeout_ms: int | None) -> Iterator[ExecutorServer]:
+def _server(idle_timeout_ms: int | None, args: list[str] | None = None) -> Iterator[ExecutorServer]:
     _check_bin()
     tmp = Path(tempfile.mkdtemp(prefix="executor-pytest-"))
     data = tmp / "data"
     data.mkdir()
-    srv = ExecutorServer(data_dir=data, port=free_port(), idle_timeout_ms=idle_timeout_ms)
+    srv = ExecutorServer(data_dir=data, port=free_port(), idle_timeout_ms=idle_timeout_ms, args=list(args or []))
     if STORE == "postgres":
         srv.pg = PgDatabase.create()
         srv.env = {"EXECUTOR_DATABASE_URL": srv.pg.url, "EXECUTOR_SECRET_KEY": os.urandom(32).hex()}
