@@ -280,3 +280,41 @@ test("api: parity — what the API changes the CLI sees at once, and the reverse
   cli("integrations", "remove", "parity", "--org", org);
   assert.equal((await api(carol, "GET", "/integrations/parity")).status, 404);
 });
+
+test("api: parity across two nodes on one store — a change through one node's API is visible through the other's at once", async () => {
+  // On Postgres (pg-e2e) the second node shares the database; on SQLite
+  // the data dir.
+  const peer = srv.pg
+    ? await startServer({ store: "sqlite", env: srv.pg.env, args: ["--allow-local-network"] })
+    : await startServer({ dataDir: srv.dataDir, args: ["--allow-local-network"] });
+  try {
+    const dave = srv.mint("dave@api.test");
+    const on = (node) => async (method, path, body) => {
+      const res = await fetch(`${node.base}/api/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${dave}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, json: text ? JSON.parse(text) : null, text };
+    };
+    const [a, b] = [on(srv), on(peer)];
+    assert.equal((await a("POST", "/integrations", { kind: "openapi", namespace: "twin", spec: { document: JSON.stringify(spec) } })).status, 201);
+    assert.equal((await b("GET", "/integrations/twin")).json.toolCount, 2, "the other node sees the integration");
+    const rule = await b("POST", "/policies", { pattern: "twin.*", action: "block" });
+    assert.equal(rule.status, 201, rule.text);
+    assert.equal((await a("POST", "/policies/evaluate", { path: "twin.orders.listOrders" })).json.action, "block");
+    const run = await b("POST", "/executions", { code: "return await tools.twin.orders.listOrders({})" });
+    const id = (await b("GET", "/executions?limit=1")).json.items[0].id;
+    assert.equal((await a("GET", `/executions/${id}`)).json.status, "completed", run.text);
+    const extra = (await a("POST", "/tokens", {})).json;
+    assert.equal((await on(peer)("GET", "/me")).status, 200);
+    assert.equal((await a("POST", `/tokens/${extra.id}/revoke`)).status, 200);
+    const revoked = await fetch(`${peer.base}/api/v1/me`, { headers: { authorization: `Bearer ${extra.token}` } });
+    assert.equal(revoked.status, 401, "a token revoked on one node is refused by the other at once");
+    await b("DELETE", "/integrations/twin");
+    assert.equal((await a("GET", "/integrations/twin")).status, 404);
+  } finally {
+    await peer.cleanup();
+  }
+});

@@ -691,6 +691,22 @@ impl Engine {
     /// The saved state of execution `id`. None found: the refusal says
     /// whether it finished without waiting (its record, of `org` when
     /// given, says so) or is unknown.
+    /// The decision an execution has already been given, when it has one
+    /// (its run settled with it, or goes on after it): for a surface that
+    /// says a repeated decision is one, where the `resume` tool answers it
+    /// again (idempotent for an agent that retries). None when it waits for
+    /// one, or is not known here.
+    pub async fn decision_of(&self, id: &str) -> Option<Action> {
+        let saved = self.load_saved(id, None).await.ok()?;
+        if let ExecutionState::Settled { action, .. } = &saved.state {
+            return Some(*action);
+        }
+        match saved.state.pending() {
+            None => saved.decided.last().map(|&(_, action)| action),
+            Some(_) => None,
+        }
+    }
+
     async fn load_saved(&self, id: &str, org: Option<&str>) -> Result<SavedExecution, ToolOutcome> {
         let state = self
             .store

@@ -219,6 +219,18 @@ impl Operations {
                 ),
             ));
         }
+        if let Some(action) = self.engine()?.decision_of(id).await {
+            let decision = match action {
+                Action::Accept => "approved",
+                Action::Decline | Action::Cancel => "declined",
+            };
+            return Err(OpError::conflict(
+                "already_decided",
+                format!(
+                    "execution {id} was already decided ({decision}); nothing waits for a decision"
+                ),
+            ));
+        }
         let Some(org_id) = org_id else {
             return Ok(());
         };

@@ -98,6 +98,7 @@ impl AccountStore for PgStore {
             ],
         )
         .await?;
+        self.access_changed();
         Ok(())
     }
 
@@ -141,6 +142,7 @@ impl AccountStore for PgStore {
                 &[&id, &at_ms],
             )
             .await?;
+        self.access_changed();
         Ok(n > 0)
     }
 

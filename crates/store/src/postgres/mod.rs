@@ -307,6 +307,15 @@ impl PgStore {
         }
     }
 
+    /// Called after this store commits a token or policy write, so that
+    /// its own next request reads the change (a revoked token, a new rule)
+    /// without waiting for the notice to come back (SPEC §4: at once).
+    pub(super) fn access_changed(&self) {
+        if let Some(listener) = self.listener.get() {
+            listener.watches().access.changed();
+        }
+    }
+
     /// The listening connection's watches, the connection started here if
     /// need be (None until it listens, and outside a runtime).
     fn watches(&self) -> Option<&notices::Watches> {

@@ -46,6 +46,7 @@ impl PolicyStore for PgStore {
         .await
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
+        self.access_changed();
         Ok(PolicyRecord { position, ..p })
     }
 
@@ -83,6 +84,7 @@ impl PolicyStore for PgStore {
         .await
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
+        self.access_changed();
         Ok(true)
     }
 
@@ -127,6 +129,7 @@ impl PolicyStore for PgStore {
         .await
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
+        self.access_changed();
         Ok(true)
     }
 
@@ -137,16 +140,16 @@ impl PolicyStore for PgStore {
         pattern: String,
         action: PolicyAction,
     ) -> StoreResult<Option<PolicyRecord>> {
-        self.query_opt(
-            &format!(
-                "UPDATE policies SET pattern = $3, action = $4 WHERE org_id = $1 AND id = $2 \
-                 RETURNING {POLICY_COLUMNS}"
-            ),
-            &[&org_id, &id, &pg_text(&pattern), &action.as_str()],
-        )
-        .await?
-        .as_ref()
-        .map(policy_from_row)
-        .transpose()
+        let updated = self
+            .query_opt(
+                &format!(
+                    "UPDATE policies SET pattern = $3, action = $4 WHERE org_id = $1 AND id = $2 \
+                     RETURNING {POLICY_COLUMNS}"
+                ),
+                &[&org_id, &id, &pg_text(&pattern), &action.as_str()],
+            )
+            .await?;
+        self.access_changed();
+        updated.as_ref().map(policy_from_row).transpose()
     }
 }
