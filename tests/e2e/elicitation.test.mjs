@@ -187,9 +187,10 @@ test("executor resume: the running server applies a decision made from a shell",
   // The agent's own resume now sees the same, settled result.
   const viaTool = await client.callTool({ name: "resume", arguments: { executionId: id, action: "accept" } });
   assert.deepEqual(viaTool.structuredContent.result, { ran: true });
+  // Issue 37: deciding a run that was decided says so (and which way).
   const conflicting = await cli(["resume", id, "--action", "decline"]).catch((e) => e);
   assert.equal(conflicting.code, 1);
-  assert.match(conflicting.stdout, /already been settled/);
+  assert.match(conflicting.stderr, /was decided and has finished|was already decided \(approved\)/);
   const unknown = await cli(["resume", "exec_00000000-0000-0000-0000-000000000000", "--action", "accept"]).catch((e) => e);
   assert.equal(unknown.code, 1);
   assert.match(unknown.stdout, /was not found/);

@@ -50,10 +50,11 @@ pub(crate) async fn executions(ops: &Operations, command: ExecutionsCommand) -> 
                 eprintln!("no executions match");
             }
             for x in listed.items {
+                // The id first: scripts take the first column.
                 println!(
                     "{}\t{}\t{}\t{}\t{} ms\t{}",
-                    readable_time(x.started_at_ms),
                     x.id,
+                    readable_time(x.started_at_ms),
                     org_name(&x.org_id),
                     x.status,
                     x.duration_ms,
