@@ -50,14 +50,15 @@ pub(crate) async fn executions(ops: &Operations, command: ExecutionsCommand) -> 
                 eprintln!("no executions match");
             }
             for x in listed.items {
-                // The id first: scripts take the first column.
+                // The first three columns are as they were (scripts read
+                // them); the time and org follow.
                 println!(
-                    "{}\t{}\t{}\t{}\t{} ms\t{}",
+                    "{}\t{}\t{} ms\t{}\t{}\t{}",
                     x.id,
-                    readable_time(x.started_at_ms),
-                    org_name(&x.org_id),
                     x.status,
                     x.duration_ms,
+                    readable_time(x.started_at_ms),
+                    org_name(&x.org_id),
                     x.code_preview
                 );
             }
