@@ -96,17 +96,7 @@ pub fn page_of<T>(
             items.partition_point(|item| key(item) <= after.as_str())
         }
     };
-    let mut rest: Vec<T> = items.into_iter().skip(start).collect();
-    let next_cursor = if rest.len() > limit {
-        rest.truncate(limit);
-        rest.last().map(|last| encode_cursor(key(last)))
-    } else {
-        None
-    };
-    Ok(Page {
-        items: rest,
-        next_cursor,
-    })
+    Ok(page_from(items, start, limit, key))
 }
 
 /// A page of a list whose order is its own (policies: match order), not
@@ -128,6 +118,12 @@ pub fn page_in_order<T>(
                 .map_or(0, |i| i + 1)
         }
     };
+    Ok(page_from(items, start, limit, key))
+}
+
+/// The `limit` items from `start` on, with the cursor of the next page
+/// when more follow.
+fn page_from<T>(items: Vec<T>, start: usize, limit: usize, key: impl Fn(&T) -> &str) -> Page<T> {
     let mut rest: Vec<T> = items.into_iter().skip(start).collect();
     let next_cursor = if rest.len() > limit {
         rest.truncate(limit);
@@ -135,10 +131,10 @@ pub fn page_in_order<T>(
     } else {
         None
     };
-    Ok(Page {
+    Page {
         items: rest,
         next_cursor,
-    })
+    }
 }
 
 /// An opaque cursor: the key, hex-encoded (so no one builds one by hand
