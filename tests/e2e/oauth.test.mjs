@@ -255,6 +255,111 @@ test("a GraphQL endpoint's challenge leads the login to its authorization server
   assert.equal(out.result, "alice", JSON.stringify(out));
 });
 
+/** A browser that follows `url` through consent back to the callback. */
+const browse = (url) =>
+  new Promise((resolve, reject) =>
+    execFile("curl", ["-sS", "-L", "--max-redirs", "10", "-c", join(jar, "cookies"), "-b", join(jar, "cookies"), "-o", "/dev/null", url], (e) =>
+      e ? reject(e) : resolve(),
+    ),
+  );
+
+test("issue 37: a login started over the API completes through the server's callback, and its state is readable", async () => {
+  const token = srv.mint("ops@example.com", ORG);
+  const api = async (method, path, body) => {
+    const res = await fetch(`${srv.base}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    outputs.push(text);
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+  const started = await api("POST", "/integrations/gql/connection/login", {});
+  assert.equal(started.status, 200, JSON.stringify(started.body));
+  assert.equal(started.body.state, "browser");
+  assert.match(started.body.authorizationUrl, /^http:\/\/127\.0\.0\.1:\d+\/auth\?/);
+  assert.ok(started.body.authorizationUrl.includes(encodeURIComponent(`${srv.base}/oauth/callback`)), "the server's own callback");
+  const path = `/integrations/gql/connection/login/${started.body.loginId}`;
+  assert.deepEqual((await api("GET", path)).body, { state: "pending" });
+  await browse(started.body.authorizationUrl);
+  const settled = await api("GET", path);
+  assert.equal(settled.body.state, "connected", JSON.stringify(settled.body));
+  const status = await api("GET", "/integrations/gql/connection");
+  assert.equal(status.body.kind, "oauth");
+  assert.equal((await call("return (await tools.gql.query.me({})).data")).result, "alice");
+  // A made-up login id reads as failed (expired), never as another's login.
+  const unknown = await api("GET", `/integrations/gql/connection/login/${"0".repeat(64)}`);
+  assert.equal(unknown.body.state, "failed");
+  // An integration with no login: a stdio server would be 409; a missing one 404.
+  assert.equal((await api("POST", "/integrations/nothing/connection/login", {})).status, 404);
+});
+
+test("issue 37: `connections login` with neither --listen nor --public-url finds the running server by the URL it recorded", async () => {
+  const child = spawn(
+    BIN,
+    ["connections", "login", "gql", "--allow-local-network", "--no-browser", "--timeout", "30", "--org", ORG, "--data-dir", srv.dataDir],
+    { stdio: ["ignore", "pipe", "pipe"], env: srv.env },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+  await waitUntil("the authorization URL", () => /^https?:\/\//m.test(stdout) || child.exitCode !== null, { ms: 20_000 });
+  const url = stdout.split("\n").find((l) => /^https?:\/\//.test(l));
+  assert.ok(url, `login printed no URL: ${stderr}`);
+  assert.ok(url.includes(encodeURIComponent(`${srv.base}/oauth/callback`)), `the server's callback, not 127.0.0.1:4788: ${url}`);
+  assert.match(stderr, new RegExp(`the server at ${srv.base.replace(/[.]/g, "\\.")} completes it`));
+  await browse(url);
+  assert.equal(await exited, 0, stderr);
+  outputs.push(stdout, stderr);
+  assert.match(stdout, /^gql\toauth\tready/m);
+});
+
+test("issue 37: a connection test says whether the upstream takes the credential, from the API and the shell", async () => {
+  const token = srv.mint("ops@example.com", ORG);
+  const api = async (method, path, body) => {
+    const res = await fetch(`${srv.base}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    outputs.push(text);
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+  await cli("integrations", "add", "openapi", "--spec", `${as.origin}/openapi-keyed.json`, "--namespace", "keyed", "--allow-local-network");
+  assert.equal((await api("PUT", "/integrations/keyed/connection", { type: "apiKey", value: "wrong-key-0000" })).status, 200);
+  const refused = await api("POST", "/integrations/keyed/connection/test");
+  assert.equal(refused.status, 200, JSON.stringify(refused.body));
+  assert.equal(refused.body.ok, false);
+  assert.equal(refused.body.status, 401);
+  assert.match(refused.body.message, /refused the credential/);
+  assert.equal(refused.body.request, `GET ${as.origin}/keyed`);
+  await assert.rejects(cli("connections", "test", "keyed", "--allow-local-network"), /did not work: the upstream refused the credential \(HTTP 401\)/);
+  await api("PUT", "/integrations/keyed/connection", { type: "apiKey", value: "key-0123456789" });
+  const taken = await api("POST", "/integrations/keyed/connection/test");
+  assert.equal(taken.body.ok, true, JSON.stringify(taken.body));
+  assert.equal(taken.body.status, 200);
+  assert.match(await cli("connections", "test", "keyed", "--allow-local-network"), /^keyed\tok\tthe upstream answered HTTP 200/m);
+  // An MCP server lists its tools with the OAuth connection.
+  const mcp = await api("POST", "/integrations/secure/connection/test");
+  assert.equal(mcp.body.ok, true, JSON.stringify(mcp.body));
+  assert.match(mcp.body.message, /listed \d+ tools/);
+  // `connections status` shows an OAuth grant's state.
+  assert.match(await cli("connections", "status", "secure"), /^secure\toauth\tready\tscopes=mcp:tools/m);
+  // PATCH moves the OpenAPI integration to another base URL; its calls follow.
+  const moved = await api("PATCH", "/integrations/keyed", { baseUrl: `${as.origin}/elsewhere` });
+  assert.equal(moved.status, 200, JSON.stringify(moved.body));
+  assert.equal(moved.body.integration.baseUrl, `${as.origin}/elsewhere`);
+  assert.equal((await api("GET", "/integrations/keyed")).body.baseUrl, `${as.origin}/elsewhere`);
+  const mcpMove = await api("PATCH", "/integrations/secure", { baseUrl: "https://example.com" });
+  assert.equal(mcpMove.status, 422);
+  assert.equal(mcpMove.body.field, "baseUrl");
+  assert.equal((await api("PATCH", "/integrations/keyed", { bogus: 1 })).status, 422);
+});
+
 test("no token reaches the agent, the operator's output, the log or the disk", async () => {
   const echoed = await call("return await tools.secure.echo_auth({})");
   assert.equal(echoed.status, "completed", JSON.stringify(echoed));

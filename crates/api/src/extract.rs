@@ -122,3 +122,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Segment {
         Ok(Segment(segment))
     }
 }
+
+/// The two `{…}` segments of a route's path, in order.
+pub struct Segments(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segments {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path((first, second)) =
+            axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| ApiError::invalid("path", e.body_text()))?;
+        Ok(Segments(first, second))
+    }
+}

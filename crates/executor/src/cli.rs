@@ -197,6 +197,27 @@ pub enum ConnectionsCommand {
         #[command(flatten)]
         org: ActorArg,
     },
+    /// One connection: its kind, where its secret is, and an OAuth grant's
+    /// state (scopes, expiry).
+    Status {
+        /// The integration's namespace.
+        namespace: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+    /// Tries the connection with one request that changes nothing: an MCP
+    /// server lists its tools, a GraphQL API answers `{ __typename }`, an
+    /// OpenAPI API's base URL is fetched. Exits 1 when the upstream
+    /// refuses it.
+    Test {
+        /// The integration's namespace.
+        namespace: String,
+        #[command(flatten)]
+        local_network: LocalNetworkArg,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+    /// Remove an integration's connection.
     Remove {
         /// The integration's namespace.
         namespace: String,
@@ -235,8 +256,10 @@ pub struct LoginArgs {
     pub public: PublicOpts,
     /// Where the server listens (or, with none running, where this command
     /// serves the callback itself; `127.0.0.1:0` picks a free port).
-    #[arg(long, env = "EXECUTOR_LISTEN", default_value = "127.0.0.1:4788")]
-    pub listen: String,
+    /// Default: the public URL the server running on this store announced,
+    /// when it answers there, else 127.0.0.1:4788.
+    #[arg(long, env = "EXECUTOR_LISTEN")]
+    pub listen: Option<String>,
     /// Seconds to wait for the browser step.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -284,6 +307,20 @@ pub enum IntegrationsCommand {
     Refresh {
         /// The integration's namespace.
         namespace: String,
+        #[command(flatten)]
+        local_network: LocalNetworkArg,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+    /// Change an integration's settings; it is imported again from its
+    /// source with them, as a refresh.
+    Update {
+        /// The integration's namespace.
+        namespace: String,
+        /// An OpenAPI integration's base URL (over its document's
+        /// servers), or a GraphQL API's endpoint.
+        #[arg(long)]
+        base_url: Option<String>,
         #[command(flatten)]
         local_network: LocalNetworkArg,
         #[command(flatten)]

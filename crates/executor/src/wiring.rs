@@ -9,7 +9,7 @@ use executor_catalog::CatalogSource;
 use executor_engine::Engine;
 use executor_integrations::{Credentials, Kinds, StoreCatalogs};
 use executor_oauth::OAuth;
-use executor_ops::{Operations, Parts, Surface};
+use executor_ops::{LoginCallback, Operations, Parts, Surface};
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::{SecretError, SecretKey};
 use executor_store::{PgOptions, PgStore, SqliteStore, Store, StoreOptions};
@@ -99,6 +99,7 @@ pub(crate) fn operations_of(
     wired: &Wired,
     opts: &EngineOpts,
     surface: Surface,
+    login_callback: Option<LoginCallback>,
 ) -> Operations {
     Operations::new(Parts {
         kinds: kinds(
@@ -114,6 +115,7 @@ pub(crate) fn operations_of(
         engine: Some(wired.engine.clone()),
         http: opts.http(),
         surface,
+        login_callback,
     })
 }
 
@@ -152,6 +154,7 @@ pub(crate) fn command_operations(
         engine: None,
         http,
         surface: SHELL,
+        login_callback: None,
     }))
 }
 

@@ -206,7 +206,7 @@ fn post(body: &Value) -> OutboundRequest {
 
 /// GraphQL declares no auth schemes: a bearer token or API key goes as
 /// `Authorization: Bearer`, a user and password as Basic.
-fn placement(credential: &Credential) -> Option<Placement<'_>> {
+pub fn placement(credential: &Credential) -> Option<Placement<'_>> {
     match credential {
         Credential::None => None,
         Credential::Basic { username, password } => {

@@ -46,5 +46,5 @@ pub use model::{
     AuthMethod, BodySpec, FORMAT, HttpOperation, ImportOptions, ImportedIntegration, OAuthFlow,
     OAuthFlows, OperationTool, ParamLocation, ParamSpec, ParamStyle, SpecVersion,
 };
-pub use request::{call, check_args};
+pub use request::{call, check_args, credential_placement};
 pub use stored::{LoadError, StoredIntegration, format_of, load, tool_entries, upgrade};

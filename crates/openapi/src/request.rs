@@ -516,6 +516,16 @@ fn choose_auth_method<'a>(
         .copied()
 }
 
+/// Where `credential` goes in a request that names no operation (a
+/// connection test): the declared method that fits it, placed as a call
+/// would place it.
+pub fn credential_placement<'a>(
+    auth: &'a [AuthMethod],
+    credential: &'a Credential,
+) -> Option<Placement<'a>> {
+    placement(choose_auth_method(auth, None, credential), credential)
+}
+
 /// A username and password always go as Basic; a single secret goes where
 /// an API-key method says, else as a bearer token (bearer, OAuth2 and
 /// unknown schemes, or no declared method).

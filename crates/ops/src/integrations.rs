@@ -87,6 +87,14 @@ impl AddIntegration {
     }
 }
 
+/// What an update changes; what it leaves out stays.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateIntegration {
+    /// An OpenAPI integration's base URL (over the document's servers), or
+    /// a GraphQL API's endpoint.
+    pub base_url: Option<String>,
+}
+
 /// Import progress: operations done of the total.
 pub type Progress<'a> = &'a mut (dyn FnMut(usize, usize) + Send);
 
@@ -214,6 +222,35 @@ impl Operations {
     ) -> OpResult<IntegrationAdded> {
         let record = self.integration_record(actor, namespace).await?;
         let input = self.source_of(&record)?;
+        self.add_integration(actor, input, local_network, progress)
+            .await
+    }
+
+    /// Changes an integration's settings: it is imported again from its
+    /// source with them (as a refresh), so its tools follow.
+    pub async fn update_integration(
+        &self,
+        actor: &Actor,
+        namespace: &str,
+        update: UpdateIntegration,
+        local_network: bool,
+        progress: Progress<'_>,
+    ) -> OpResult<IntegrationAdded> {
+        let record = self.integration_record(actor, namespace).await?;
+        let mut input = self.source_of(&record)?;
+        if let Some(url) = update.base_url {
+            http_url(&url, "baseUrl")?;
+            match &mut input {
+                AddIntegration::OpenApi { base_url, .. } => *base_url = Some(url),
+                AddIntegration::Graphql { endpoint, .. } => *endpoint = url,
+                AddIntegration::Mcp { .. } => {
+                    return Err(OpError::invalid(
+                        "baseUrl",
+                        "an MCP server has no base URL: add it again with its new URL",
+                    ));
+                }
+            }
+        }
         self.add_integration(actor, input, local_network, progress)
             .await
     }

@@ -12,11 +12,13 @@
 //! reach the local network) is its [`Surface`].
 
 mod approvals;
+mod connection_test;
 mod connections;
 mod error;
 mod executions;
 mod identity;
 mod integrations;
+mod logins;
 mod paging;
 mod policies;
 mod sessions;
@@ -34,6 +36,7 @@ use executor_store::Store;
 use executor_store::secrets::SecretKey;
 
 pub use approvals::PendingApproval;
+pub use connection_test::ConnectionTest;
 pub use connections::{ConnectionStatus, CredentialInput, MIN_SECRET_BYTES, SetConnection};
 pub use error::{ErrorKind, OpError, OpResult};
 pub use executions::{CallResult, ExecutionDetail, ExecutionSummary, ListExecutions};
@@ -42,7 +45,10 @@ pub use executor_upstream::HttpTransport;
 pub use identity::{ActorChoice, LOCAL_OPERATOR};
 pub use integrations::{
     AddIntegration, DocumentSource, GraphqlSchemaSource, IntegrationAdded, IntegrationSummary,
-    MAX_SPEC_BYTES, McpEndpoint, Progress, document_source,
+    MAX_SPEC_BYTES, McpEndpoint, Progress, UpdateIntegration, document_source,
+};
+pub use logins::{
+    CallbackParams, LoginCallback, LoginFinished, LoginFlow, LoginStarted, LoginState, StartLogin,
 };
 pub use paging::{Listed, MAX_PAGE, PageAsk};
 pub use policies::{NewPolicy, Policy, PolicyEvaluation};
@@ -86,6 +92,9 @@ pub struct Parts {
     /// The outbound HTTP defaults of this process.
     pub http: HttpConfig,
     pub surface: Surface,
+    /// Where OAuth logins started here come back: a server's own
+    /// `/oauth/callback`; None where a caller must name one.
+    pub login_callback: Option<LoginCallback>,
 }
 
 /// Every operation, as methods; cheap to share behind an `Arc`.

@@ -46,7 +46,8 @@ pub use records::*;
 pub use revision_cache::RevisionCache;
 pub use roles::{
     AccountStore, CatalogStore, ConnectionStore, ExecutionStore, MAX_PAUSED_LISTED, NodeStore,
-    Notice, PolicyStore, SessionStore, Store, ToolCallStore, next_notice, now_ms,
+    Notice, PUBLIC_URL_ANNOUNCEMENT, PolicyStore, SessionStore, Store, ToolCallStore, next_notice,
+    now_ms,
 };
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;

@@ -168,6 +168,10 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
 }
 
+/// The announcement of the public URL the last server started on the
+/// store completes OAuth logins at (`<url>/oauth/callback`).
+pub const PUBLIC_URL_ANNOUNCEMENT: &str = "public_url";
+
 /// This process among the others on the store (SPEC §10): node leases,
 /// session leases, periodic jobs that run once across nodes, and notices.
 /// Lease times are the store's clock (Postgres: the database's), so nodes
@@ -220,6 +224,13 @@ pub trait NodeStore: Send + Sync + 'static {
         every_ms: i64,
         now_ms: i64,
     ) -> StoreResult<bool>;
+
+    /// Records what a server says of itself under `name` (the last
+    /// writer wins), e.g. [`PUBLIC_URL_ANNOUNCEMENT`].
+    async fn announce(&self, name: &str, value: &str) -> StoreResult<()>;
+
+    /// What was last announced under `name`, if anything.
+    async fn announced(&self, name: &str) -> StoreResult<Option<String>>;
 
     /// Changes other processes commit, as they happen (SPEC §10): on
     /// Postgres through `LISTEN/NOTIFY`. None where the store cannot push

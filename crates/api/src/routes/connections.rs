@@ -4,7 +4,10 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use executor_ops::{ConnectionStatus, CredentialInput, SetConnection};
+use executor_ops::{
+    ConnectionStatus, ConnectionTest, CredentialInput, LoginFlow, LoginStarted, LoginState,
+    SetConnection, StartLogin,
+};
 use executor_store::CredentialKind;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -15,7 +18,7 @@ use zeroize::Zeroizing;
 use crate::ApiState;
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
-use crate::extract::{Body, Params, Segment};
+use crate::extract::{Body, Params, Segment, Segments};
 use crate::page::{Page, PageQuery, page_of};
 
 pub(crate) fn router() -> OpenApiRouter<ApiState> {
@@ -26,6 +29,9 @@ pub(crate) fn router() -> OpenApiRouter<ApiState> {
             connection_status,
             remove_connection
         ))
+        .routes(routes!(test_connection))
+        .routes(routes!(start_login))
+        .routes(routes!(login_state))
 }
 
 /// A credential. Values are sealed on arrival and never returned.
@@ -185,4 +191,112 @@ async fn remove_connection(
         .remove_connection(&caller.actor, &namespace)
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Tests the connection with one request that changes nothing: an MCP
+/// server lists its tools, a GraphQL API answers `{ __typename }`, an
+/// OpenAPI API's base URL is fetched. A refusal is `ok: false`, not an
+/// error.
+#[utoipa::path(post, path = "/integrations/{namespace}/connection/test", tag = "connections",
+    params(("namespace" = String, Path, description = "The integration's namespace")),
+    responses(
+        (status = 200, description = "How the test went", body = ConnectionTest),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 403, description = "Not allowed on this server (a stdio command)", body = Problem),
+        (status = 404, description = "No such integration", body = Problem),
+        (status = 409, description = "The integration cannot be tested (no base URL, an unreadable record)", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn test_connection(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(namespace): Segment,
+) -> ApiResult<Json<ConnectionTest>> {
+    let local_network = state.ops.surface().allow_local_network;
+    Ok(Json(
+        state
+            .ops
+            .test_connection(&caller.actor, &namespace, local_network)
+            .await?,
+    ))
+}
+
+/// How to log in to an OAuth-protected integration; everything optional.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewLogin {
+    /// A client registered with the authorization server beforehand (else
+    /// the server's client metadata document, or dynamic registration).
+    client_id: Option<String>,
+    /// The secret of `clientId`, for a confidential client.
+    #[schema(value_type = Option<String>, format = Password)]
+    client_secret: Option<Zeroizing<String>>,
+    /// Scopes to ask for; default: what the server asks for.
+    #[serde(default)]
+    scopes: Vec<String>,
+    /// Default: client credentials when it is the only grant the server
+    /// offers, else authorization code.
+    flow: Option<LoginFlow>,
+    /// The authorization server, when nothing else names one.
+    issuer: Option<String>,
+    /// The RFC 8707 resource to ask tokens for.
+    resource: Option<String>,
+}
+
+/// Starts an OAuth login to the integration. With the authorization-code
+/// flow, a person opens `authorizationUrl`; this server's `/oauth/callback`
+/// completes the login, and `GET …/login/{loginId}` says how it ended.
+#[utoipa::path(post, path = "/integrations/{namespace}/connection/login", tag = "connections",
+    params(("namespace" = String, Path, description = "The integration's namespace")),
+    request_body = NewLogin,
+    responses(
+        (status = 200, description = "Connected at once, or the URL a person opens", body = LoginStarted),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 404, description = "No such integration", body = Problem),
+        (status = 409, description = "The integration has no login (a stdio server, no base URL)", body = Problem),
+        (status = 415, description = "The body is not JSON", body = Problem),
+        (status = 422, description = "A bad field, or the authorization server refused or cannot be reached", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn start_login(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(namespace): Segment,
+    Body(body): Body<NewLogin>,
+) -> ApiResult<Json<LoginStarted>> {
+    let ask = StartLogin {
+        namespace,
+        client_id: body.client_id,
+        client_secret: body
+            .client_secret
+            .map(|s| executor_store::secrets::SecretString::from(s.to_string())),
+        scopes: body.scopes,
+        flow: body.flow,
+        issuer: body.issuer,
+        resource: body.resource,
+        allow_local_network: state.ops.surface().allow_local_network,
+    };
+    Ok(Json(state.ops.start_login(&caller.actor, ask, None).await?))
+}
+
+/// How a login started by `POST …/connection/login` stands.
+#[utoipa::path(get, path = "/integrations/{namespace}/connection/login/{loginId}", tag = "connections",
+    params(
+        ("namespace" = String, Path, description = "The integration's namespace"),
+        ("loginId" = String, Path, description = "The `loginId` the start returned"),
+    ),
+    responses(
+        (status = 200, description = "Pending, connected or failed", body = LoginState),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn login_state(
+    State(state): State<ApiState>,
+    _caller: Caller,
+    Segments(_namespace, login_id): Segments,
+) -> ApiResult<Json<LoginState>> {
+    Ok(Json(state.ops.login_state(&login_id).await?))
 }

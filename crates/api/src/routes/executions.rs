@@ -37,6 +37,8 @@ pub enum Status {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ExecutionParams {
+    /// Only executions in this state.
+    #[param(inline)]
     pub status: Option<Status>,
     /// Executions of this MCP session.
     pub session: Option<String>,

@@ -1,5 +1,5 @@
 //! `/integrations`: add (from a URL or an uploaded document), preview,
-//! list, read, refresh, remove, and an integration's tools.
+//! list, read, update, refresh, remove, and an integration's tools.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use executor_ops::{
     AddIntegration, DocumentSource, GraphqlSchemaSource, HttpTransport, IntegrationAdded,
-    IntegrationSummary, McpEndpoint, ToolHit,
+    IntegrationSummary, McpEndpoint, ToolHit, UpdateIntegration,
 };
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -27,7 +27,11 @@ pub(crate) fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(list_integrations, add_integration))
         .routes(routes!(preview_integration))
-        .routes(routes!(get_integration, remove_integration))
+        .routes(routes!(
+            get_integration,
+            update_integration,
+            remove_integration
+        ))
         .routes(routes!(refresh_integration))
         .routes(routes!(integration_tools))
 }
@@ -276,6 +280,55 @@ async fn remove_integration(
         .remove_integration(&caller.actor, &namespace)
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// What to change; what is left out stays.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IntegrationChange {
+    /// An OpenAPI integration's base URL (over its document's servers), or
+    /// a GraphQL API's endpoint.
+    #[schema(pattern = "^https?://")]
+    base_url: Option<String>,
+}
+
+/// Changes the integration's settings; it is imported again from its
+/// source with them (as a refresh), so its tools follow.
+#[utoipa::path(patch, path = "/integrations/{namespace}", tag = "integrations",
+    params(("namespace" = String, Path, description = "The integration's namespace")),
+    request_body = IntegrationChange,
+    responses(
+        (status = 200, description = "Updated", body = IntegrationAdded),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 403, description = "Not allowed on this server (a file source, a command)", body = Problem),
+        (status = 404, description = "No such integration in the org", body = Problem),
+        (status = 409, description = "The stored record cannot be imported again by this release", body = Problem),
+        (status = 415, description = "The body is not JSON", body = Problem),
+        (status = 422, description = "A bad field, or the source cannot be read", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn update_integration(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(namespace): Segment,
+    Body(change): Body<IntegrationChange>,
+) -> ApiResult<Json<IntegrationAdded>> {
+    let local_network = state.ops.surface().allow_local_network;
+    let update = UpdateIntegration {
+        base_url: change.base_url,
+    };
+    let updated = state
+        .ops
+        .update_integration(
+            &caller.actor,
+            &namespace,
+            update,
+            local_network,
+            &mut |_, _| {},
+        )
+        .await?;
+    Ok(Json(updated))
 }
 
 /// Reads the integration's source again and replaces its tools.

@@ -35,6 +35,8 @@ pub enum Outcome {
 pub struct ToolCallParams {
     /// An exact tool path, or a prefix ending in `.` (`github.`).
     pub tool: Option<String>,
+    /// Only calls with this outcome.
+    #[param(inline)]
     pub outcome: Option<Outcome>,
     /// Calls of this MCP session.
     pub session: Option<String>,

@@ -1,7 +1,8 @@
-//! `executor connections …`: set, list and remove the credentials of
-//! integrations; secrets come from stdin or a file and are sealed at rest.
+//! `executor connections …`: set, list, show, test and remove the
+//! credentials of integrations; secrets come from stdin or a file and are sealed at rest.
 
 use executor_ops::{CredentialInput, Operations, SetConnection};
+use executor_store::CredentialKind;
 use zeroize::Zeroizing;
 
 use super::resolve_actor;
@@ -92,6 +93,38 @@ pub(crate) async fn connections(ops: &Operations, command: ConnectionsCommand) -
                 println!("{}\t{}\t{}", c.namespace, c.kind, c.stored);
             }
             Ok(())
+        }
+        ConnectionsCommand::Status { namespace, org } => {
+            let actor = resolve_actor(ops, &org).await?;
+            let status = ops.connection_status(&actor, &namespace).await?;
+            let state = if status.kind == CredentialKind::OAuth {
+                ops.describe_grant(&actor, &namespace).await?
+            } else {
+                status.stored
+            };
+            println!("{}\t{}\t{state}", status.namespace, status.kind);
+            Ok(())
+        }
+        ConnectionsCommand::Test {
+            namespace,
+            local_network,
+            org,
+        } => {
+            let actor = resolve_actor(ops, &org).await?;
+            let test = ops
+                .test_connection(&actor, &namespace, local_network.allowed)
+                .await?;
+            let verdict = if test.ok { "ok" } else { "failed" };
+            println!(
+                "{}\t{verdict}\t{}\t{} ms",
+                test.namespace, test.message, test.elapsed_ms
+            );
+            eprintln!("tried: {}", test.request);
+            if test.ok {
+                Ok(())
+            } else {
+                Err(format!("{namespace}'s connection did not work: {}", test.message).into())
+            }
         }
         ConnectionsCommand::Login(_) => Err("handled by login::login".into()),
         ConnectionsCommand::Remove { namespace, org } => {

@@ -3,7 +3,7 @@
 
 use executor_ops::{
     AddIntegration as Add, GraphqlSchemaSource, IntegrationAdded, IntegrationSummary, McpEndpoint,
-    OpError, Operations, document_source,
+    OpError, Operations, UpdateIntegration, document_source,
 };
 use executor_upstream::HttpTransport;
 
@@ -41,6 +41,30 @@ pub(crate) async fn integrations(ops: &Operations, command: IntegrationsCommand)
                 .refresh_integration(&actor, &namespace, local_network.allowed, &mut progress)
                 .await;
             print_added(refreshed?);
+            Ok(())
+        }
+        IntegrationsCommand::Update {
+            namespace,
+            base_url,
+            local_network,
+            org,
+        } => {
+            let actor = resolve_actor(ops, &org).await?;
+            if base_url.is_none() {
+                return Err("nothing to change: give --base-url".into());
+            }
+            let update = UpdateIntegration { base_url };
+            let mut progress = progress_printer(namespace.clone());
+            let updated = ops
+                .update_integration(
+                    &actor,
+                    &namespace,
+                    update,
+                    local_network.allowed,
+                    &mut progress,
+                )
+                .await;
+            print_added(updated?);
             Ok(())
         }
         IntegrationsCommand::Remove { namespace, org } => {

@@ -7,19 +7,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_integrations::IntegrationKind;
-use executor_oauth::{
-    Challenge, Declared, Flow, Grant, LoginOptions, LoginTarget, OAuth, Resource, Started,
+use executor_oauth::OAuth;
+use executor_ops::{
+    CallbackParams, LoginCallback, LoginStarted, LoginState, Operations, StartLogin,
 };
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::SecretString;
-use executor_store::{CredentialKind, Store, now_ms};
+use executor_store::{PUBLIC_URL_ANNOUNCEMENT, Store};
 use executor_wire::{CallbackPage, CallbackQuery, OAuthCallbacks};
 use futures::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-use executor_ops::Operations;
+use tokio::net::TcpListener;
 
 use super::resolve_actor;
 use crate::AnyResult;
@@ -47,15 +44,9 @@ pub(crate) fn public_url(public: &PublicOpts, listen: SocketAddr) -> String {
     }
 }
 
-/// Where our client ID metadata document is published, if anywhere: the
-/// flag, else our own route when the public URL is https (the draft wants
-/// an https URL with a path).
-fn client_metadata_url(public: &PublicOpts, public_url: &str) -> Option<String> {
-    public.oauth_client_metadata_url.clone().or_else(|| {
-        public_url
-            .starts_with("https://")
-            .then(|| format!("{public_url}/oauth/client-metadata.json"))
-    })
+/// Where logins started with these options come back.
+pub(crate) fn login_callback(public: &PublicOpts, public_url: &str) -> LoginCallback {
+    LoginCallback::at(public_url, public.oauth_client_metadata_url.clone())
 }
 
 /// What completes a login in this process: the code exchange, then the
@@ -64,8 +55,7 @@ pub(crate) struct Callbacks {
     pub oauth: Arc<OAuth>,
     pub ops: Arc<Operations>,
     pub http: Arc<HttpClient>,
-    /// The metadata document's URL and our redirect URI, when published.
-    pub metadata: Option<(String, String)>,
+    pub callback: LoginCallback,
     /// Woken when a login completes here (the login command waits on it).
     pub settled: Arc<tokio::sync::Notify>,
 }
@@ -75,57 +65,47 @@ impl Callbacks {
         oauth: Arc<OAuth>,
         ops: Arc<Operations>,
         http: Arc<HttpClient>,
-        public: &PublicOpts,
-        public_url: &str,
+        callback: LoginCallback,
     ) -> Self {
-        let redirect_uri = format!("{public_url}/oauth/callback");
-        let metadata = client_metadata_url(public, public_url).map(|url| (url, redirect_uri));
         Callbacks {
             oauth,
             ops,
             http,
-            metadata,
+            callback,
             settled: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
     async fn complete(&self, query: CallbackQuery) -> CallbackPage {
-        let finished = self
-            .oauth
-            .finish_login(
-                query.code.as_deref(),
-                query.state.as_deref(),
-                query.iss.as_deref(),
-                query.error.as_deref(),
-            )
-            .await;
-        let finished = match finished {
-            Ok(finished) => finished,
+        let params = CallbackParams {
+            code: query.code.as_deref(),
+            state: query.state.as_deref(),
+            iss: query.iss.as_deref(),
+            error: query.error.as_deref(),
+        };
+        let finished = self.ops.finish_login(&self.oauth, &self.http, params).await;
+        self.settled.notify_waiters();
+        match finished {
+            Ok(finished) => {
+                tracing::info!(namespace = %finished.namespace, "an OAuth login completed");
+                CallbackPage {
+                    ok: true,
+                    message: match finished.note {
+                        None => format!(
+                            "{} is connected; you can close this tab.",
+                            finished.namespace
+                        ),
+                        Some(note) => format!("{} is connected, but {note}", finished.namespace),
+                    },
+                }
+            }
             Err(e) => {
-                self.settled.notify_waiters();
                 tracing::warn!(error = %e, "an OAuth login failed at its callback");
-                return CallbackPage {
+                CallbackPage {
                     ok: false,
                     message: format!("The login failed: {e}"),
-                };
+                }
             }
-        };
-        let note = after_login(&self.ops, &self.http, &finished.org_id, &finished.namespace)
-            .await
-            .err();
-        let state = query.state.unwrap_or_default();
-        self.oauth.settle_login(&state, Ok(()), note.clone()).await;
-        self.settled.notify_waiters();
-        tracing::info!(namespace = %finished.namespace, "an OAuth login completed");
-        CallbackPage {
-            ok: true,
-            message: match note {
-                None => format!(
-                    "{} is connected; you can close this tab.",
-                    finished.namespace
-                ),
-                Some(note) => format!("{} is connected, but {note}", finished.namespace),
-            },
         }
     }
 }
@@ -136,103 +116,11 @@ impl OAuthCallbacks for Callbacks {
     }
 
     fn client_metadata(&self) -> Option<serde_json::Value> {
-        let (url, redirect_uri) = self.metadata.as_ref()?;
-        Some(executor_oauth::client_metadata_document(url, redirect_uri))
-    }
-}
-
-/// After a login: an MCP server's tools, listed with the new token (they
-/// were unknown while it needed a login). Err says why not, for a note.
-async fn after_login(
-    ops: &Operations,
-    http: &HttpClient,
-    org_id: &str,
-    namespace: &str,
-) -> Result<(), String> {
-    let records = ops
-        .store()
-        .list_integrations(org_id, true)
-        .await
-        .map_err(|e| e.to_string())?;
-    let Some(record) = records.into_iter().find(|r| r.namespace == namespace) else {
-        return Ok(());
-    };
-    if record.integration_kind() != Ok(IntegrationKind::Mcp) {
-        return Ok(());
-    }
-    let endpoint = executor_upstream::load(&record.document)?.endpoint;
-    ops.sync_mcp(org_id, namespace, &endpoint, http)
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("its tools could not be listed: {e}"))
-}
-
-/// What a login is for, from the integration's stored record.
-async fn login_target(store: &dyn Store, org_id: &str, namespace: &str) -> AnyResult<LoginTarget> {
-    let records = store.list_integrations(org_id, true).await?;
-    let record = records
-        .into_iter()
-        .find(|r| r.namespace == namespace)
-        .ok_or_else(|| format!("no integration named {namespace:?}: add it first"))?;
-    let resource = match record.integration_kind() {
-        Ok(IntegrationKind::Mcp) => {
-            let (url, challenge) = executor_upstream::login_resource(&record.document)?
-                .ok_or_else(|| format!("{namespace} is a stdio MCP server: it has no login"))?;
-            Resource::Mcp {
-                url,
-                challenge: challenge.as_deref().and_then(Challenge::parse),
-            }
-        }
-        Ok(IntegrationKind::OpenApi) => {
-            let stored = executor_openapi::load(&record.document)
-                .map_err(|e| format!("{namespace} cannot be logged in to: {e}"))?;
-            let url = record.base_url.clone().ok_or_else(|| {
-                format!("{namespace} has no base URL: add it again with --base-url")
-            })?;
-            Resource::Api {
-                url,
-                declared: declared_oauth(&stored.auth_methods),
-                probe_body: None,
-            }
-        }
-        Ok(IntegrationKind::Graphql) => Resource::Api {
-            url: record
-                .base_url
-                .clone()
-                .ok_or_else(|| format!("{namespace} has no endpoint"))?,
-            declared: Declared::default(),
-            probe_body: Some(r#"{"query":"{ __typename }"}"#.into()),
-        },
-        Err(e) => return Err(format!("{namespace} cannot be logged in to: {e}").into()),
-    };
-    Ok(LoginTarget {
-        org_id: org_id.to_string(),
-        namespace: namespace.to_string(),
-        resource,
-    })
-}
-
-/// What an OpenAPI document's first OAuth scheme declares.
-fn declared_oauth(methods: &[executor_openapi::AuthMethod]) -> Declared {
-    let Some(executor_openapi::AuthMethod::OAuth2 {
-        flows,
-        openid_connect_url,
-        required_scopes,
-        ..
-    }) = methods
-        .iter()
-        .find(|m| matches!(m, executor_openapi::AuthMethod::OAuth2 { .. }))
-    else {
-        return Declared::default();
-    };
-    let flows = flows.clone().unwrap_or_default();
-    let code = flows.authorization_code.unwrap_or_default();
-    Declared {
-        authorization_url: code.authorization_url,
-        token_url: code.token_url,
-        client_credentials_token_url: flows.client_credentials.and_then(|f| f.token_url),
-        openid_connect_url: openid_connect_url.clone(),
-        scopes: required_scopes.clone(),
+        let url = self.callback.client_metadata_url.as_ref()?;
+        Some(executor_oauth::client_metadata_document(
+            url,
+            &self.callback.redirect_uri,
+        ))
     }
 }
 
@@ -253,58 +141,45 @@ pub(crate) async fn login(
         global,
         true,
     )?);
-    let org_id = resolve_actor(&ops, &args.org).await?.org_id;
+    let actor = resolve_actor(&ops, &args.org).await?;
     let namespace = args.namespace.clone();
-    let target = login_target(store.as_ref(), &org_id, &namespace).await?;
     let client_secret = if args.client_secret_stdin {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-            .map_err(|e| format!("cannot read the client secret from standard input: {e}"))?;
-        let secret = SecretString::from(text.trim_end_matches(['\n', '\r']).to_string());
-        if secret.expose().is_empty() {
-            return Err("the client secret is empty".into());
-        }
-        Some(secret)
+        Some(read_client_secret()?)
     } else {
         None
     };
-    let key = Arc::new(crate::wiring::load_secret_key(global)?);
     let http = Arc::new(HttpClient::new(HttpConfig {
         allow_local_network: args.local_network.allowed,
         ..HttpConfig::default()
     })?);
-    let oauth = Arc::new(OAuth::new(store.clone(), key.clone(), (*http).clone()));
-    let (completer, public_url) = completer(&args).await?;
-    let callbacks = Arc::new(Callbacks::new(
-        oauth.clone(),
-        ops.clone(),
-        http.clone(),
-        &args.public,
-        &public_url,
-    ));
-    let options = LoginOptions {
+    let (completer, public_url) = completer(store.as_ref(), &args).await?;
+    let callback = login_callback(&args.public, &public_url);
+    let ask = StartLogin {
+        namespace: namespace.clone(),
         client_id: args.client_id.clone(),
         client_secret,
         scopes: args.scopes.clone(),
         flow: args.flow.map(|f| match f {
-            LoginFlow::AuthorizationCode => Flow::AuthorizationCode,
-            LoginFlow::ClientCredentials => Flow::ClientCredentials,
+            LoginFlow::AuthorizationCode => executor_ops::LoginFlow::AuthorizationCode,
+            LoginFlow::ClientCredentials => executor_ops::LoginFlow::ClientCredentials,
         }),
-        redirect_uri: format!("{public_url}/oauth/callback"),
-        client_metadata_url: client_metadata_url(&args.public, &public_url),
         issuer: args.issuer.clone(),
         resource: args.resource.clone(),
+        allow_local_network: args.local_network.allowed,
     };
-    match oauth.start_login(&target, options).await? {
-        Started::Done(_) => {
-            if let Err(note) = after_login(&ops, &http, &org_id, &namespace).await {
+    match ops.start_login(&actor, ask, Some(&callback)).await? {
+        LoginStarted::Connected { note, .. } => {
+            if let Some(note) = note {
                 eprintln!("note: {namespace} is connected, but {note}");
             }
         }
-        Started::Browser {
+        LoginStarted::Browser {
             authorization_url,
-            state_hash,
+            login_id,
         } => {
+            let key = Arc::new(crate::wiring::load_secret_key(global)?);
+            let oauth = Arc::new(OAuth::new(store.clone(), key, (*http).clone()));
+            let callbacks = Arc::new(Callbacks::new(oauth, ops.clone(), http, callback));
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let settled = callbacks.settled.clone();
             let serving = match completer {
@@ -320,14 +195,15 @@ pub(crate) async fn login(
             println!("{authorization_url}");
             let _ = std::io::stdout().flush();
             eprintln!(
-                "Open the URL above in a browser to log in to {namespace}; waiting up to {} s",
+                "Open the URL above in a browser to log in to {namespace} (the server at \
+                 {public_url} completes it); waiting up to {} s",
                 args.timeout
             );
             if !args.no_browser {
                 open_browser(&authorization_url);
             }
             let timeout = Duration::from_secs(args.timeout);
-            let waited = wait_for_outcome(&oauth, &state_hash, &settled, timeout).await;
+            let waited = wait_for_outcome(&ops, &login_id, &settled, timeout).await;
             let _ = stop.send(());
             if let Some(serving) = serving {
                 let _ = serving.await;
@@ -337,12 +213,38 @@ pub(crate) async fn login(
             }
         }
     }
-    print_status(store.as_ref(), &org_id, &namespace).await
+    let grant = ops.describe_grant(&actor, &namespace).await?;
+    println!("{namespace}\toauth\t{grant}");
+    Ok(())
 }
 
-/// Binds `--listen` to serve the callback, or finds the server there.
-/// A public URL on another host is served by the server behind it.
-async fn completer(args: &LoginArgs) -> AnyResult<(Completer, String)> {
+fn read_client_secret() -> AnyResult<SecretString> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|e| format!("cannot read the client secret from standard input: {e}"))?;
+    let secret = SecretString::from(text.trim_end_matches(['\n', '\r']).to_string());
+    if secret.expose().is_empty() {
+        return Err("the client secret is empty".into());
+    }
+    Ok(secret)
+}
+
+/// Where a login command listens when nothing else is said.
+const DEFAULT_LISTEN: &str = "127.0.0.1:4788";
+
+/// Who completes the login and at which public URL: the server running on
+/// this store (the URL it announced, when it answers there), else this
+/// command on `--listen` or the server found there. A public URL on another
+/// host is served by the server behind it.
+async fn completer(store: &dyn Store, args: &LoginArgs) -> AnyResult<(Completer, String)> {
+    if args.public.public_url.is_none() && args.listen.is_none() {
+        let announced = store.announced(PUBLIC_URL_ANNOUNCEMENT).await?;
+        if let Some(url) = announced
+            && server_answers(&url).await
+        {
+            return Ok((Completer::Server, url));
+        }
+    }
     let loopback_public = args.public.public_url.as_deref().is_none_or(|url| {
         url::Url::parse(url)
             .ok()
@@ -352,10 +254,10 @@ async fn completer(args: &LoginArgs) -> AnyResult<(Completer, String)> {
             })
             .unwrap_or(false)
     });
-    let listen: SocketAddr = args
-        .listen
+    let listen_text = args.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let listen: SocketAddr = listen_text
         .parse()
-        .map_err(|_| format!("--listen {:?} is not an address:port", args.listen))?;
+        .map_err(|_| format!("--listen {listen_text:?} is not an address:port"))?;
     if !loopback_public {
         return Ok((Completer::Server, public_url(&args.public, listen)));
     }
@@ -365,7 +267,7 @@ async fn completer(args: &LoginArgs) -> AnyResult<(Completer, String)> {
             Ok((Completer::Here(listener), public_url(&args.public, bound)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            if server_is_healthy(listen).await {
+            if server_answers(&format!("http://{listen}")).await {
                 Ok((Completer::Server, public_url(&args.public, listen)))
             } else {
                 Err(format!(
@@ -379,30 +281,27 @@ async fn completer(args: &LoginArgs) -> AnyResult<(Completer, String)> {
     }
 }
 
-/// `GET /healthz` answers `ok`: an executor server (or another login)
+/// `GET <url>/healthz` answers `ok`: an executor server (or another login)
 /// listens there and completes logins.
-async fn server_is_healthy(addr: SocketAddr) -> bool {
-    let attempt = async {
-        let mut stream = TcpStream::connect(addr).await.ok()?;
-        let request = format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut answer = Vec::new();
-        stream.take(4096).read_to_end(&mut answer).await.ok()?;
-        let text = String::from_utf8_lossy(&answer);
-        let status_ok = text.split(' ').nth(1) == Some("200");
-        Some(text.starts_with("HTTP/1.") && status_ok && text.trim_end().ends_with("ok"))
+async fn server_answers(url: &str) -> bool {
+    let Ok(client) = HttpClient::new(HttpConfig {
+        allow_local_network: true,
+        ..HttpConfig::default()
+    }) else {
+        return false;
     };
-    tokio::time::timeout(Duration::from_secs(2), attempt)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(false)
+    let health = format!("{}/healthz", url.trim_end_matches('/'));
+    let asked = client.fetch_document(&health, 64);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), asked).await,
+        Ok(Ok(body)) if body.trim() == "ok"
+    )
 }
 
 /// Polls the pending login until it is settled: Ok(note) or its error.
 async fn wait_for_outcome(
-    oauth: &OAuth,
-    state_hash: &str,
+    ops: &Operations,
+    login_id: &str,
     settled_here: &tokio::sync::Notify,
     timeout: Duration,
 ) -> AnyResult<Option<String>> {
@@ -410,8 +309,12 @@ async fn wait_for_outcome(
     loop {
         // Registered before the read, so a completion in between still wakes us.
         let woken = settled_here.notified();
-        if let Some(outcome) = oauth.login_outcome(state_hash).await? {
-            return outcome.map_err(|e| format!("the login failed: {e}").into());
+        match ops.login_state(login_id).await? {
+            LoginState::Pending => {}
+            LoginState::Connected { note } => return Ok(note),
+            LoginState::Failed { message } => {
+                return Err(format!("the login failed: {message}").into());
+            }
         }
         if Instant::now() >= deadline {
             return Err(format!(
@@ -448,16 +351,4 @@ fn open_browser(url: &str) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
-}
-
-/// `NS  oauth  ready  scopes=…  expires_in=…s`.
-async fn print_status(store: &dyn Store, org_id: &str, namespace: &str) -> AnyResult<()> {
-    let record = store
-        .get_connection(org_id, namespace)
-        .await?
-        .filter(|c| c.kind == CredentialKind::OAuth)
-        .ok_or("the login completed but no OAuth connection was saved")?;
-    let grant = Grant::from_record(&record)?;
-    println!("{namespace}\toauth\t{}", grant.describe(now_ms()));
-    Ok(())
 }

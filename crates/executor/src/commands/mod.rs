@@ -83,7 +83,7 @@ fn engine_operations(
     opts: &EngineOpts,
 ) -> AnyResult<Operations> {
     let wired = wire_engine(store.clone(), global, opts)?;
-    Ok(operations_of(store, &wired, opts, SHELL))
+    Ok(operations_of(store, &wired, opts, SHELL, None))
 }
 
 /// Who a command acts for: see [`Operations::resolve_actor`].

@@ -8,8 +8,8 @@ use std::time::Duration;
 use executor_api::ApiState;
 use executor_mcp::McpServer;
 use executor_sessions::Sessions;
-use executor_store::Store;
 use executor_store::tokens::TokenCache;
+use executor_store::{PUBLIC_URL_ANNOUNCEMENT, Store};
 use executor_wire::App;
 
 use crate::AnyResult;
@@ -22,12 +22,6 @@ pub(crate) async fn serve(
     opts: ServeOpts,
 ) -> AnyResult<()> {
     let wired = wire_engine(store.clone(), global, &opts.engine)?;
-    let ops = Arc::new(operations_of(
-        store.clone(),
-        &wired,
-        &opts.engine,
-        opts.engine.api_surface(),
-    ));
     let outbound = &wired.outbound;
     let server = Arc::new(McpServer::new(wired.engine.clone()));
     let listener = tokio::net::TcpListener::bind(&opts.listen)
@@ -40,6 +34,19 @@ pub(crate) async fn serve(
             )
         })?;
     let local = listener.local_addr()?;
+    let public_url = super::login::public_url(&opts.public, local);
+    let login_callback = super::login::login_callback(&opts.public, &public_url);
+    let ops = Arc::new(operations_of(
+        store.clone(),
+        &wired,
+        &opts.engine,
+        opts.engine.api_surface(),
+        Some(login_callback.clone()),
+    ));
+    // `connections login` on this store sends its browser here.
+    if let Err(e) = store.announce(PUBLIC_URL_ANNOUNCEMENT, &public_url).await {
+        tracing::warn!(error = %e, "could not record this server's public URL in the store");
+    }
     let node_url = opts.node_url(local, global.shared_store())?;
     let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));
     // Background loops end when `stop` flips, after the drain; serve awaits them.
@@ -54,13 +61,11 @@ pub(crate) async fn serve(
                 .apply_posted_decisions(stopped),
         ),
     ];
-    let public_url = super::login::public_url(&opts.public, local);
     let callbacks = super::login::Callbacks::new(
         outbound.oauth.clone(),
         ops.clone(),
         outbound.http.clone(),
-        &opts.public,
-        &public_url,
+        login_callback,
     );
     let tokens: Arc<TokenCache> = Default::default();
     let api = executor_api::router(ApiState {

@@ -39,6 +39,25 @@ impl NodeStore for PgStore {
         tx.commit().await.map_err(db_error)
     }
 
+    async fn announce(&self, name: &str, value: &str) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO announcements (name, value, updated_at) \
+             VALUES ($1, $2, executor_now_ms()) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value, \
+             updated_at = excluded.updated_at",
+            &[&name, &value],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn announced(&self, name: &str) -> StoreResult<Option<String>> {
+        let row = self
+            .query_opt("SELECT value FROM announcements WHERE name = $1", &[&name])
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool> {
         let n = self
             .execute(

@@ -23,6 +23,29 @@ impl NodeStore for SqliteStore {
             .await
     }
 
+    async fn announce(&self, name: &str, value: &str) -> StoreResult<()> {
+        let (name, value) = (name.to_string(), value.to_string());
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO announcements (name, value, updated_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value, \
+                     updated_at = excluded.updated_at",
+                )?
+                .execute(params![name, value, now_ms()])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn announced(&self, name: &str) -> StoreResult<Option<String>> {
+        self.read_one(
+            "SELECT value FROM announcements WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+    }
+
     async fn heartbeat_node(&self, id: &str, ttl_ms: i64) -> StoreResult<bool> {
         let id = id.to_string();
         self.writer

@@ -249,6 +249,16 @@ CREATE INDEX executions_org_started ON executions(org_id, started_at, id);
 CREATE INDEX executions_started ON executions(started_at, id);
 CREATE INDEX sessions_org_activity ON sessions(org_id, last_activity_at, id);
 "#,
+    // What servers announce about themselves (`NodeStore::announce`): the
+    // public URL a running server completes OAuth logins at, read by
+    // `connections login` on the same store.
+    r#"
+CREATE TABLE announcements (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+"#,
 ];
 
 pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {
