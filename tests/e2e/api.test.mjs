@@ -6,7 +6,7 @@
 // Parity: what the API changes the CLI sees at once, and the reverse.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, recordingUpstream } from "./harness.mjs";
+import { startServer, recordingUpstream, post, rpc, NEWEST_SESSION_VERSION } from "./harness.mjs";
 
 const SECRET = "api-SECRET-bearer-0123456789abcdef";
 
@@ -316,5 +316,30 @@ test("api: parity across two nodes on one store — a change through one node's 
     assert.equal((await a("GET", "/integrations/twin")).status, 404);
   } finally {
     await peer.cleanup();
+  }
+});
+
+test("api: a token past its rate gets 429 with Retry-After, and the same token's MCP requests still answer", async () => {
+  const limited = await startServer({ args: ["--api-rate", "1", "--api-burst", "3"] });
+  try {
+    const token = limited.mint("rate@api.test");
+    const statuses = [];
+    let refused;
+    for (let i = 0; i < 6; i++) {
+      const res = await fetch(`${limited.base}/api/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+      statuses.push(res.status);
+      if (res.status === 429) refused = { retryAfter: res.headers.get("retry-after"), type: res.headers.get("content-type"), body: await res.json() };
+      else await res.text();
+    }
+    assert.deepEqual(statuses.slice(0, 3), [200, 200, 200], "the burst is served");
+    assert.ok(statuses.includes(429), `past the burst: ${statuses}`);
+    assert.match(refused.type, /application\/problem\+json/);
+    assert.ok(Number(refused.retryAfter) >= 1, `Retry-After: ${refused.retryAfter}`);
+    assert.equal(refused.body.status, 429);
+    // The API's bucket is the API's: the MCP endpoint answers the same token.
+    const init = await post(limited, rpc("initialize", { protocolVersion: NEWEST_SESSION_VERSION, capabilities: {}, clientInfo: { name: "rate", version: "1" } }), { bearer: token });
+    assert.equal(init.status, 200, init.text);
+  } finally {
+    await limited.cleanup();
   }
 });
