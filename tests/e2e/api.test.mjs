@@ -159,6 +159,24 @@ test("api: a full setup — upload a document, set its credential, add a policy,
   assert.ok(completed.json.items.every((x) => x.status === "completed"));
 });
 
+test("api: tools/call is the operator's own call — an approval-gated tool runs at once, approved by the caller; block still applies", async () => {
+  // After the full setup: shop.orders.createOrder needs approval, listOrders is blocked.
+  const before = upstream.seen.filter((r) => r.method === "POST").length;
+  const called = await api(alice, "POST", "/tools/call", { path: "shop.orders.createOrder", input: { body: { item: "scone" } } });
+  assert.equal(called.status, 200, called.text);
+  assert.equal(called.json.isError, false, called.text);
+  assert.equal(called.json.pausedExecutionId ?? null, null, "it did not pause");
+  assert.equal(upstream.seen.filter((r) => r.method === "POST").length, before + 1, "the upstream got the call");
+  const me = (await api(alice, "GET", "/me")).json;
+  const [call] = (await api(alice, "GET", "/tool-calls?tool=shop.orders.createOrder&limit=1")).json.items;
+  assert.equal(call.approval, "approved");
+  assert.equal(call.decidedBy, me.accountId, "the caller approved it by calling");
+  assert.equal(call.approvalWaitMs, 0);
+  const blocked = await api(alice, "POST", "/tools/call", { path: "shop.orders.listOrders", input: {} });
+  assert.equal(blocked.status, 200, blocked.text);
+  assert.match(blocked.text, /tool_blocked/);
+});
+
 test("api: errors are problems naming the field; no token gets 401 with how to get one", async () => {
   const bad = await api(alice, "POST", "/policies", { pattern: "shop.*", acton: "block" });
   assert.equal(bad.status, 422);

@@ -799,6 +799,10 @@ pub struct SavedExecution {
     /// resumed in this process, not replayed after a restart.
     #[serde(default, rename = "journalDropped")]
     pub journal_dropped: bool,
+    /// The operator's own call (`ApprovalMode::GivenByCaller`): what needs
+    /// approval is approved by the caller, in a replay too.
+    #[serde(default, rename = "approvedByCaller")]
+    pub approved_by_caller: bool,
 }
 
 /// Where an execution that has paused stands: its lifecycle, one state at
@@ -866,6 +870,11 @@ impl SavedExecution {
         executor_call::CallContext {
             principal: self.owner.clone(),
             session_id: self.session_id.clone(),
+            approval: if self.approved_by_caller {
+                executor_call::ApprovalMode::GivenByCaller
+            } else {
+                executor_call::ApprovalMode::AskAHuman
+            },
         }
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
-use executor_call::CallContext;
+use executor_call::{ApprovalMode, CallContext};
 use executor_catalog::describe;
 use executor_catalog::{
     Catalog, ComposeLimits, Definitions, HostBudget, HostHold, ToolError, ToolInvocation,
@@ -329,7 +329,13 @@ impl BridgeInner {
         if let Err(refused) = tool.invoker.check(&tool, &args) {
             return Ok(Err(refused));
         }
-        if action == PolicyAction::RequireApproval {
+        if action == PolicyAction::RequireApproval
+            && self.ctx.approval == ApprovalMode::GivenByCaller
+        {
+            // The operator calling one tool by name approves it by calling.
+            audit.approval = Some(ApprovalDecision::Approved);
+            audit.decided_by = Some(self.ctx.principal.account_id.clone());
+        } else if action == PolicyAction::RequireApproval {
             // Measured apart: the wait is not the call's duration.
             let waiting = Instant::now();
             let decision = self.gate.decide(index, path, &args).await;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_call::{Action, ApprovalPrompt, CallContext, Reply, args_preview};
+use executor_call::{Action, ApprovalMode, ApprovalPrompt, CallContext, Reply, args_preview};
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
     ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice, StoreError,
@@ -148,6 +148,7 @@ impl Engine {
             journal: Vec::new(),
             decided: Vec::new(),
             journal_dropped: false,
+            approved_by_caller: ctx.approval == ApprovalMode::GivenByCaller,
         };
         match self.start(saved, None, slot, None, reply).await {
             Ok(live) => {

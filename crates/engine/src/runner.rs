@@ -290,6 +290,7 @@ mod tests {
             let ctx = CallContext {
                 principal: Principal { account_id: "acc_1".into(), org_id: "org_1".into() },
                 session_id: Some("sess_1".into()),
+                approval: Default::default(),
             };
             let trace = ToolCallTrace {
                 index: 3,

@@ -64,6 +64,7 @@ async fn a_program_runs_while_its_catalog_is_read() {
     let ctx = CallContext {
         principal,
         session_id: None,
+        approval: Default::default(),
     };
 
     // The read never answers while the gate is shut: a run that waited for

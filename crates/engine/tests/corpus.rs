@@ -124,6 +124,7 @@ async fn every_corpus_case_renders_exactly() {
     let ctx = CallContext {
         principal,
         session_id: None,
+        approval: Default::default(),
     };
     let mut failures = Vec::new();
     for case in &cases {

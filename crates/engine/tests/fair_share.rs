@@ -107,6 +107,7 @@ async fn ctx(store: &Arc<dyn Store>, email: &str) -> CallContext {
     CallContext {
         principal: store.ensure_account(email, None).await.unwrap(),
         session_id: None,
+        approval: Default::default(),
     }
 }
 

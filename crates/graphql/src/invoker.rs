@@ -423,6 +423,7 @@ mod tests {
                     org_id: "org".into(),
                 },
                 session_id: None,
+                approval: Default::default(),
             },
             catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
             policies: Arc::new(Vec::new()),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use executor_call::{Action, CallContext};
+use executor_call::{Action, ApprovalMode, CallContext};
 use executor_engine::{CoreTool, ToolOutcome};
 use executor_store::{ExecutionFilter, ExecutionRecord, ExecutionStatus, PageKey};
 
@@ -130,6 +130,17 @@ impl CallResult {
 impl Operations {
     /// Runs `code` as `actor`, as `execute` would, without an MCP session.
     pub async fn run_code(&self, actor: &Actor, code: &str) -> OpResult<CallResult> {
+        self.run_code_as(actor, code, ApprovalMode::AskAHuman).await
+    }
+
+    /// Runs `code` as [`Operations::run_code`], with calls that need
+    /// approval waiting for a human or approved by the caller.
+    pub(crate) async fn run_code_as(
+        &self,
+        actor: &Actor,
+        code: &str,
+        approval: ApprovalMode,
+    ) -> OpResult<CallResult> {
         if code.is_empty() {
             return Err(OpError::invalid("code", "the code is empty"));
         }
@@ -137,6 +148,7 @@ impl Operations {
         let ctx = CallContext {
             principal: actor.clone(),
             session_id: None,
+            approval,
         };
         let outcome = engine
             .call_tool(&ctx, CoreTool::Execute, &json!({ "code": code }))

@@ -40,6 +40,8 @@ pub use connection_test::ConnectionTest;
 pub use connections::{ConnectionStatus, CredentialInput, MIN_SECRET_BYTES, SetConnection};
 pub use error::{ErrorKind, OpError, OpResult};
 pub use executions::{CallResult, ExecutionDetail, ExecutionSummary, ListExecutions};
+/// Whether a tool call that needs approval waits for a human.
+pub use executor_call::ApprovalMode;
 /// How an MCP server over HTTP is spoken to (an input of [`McpEndpoint`]).
 pub use executor_upstream::HttpTransport;
 pub use identity::{ActorChoice, LOCAL_OPERATOR};

@@ -5,6 +5,8 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use executor_call::ApprovalMode;
+
 use crate::executions::CallResult;
 use crate::{Actor, OpError, OpResult, Operations};
 
@@ -71,12 +73,16 @@ impl Operations {
     }
 
     /// Calls one tool as `actor`: a one-line program, so that the call
-    /// meets the policies, the approval and the record any call meets.
+    /// meets the policies, the validation and the record any call meets.
+    /// `approval`: whether a call that needs approval waits for a human
+    /// (`executor call`) or counts as approved by the caller (the API's
+    /// `tools/call`, SPEC §13); `block` applies either way.
     pub async fn call_tool(
         &self,
         actor: &Actor,
         path: &str,
         input: &Value,
+        approval: ApprovalMode,
     ) -> OpResult<CallResult> {
         if !input.is_object() {
             return Err(OpError::invalid("input", "the input must be a JSON object"));
@@ -87,6 +93,6 @@ impl Operations {
             .map(|segment| format!("[{}]", Value::from(segment)))
             .collect();
         let code = format!("return await tools{accessor}({input});");
-        self.run_code(actor, &code).await
+        self.run_code_as(actor, &code, approval).await
     }
 }

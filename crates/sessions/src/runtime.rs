@@ -63,6 +63,7 @@ impl Runtime {
         let ctx = CallContext {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
+            approval: Default::default(),
         };
         let protocol_version = ProtocolVersion::negotiate(Some(&record.protocol_version));
         Runtime {

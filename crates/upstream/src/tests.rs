@@ -159,6 +159,7 @@ async fn call_ping(url: &str, transport: HttpTransport, allow_local_network: boo
                 org_id: "org".into(),
             },
             session_id: None,
+            approval: Default::default(),
         },
         catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
         policies: Arc::new(Vec::new()),

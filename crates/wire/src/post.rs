@@ -248,6 +248,7 @@ async fn post_sessionless(
     let ctx = CallContext {
         principal,
         session_id: None,
+        approval: Default::default(),
     };
     if app.server().refused_for_load(&ctx, &req) {
         return Err(WireError::Overloaded);

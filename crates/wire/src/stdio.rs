@@ -17,6 +17,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
     let ctx = CallContext {
         principal,
         session_id: None,
+        approval: Default::default(),
     };
     let mut version = ProtocolVersion::NEWEST_SESSION_BASED;
     let mut tools = server.build_tool_list(&ctx.principal.org_id, false).await;

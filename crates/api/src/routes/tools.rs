@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use executor_ops::{CallResult, ToolHit};
+use executor_ops::{ApprovalMode, CallResult, ToolHit};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -75,8 +75,10 @@ fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(Default::default())
 }
 
-/// Calls one tool as the caller. A call that needs approval pauses:
-/// decide it with `POST /executions/{id}/resume`.
+/// Calls one tool as the caller, through the policies, validation and
+/// record every call meets. The caller is the operator: a call that needs
+/// approval counts as approved by them (recorded so); `block` still
+/// applies.
 #[utoipa::path(post, path = "/tools/call", tag = "tools",
     request_body = ToolCallRequest,
     responses(
@@ -94,7 +96,12 @@ async fn call_tool(
 ) -> ApiResult<Json<CallResult>> {
     let result = state
         .ops
-        .call_tool(&caller.actor, &call.path, &call.input)
+        .call_tool(
+            &caller.actor,
+            &call.path,
+            &call.input,
+            ApprovalMode::GivenByCaller,
+        )
         .await?;
     Ok(Json(result))
 }

@@ -1,7 +1,7 @@
 //! `executor call` and `executor tools search`: a tool called as a one-line
 //! program, and the catalog searched, from the command line.
 
-use executor_ops::{CallResult, Operations};
+use executor_ops::{ApprovalMode, CallResult, Operations};
 
 use super::{resolve_actor, say_who_acts};
 use crate::AnyResult;
@@ -39,7 +39,10 @@ pub(crate) async fn call(
     say_who_acts(ops, &principal).await;
     let input: serde_json::Value =
         serde_json::from_str(input).map_err(|e| format!("the input is not JSON: {e}"))?;
-    print_result(ops.call_tool(&principal, path, &input).await?)
+    print_result(
+        ops.call_tool(&principal, path, &input, ApprovalMode::AskAHuman)
+            .await?,
+    )
 }
 
 /// Prints what a call came to (a paused call's text names the execution);
