@@ -6,7 +6,9 @@
 // Parity: what the API changes the CLI sees at once, and the reverse.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, recordingUpstream } from "./harness.mjs";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { startServer, recordingUpstream, BIN } from "./harness.mjs";
 
 const SECRET = "api-SECRET-bearer-0123456789abcdef";
 
@@ -279,6 +281,58 @@ test("api: parity — what the API changes the CLI sees at once, and the reverse
   assert.equal(cli("policies", "list", "--org", org).trim(), "");
   cli("integrations", "remove", "parity", "--org", org);
   assert.equal((await api(carol, "GET", "/integrations/parity")).status, 404);
+});
+
+test("api: GET /tools/{path} answers the TypeScript agents read from tools.describe.tool, and the schemas", async () => {
+  const erin = srv.mint("erin@api.test");
+  const org = (await api(erin, "GET", "/me")).json.orgName;
+  assert.equal((await api(erin, "POST", "/integrations", { kind: "openapi", namespace: "desc", spec: { document: JSON.stringify(spec) } })).status, 201);
+  const path = "desc.orders.createOrder";
+  const described = await api(erin, "GET", `/tools/${path}`);
+  assert.equal(described.status, 200, described.text);
+  const tool = described.json;
+  assert.equal(tool.path, path);
+  assert.equal(tool.requiresApproval, true, "a POST waits for approval by default");
+  assert.match(tool.typeScript, /^type Input = /m, tool.typeScript);
+  assert.match(tool.typeScript, /^type Output = \{ ok: true; data: .*\| \{ ok: false; error: ToolError \};$/m, tool.typeScript);
+  assert.match(tool.typeScript, /^type ToolError = /m);
+  assert.equal(tool.inputSchema.type, "object", described.text);
+  // The same rendering the agent gets.
+  const run = await api(erin, "POST", "/executions", { code: `return await tools.describe.tool({ path: "${path}" })` });
+  assert.equal(run.json.isError, false, run.text);
+  const agent = run.json.structured.result;
+  assert.equal(tool.inputTypeScript, agent.inputTypeScript);
+  assert.equal(tool.outputTypeScript, agent.outputTypeScript);
+  assert.deepEqual(tool.typeScriptDefinitions, agent.typeScriptDefinitions);
+  assert.equal(tool.description ?? null, agent.description ?? null);
+  // The CLI prints the same TypeScript.
+  const printed = cli("tools", "describe", path, "--org", org);
+  assert.ok(printed.includes(tool.typeScript), printed);
+  assert.match(cli("integrations", "tools", "desc", "--org", org), /^desc\.orders\.createOrder\tapproval\t/m);
+  // Unknown here, and another org's, are not found.
+  for (const [who, p] of [[erin, "desc.orders.nothing"], [bob, path], [erin, "nodots"]]) {
+    const r = await api(who, "GET", `/tools/${p}`);
+    assert.equal(r.status, 404, `${p}: ${r.text}`);
+    assert.equal(r.json.code, "not_found");
+  }
+  // The static routes beside it still answer as before.
+  assert.equal((await api(erin, "GET", "/tools/search?q=order")).status, 200);
+});
+
+test("api: the calls waiting for approval, listed and decided from the CLI", async () => {
+  const hana = srv.mint("hana@api.test");
+  const org = (await api(hana, "GET", "/me")).json.orgName;
+  assert.equal((await api(hana, "POST", "/integrations", { kind: "openapi", namespace: "waits", spec: { document: JSON.stringify(spec) }, baseUrl: `${upstream.base}/v1` })).status, 201);
+  assert.equal((await api(hana, "PUT", "/integrations/waits/connection", { type: "bearer", value: SECRET })).status, 200);
+  const paused = await api(hana, "POST", "/executions", { code: "return await tools.waits.orders.createOrder({ body: { item: 'cli' } })" });
+  const id = paused.json.pausedExecutionId;
+  assert.match(id ?? "", /^exec_/, paused.text);
+  assert.match(cli("approvals", "list", "--org", org), new RegExp(`^${id}\twaits\\.orders\\.createOrder\tpaused [^\t]+\texpires [^\t]+\t.*"item": "cli"`, "m"));
+  // Not `cli`: the server calls the upstream this process serves, which a
+  // synchronous child would keep from answering.
+  const resumed = await promisify(execFile)(BIN, ["resume", id, "--action", "accept", "--data-dir", srv.dataDir], { env: srv.env });
+  assert.match(resumed.stdout, /"item": ?"cli"/, resumed.stdout);
+  assert.equal(cli("approvals", "list", "--org", org).trim(), "");
 });
 
 test("api: parity across two nodes on one store — a change through one node's API is visible through the other's at once", async () => {

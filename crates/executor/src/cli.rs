@@ -108,10 +108,14 @@ pub enum Command {
     Policies(PoliciesCommand),
     /// Manage integrations (API sources whose operations become tools).
     #[command(subcommand)]
-    Integrations(IntegrationsCommand),
+    Integrations(IntegrationsGroup),
     /// Use the catalog from a shell.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// The calls waiting for a human's decision (decide one with
+    /// `executor resume`).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Manage connections (the credential of an integration).
     #[command(subcommand)]
     Connections(ConnectionsCommand),
@@ -270,6 +274,23 @@ pub struct PublicOpts {
     pub oauth_client_metadata_url: Option<String>,
 }
 
+/// `executor integrations …`: the commands that change or list
+/// integrations (`commands/integrations.rs`), and `tools`, a read of the
+/// catalog served beside `tools search` (`commands/tools.rs`).
+#[derive(Debug, Subcommand)]
+pub enum IntegrationsGroup {
+    #[command(flatten)]
+    Manage(IntegrationsCommand),
+    /// An integration's tools: path, whether a call waits for approval by
+    /// default, and the first line of its description.
+    Tools {
+        /// The integration's namespace.
+        namespace: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum IntegrationsCommand {
     /// Add (or replace) an integration.
@@ -376,6 +397,31 @@ pub enum ToolsCommand {
         limit: usize,
         #[command(flatten)]
         org: ActorArg,
+    },
+    /// One tool as agents read it (`tools.describe.tool`): its description,
+    /// whether a call waits for approval by default, and its input and
+    /// output as TypeScript.
+    Describe {
+        /// The tool's address, e.g. github.issues.create.
+        path: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The org's calls waiting for a decision, oldest first: execution,
+    /// tool, when it paused, when it is declined by itself, and its
+    /// arguments' first line. Decide one with
+    /// `executor resume EXECUTION_ID --action accept|decline|cancel`.
+    List {
+        #[command(flatten)]
+        org: ActorArg,
+        // The server's engine settings: its approval window and preview
+        // length say when a call paused and how much of it to show.
+        #[command(flatten)]
+        engine: EngineOpts,
     },
 }
 

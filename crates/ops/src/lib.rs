@@ -49,7 +49,7 @@ pub use policies::{NewPolicy, Policy, PolicyEvaluation};
 pub use sessions::SessionInfo;
 pub use tokens::{MintedToken, NewToken, TokenInfo, TokenRevoked};
 pub use tool_calls::{ToolCall, ToolCallQuery};
-pub use tools::ToolHit;
+pub use tools::{ToolDescription, ToolHit};
 
 /// Who an operation acts for: an account, in an org.
 pub type Actor = executor_store::Principal;
