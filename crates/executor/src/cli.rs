@@ -112,6 +112,9 @@ pub enum Command {
     /// Use the catalog from a shell.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// The org's MCP sessions: list them, end one.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
     /// The calls waiting for a human's decision (decide one with
     /// `executor resume`).
     #[command(subcommand)]
@@ -404,6 +407,34 @@ pub enum ToolsCommand {
     Describe {
         /// The tool's address, e.g. github.issues.create.
         path: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// The org's MCP sessions, most recently active first: id, client,
+    /// protocol version, last activity, state (open or terminated).
+    List {
+        /// How many, most recently active first (at most 200).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+    /// End a session: its next request gets 404 (terminated) and the
+    /// client must start a new one. A running server that holds the
+    /// session lets it go at once on a Postgres store (every node hears
+    /// of it). On the embedded SQLite store no notice reaches a server
+    /// running on the same data dir: it serves a session it holds in
+    /// memory until the session has been idle for its idle timeout and its
+    /// kept lease is released (`--session-lease-kept`), or until it
+    /// restarts; to end it there at once, use the server's
+    /// `DELETE /api/v1/sessions/ID`.
+    Terminate {
+        /// The session's id (its Mcp-Session-Id), from `sessions list`.
+        id: String,
         #[command(flatten)]
         org: ActorArg,
     },

@@ -46,7 +46,7 @@ pub use integrations::{
 };
 pub use paging::{Listed, MAX_PAGE, PageAsk};
 pub use policies::{NewPolicy, Policy, PolicyEvaluation};
-pub use sessions::SessionInfo;
+pub use sessions::{SessionControl, SessionFuture, SessionInfo};
 pub use tokens::{MintedToken, NewToken, TokenInfo, TokenRevoked};
 pub use tool_calls::{ToolCall, ToolCallQuery};
 pub use tools::{ToolDescription, ToolHit};
@@ -83,6 +83,9 @@ pub struct Parts {
     pub catalogs: Arc<dyn CatalogSource>,
     /// Runs code; absent for a command that never does.
     pub engine: Option<Arc<Engine>>,
+    /// Ends sessions in a server's memory; absent in a process that serves
+    /// none, which ends them in the store alone (see `sessions.rs`).
+    pub sessions: Option<Arc<dyn SessionControl>>,
     /// The outbound HTTP defaults of this process.
     pub http: HttpConfig,
     pub surface: Surface,

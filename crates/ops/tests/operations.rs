@@ -1,14 +1,17 @@
 //! Operations against a real SQLite store, as a surface calls them:
-//! describing a tool, for the actor's org only.
+//! describing a tool and ending a session, each for the actor's org only.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use executor_engine::core_tool_entries;
 use executor_integrations::{Credentials, Kinds, StoreCatalogs};
-use executor_ops::{Actor, AddIntegration, DocumentSource, ErrorKind, Operations, Parts, Surface};
+use executor_ops::{
+    Actor, AddIntegration, DocumentSource, ErrorKind, OpResult, Operations, Parts, SessionControl,
+    SessionFuture, Surface,
+};
 use executor_outbound::{HttpClient, HttpConfig};
-use executor_store::Store;
 use executor_store::testing::sqlite_store;
+use executor_store::{ElicitationMode, SessionRecord, Store};
 use executor_upstream::{UpstreamSettings, Upstreams};
 use serde_json::json;
 
@@ -20,7 +23,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
 }
 
-async fn fixture() -> Fixture {
+async fn fixture(sessions: Option<Arc<dyn SessionControl>>) -> Fixture {
     let (store, dir) = sqlite_store();
     let store: Arc<dyn Store> = store;
     let http = HttpConfig::default();
@@ -51,6 +54,7 @@ async fn fixture() -> Fixture {
         key: None,
         catalogs,
         engine: None,
+        sessions,
         http,
         surface: Surface {
             allow_local_network: false,
@@ -156,7 +160,7 @@ async fn check_describe(ops: &Operations, actor: &Actor, path: &str, expected: D
 
 #[tokio::test]
 async fn describe_tool_shows_what_agents_read_in_the_actors_org_only() {
-    let f = fixture().await;
+    let f = fixture(None).await;
     add_pets(&f.ops, &f.alice, "pets").await;
     let cases = [
         (
@@ -203,4 +207,99 @@ async fn describe_tool_shows_what_agents_read_in_the_actors_org_only() {
         },
     )
     .await;
+}
+
+/// A session of `owner`, as `initialize` stores it.
+async fn open_session(ops: &Operations, owner: &Actor, id: &str) {
+    let record = SessionRecord {
+        id: id.to_string(),
+        owner: owner.clone(),
+        protocol_version: "2025-11-25".into(),
+        client_info: json!({ "name": "ops-test", "version": "1" }),
+        client_capabilities: json!({}),
+        elicitation_mode: ElicitationMode::Model,
+        created_at_ms: 1,
+        last_activity_at_ms: 1,
+        terminated_at_ms: None,
+    };
+    ops.store()
+        .insert_session(record, "node_test")
+        .await
+        .unwrap();
+}
+
+async fn terminated_at(ops: &Operations, id: &str) -> Option<i64> {
+    let record = ops.store().get_session(id).await.unwrap();
+    record.expect("the record stays").terminated_at_ms
+}
+
+#[tokio::test]
+async fn terminate_session_ends_the_actors_own_sessions_only() {
+    let f = fixture(None).await;
+    open_session(&f.ops, &f.alice, "alice_session").await;
+    for (who, id) in [(&f.bob, "alice_session"), (&f.alice, "no_such_session")] {
+        let e = f.ops.terminate_session(who, id).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound, "{id}: {e}");
+        let owner = [f.alice.account_id.as_str(), "alice@ops.test"];
+        assert!(
+            !owner.iter().any(|o| e.message.contains(o)),
+            "says nothing of the owner: {e}"
+        );
+    }
+    assert_eq!(terminated_at(&f.ops, "alice_session").await, None);
+
+    f.ops
+        .terminate_session(&f.alice, "alice_session")
+        .await
+        .unwrap();
+    let at = terminated_at(&f.ops, "alice_session").await;
+    assert!(at.is_some(), "the record is marked terminated");
+    // Again: nothing more happens, and the time stays.
+    f.ops
+        .terminate_session(&f.alice, "alice_session")
+        .await
+        .unwrap();
+    assert_eq!(terminated_at(&f.ops, "alice_session").await, at);
+    let listed = f
+        .ops
+        .list_sessions(&f.alice, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.items[0].terminated_at_ms, at);
+}
+
+/// A server's hold on its live sessions, as the test sees it: which
+/// sessions it was asked to end.
+#[derive(Default)]
+struct Recorded(Mutex<Vec<String>>);
+
+impl SessionControl for Recorded {
+    fn terminate<'a>(&'a self, session_id: &'a str) -> SessionFuture<'a> {
+        Box::pin(async move {
+            self.0.lock().unwrap().push(session_id.to_string());
+            OpResult::Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn on_a_server_the_live_sessions_end_it_after_the_org_is_checked() {
+    let control = Arc::new(Recorded::default());
+    let f = fixture(Some(control.clone())).await;
+    open_session(&f.ops, &f.alice, "alice_session").await;
+    let e = f
+        .ops
+        .terminate_session(&f.bob, "alice_session")
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound);
+    assert!(
+        control.0.lock().unwrap().is_empty(),
+        "another org's session was handed on"
+    );
+    f.ops
+        .terminate_session(&f.alice, "alice_session")
+        .await
+        .unwrap();
+    assert_eq!(*control.0.lock().unwrap(), ["alice_session"]);
 }

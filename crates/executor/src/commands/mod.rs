@@ -9,6 +9,7 @@ mod login;
 mod migrate;
 mod policies;
 mod serve;
+mod sessions;
 mod stdio;
 mod token;
 mod tools;
@@ -79,6 +80,9 @@ pub(crate) async fn run(cli: Cli) -> AnyResult<()> {
             tools::call(&ops, &path, &input, &actor).await
         }
         Command::Tools(command) => tools::tools(&ops()?, command).await,
+        Command::Sessions(command) => {
+            sessions::sessions(&ops()?, command, global.shared_store()).await
+        }
         Command::Approvals(ApprovalsCommand::List { org, engine }) => {
             let ops = engine_operations(store, global, &engine)?;
             approvals::list(&ops, &org).await
@@ -93,7 +97,7 @@ fn engine_operations(
     opts: &EngineOpts,
 ) -> AnyResult<Operations> {
     let wired = wire_engine(store.clone(), global, opts)?;
-    Ok(operations_of(store, &wired, opts, SHELL))
+    Ok(operations_of(store, &wired, opts, SHELL, None))
 }
 
 /// Who a command acts for: see [`Operations::resolve_actor`].
@@ -133,6 +137,7 @@ fn uses_secret_key(command: &Command) -> bool {
         Command::Token(_)
             | Command::Executions(_)
             | Command::Policies(_)
+            | Command::Sessions(_)
             | Command::Integrations(IntegrationsGroup::Manage(
                 IntegrationsCommand::List { .. }
                     | IntegrationsCommand::Remove { .. }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use executor_api::ApiState;
 use executor_mcp::McpServer;
+use executor_ops::{SessionControl, SessionFuture};
 use executor_sessions::Sessions;
 use executor_store::Store;
 use executor_store::tokens::TokenCache;
@@ -22,12 +23,6 @@ pub(crate) async fn serve(
     opts: ServeOpts,
 ) -> AnyResult<()> {
     let wired = wire_engine(store.clone(), global, &opts.engine)?;
-    let ops = Arc::new(operations_of(
-        store.clone(),
-        &wired,
-        &opts.engine,
-        opts.engine.api_surface(),
-    ));
     let outbound = &wired.outbound;
     let server = Arc::new(McpServer::new(wired.engine.clone()));
     let listener = tokio::net::TcpListener::bind(&opts.listen)
@@ -42,6 +37,13 @@ pub(crate) async fn serve(
     let local = listener.local_addr()?;
     let node_url = opts.node_url(local, global.shared_store())?;
     let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));
+    let ops = Arc::new(operations_of(
+        store.clone(),
+        &wired,
+        &opts.engine,
+        opts.engine.api_surface(),
+        Some(Arc::new(LiveSessions(sessions.clone()))),
+    ));
     // Background loops end when `stop` flips, after the drain; serve awaits them.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = [
@@ -130,6 +132,17 @@ pub(crate) async fn serve(
         tracing::error!(error = %e, "the store could not commit its last writes");
     }
     Ok(())
+}
+
+/// The operations' hold on this server's live sessions: an operator's
+/// `DELETE /api/v1/sessions/{id}` ends the session here at once and tells
+/// the other nodes (`Sessions::end`).
+struct LiveSessions(Sessions);
+
+impl SessionControl for LiveSessions {
+    fn terminate<'a>(&'a self, session_id: &'a str) -> SessionFuture<'a> {
+        Box::pin(async move { Ok(self.0.end(session_id).await?) })
+    }
 }
 
 /// How long connections may stay open once the drain has ended.
