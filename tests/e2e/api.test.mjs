@@ -4,9 +4,13 @@
 // problem+json errors naming the field, 201 + Location, an idempotent PUT,
 // cursors, secrets never in a response, another org's ids answering 404.
 // Parity: what the API changes the CLI sees at once, and the reverse.
+// Sessions: a live session ended through the API is over at once, on the
+// node that holds it too.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, recordingUpstream, post, rpc, NEWEST_SESSION_VERSION } from "./harness.mjs";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { startServer, recordingUpstream, connectSdk, post, rpc, openGet, waitUntil, BIN, STORE, EXECUTE_ONE, NEWEST_SESSION_VERSION } from "./harness.mjs";
 
 const SECRET = "api-SECRET-bearer-0123456789abcdef";
 
@@ -297,6 +301,143 @@ test("api: parity — what the API changes the CLI sees at once, and the reverse
   assert.equal(cli("policies", "list", "--org", org).trim(), "");
   cli("integrations", "remove", "parity", "--org", org);
   assert.equal((await api(carol, "GET", "/integrations/parity")).status, 404);
+});
+
+test("api: GET /tools/{path} answers the TypeScript agents read from tools.describe.tool, and the schemas", async () => {
+  const erin = srv.mint("erin@api.test");
+  const org = (await api(erin, "GET", "/me")).json.orgName;
+  assert.equal((await api(erin, "POST", "/integrations", { kind: "openapi", namespace: "desc", spec: { document: JSON.stringify(spec) } })).status, 201);
+  const path = "desc.orders.createOrder";
+  const described = await api(erin, "GET", `/tools/${path}`);
+  assert.equal(described.status, 200, described.text);
+  const tool = described.json;
+  assert.equal(tool.path, path);
+  assert.equal(tool.requiresApproval, true, "a POST waits for approval by default");
+  assert.match(tool.typeScript, /^type Input = /m, tool.typeScript);
+  assert.match(tool.typeScript, /^type Output = \{ ok: true; data: .*\| \{ ok: false; error: ToolError \};$/m, tool.typeScript);
+  assert.match(tool.typeScript, /^type ToolError = /m);
+  assert.equal(tool.inputSchema.type, "object", described.text);
+  // The same rendering the agent gets.
+  const run = await api(erin, "POST", "/executions", { code: `return await tools.describe.tool({ path: "${path}" })` });
+  assert.equal(run.json.isError, false, run.text);
+  const agent = run.json.structured.result;
+  assert.equal(tool.inputTypeScript, agent.inputTypeScript);
+  assert.equal(tool.outputTypeScript, agent.outputTypeScript);
+  assert.deepEqual(tool.typeScriptDefinitions, agent.typeScriptDefinitions);
+  assert.equal(tool.description ?? null, agent.description ?? null);
+  // The CLI prints the same TypeScript.
+  const printed = cli("tools", "describe", path, "--org", org);
+  assert.ok(printed.includes(tool.typeScript), printed);
+  assert.match(cli("integrations", "tools", "desc", "--org", org), /^desc\.orders\.createOrder\tapproval\t/m);
+  // Unknown here, and another org's, are not found.
+  for (const [who, p] of [[erin, "desc.orders.nothing"], [bob, path], [erin, "nodots"]]) {
+    const r = await api(who, "GET", `/tools/${p}`);
+    assert.equal(r.status, 404, `${p}: ${r.text}`);
+    assert.equal(r.json.code, "not_found");
+  }
+  // The static routes beside it still answer as before.
+  assert.equal((await api(erin, "GET", "/tools/search?q=order")).status, 200);
+});
+
+test("api: DELETE /sessions/{id} ends a live session at once — its next request is 404, its GET stream ends; another org's token gets 404", async () => {
+  const frank = srv.mint("frank@api.test");
+  const org = (await api(frank, "GET", "/me")).json.orgName;
+  const { client, transport, listening } = await connectSdk(srv, frank, { name: "ended-by-operator" });
+  try {
+    await listening();
+    assert.equal((await client.callTool(EXECUTE_ONE)).isError ?? false, false);
+    const sessionId = transport.sessionId;
+    const protocolVersion = transport.protocolVersion;
+    const get = await openGet(srv, { bearer: frank, sessionId, protocolVersion });
+    assert.equal(get.status, 200);
+
+    const listed = await api(frank, "GET", "/sessions");
+    const mine = listed.json.items.find((s) => s.id === sessionId);
+    assert.ok(mine, listed.text);
+    assert.equal(mine.clientName, "ended-by-operator");
+    assert.equal(mine.terminatedAtMs ?? null, null);
+    assert.match(cli("sessions", "list", "--org", org), new RegExp(`^${sessionId}\tended-by-operator\t\\S+\t.*\topen$`, "m"));
+
+    // Bob cannot end it, nor learn that it exists; it goes on working.
+    const foreign = await api(bob, "DELETE", `/sessions/${sessionId}`);
+    assert.equal(foreign.status, 404, foreign.text);
+    assert.equal((await api(bob, "DELETE", "/sessions/no-such-session")).status, 404);
+    assert.equal((await client.callTool(EXECUTE_ONE)).isError ?? false, false, "bob's DELETE ended it");
+
+    const ended = await api(frank, "DELETE", `/sessions/${sessionId}`);
+    assert.equal(ended.status, 204, ended.text);
+    await waitUntil("the session's GET stream to end", () => get.ended, { ms: 5000 });
+    const next = await post(srv, rpc("tools/list"), { bearer: frank, sessionId, protocolVersion });
+    assert.equal(next.status, 404, next.body);
+    assert.equal(next.json?.error?.message, "Session terminated, please reconnect", next.body);
+    await assert.rejects(client.callTool(EXECUTE_ONE), "the SDK client's next call fails");
+
+    const after = (await api(frank, "GET", "/sessions")).json.items.find((s) => s.id === sessionId);
+    assert.ok(after.terminatedAtMs > 0, JSON.stringify(after));
+    assert.match(cli("sessions", "list", "--org", org), new RegExp(`^${sessionId}\t.*\tterminated$`, "m"));
+    assert.equal((await api(frank, "DELETE", `/sessions/${sessionId}`)).status, 204, "ending it again is no error");
+  } finally {
+    await client.close().catch(() => {});
+  }
+});
+
+test(
+  "api: a session held by one node, ended through another node's API or the CLI, is over on its holder at once",
+  { skip: STORE !== "postgres" && "the SQLite store carries no notice between processes: a server lets go of a session another process ended once it is idle (documented on `sessions terminate`)" },
+  async () => {
+    const peer = await startServer({ store: "sqlite", env: srv.pg.env, args: ["--allow-local-network"] });
+    try {
+      const gina = srv.mint("gina@api.test");
+      const { client, transport } = await connectSdk(srv, gina, { name: "held-by-the-first-node" });
+      try {
+        assert.equal((await client.callTool(EXECUTE_ONE)).isError ?? false, false);
+        const sessionId = transport.sessionId;
+        const protocolVersion = transport.protocolVersion;
+        const get = await openGet(srv, { bearer: gina, sessionId, protocolVersion });
+        assert.equal(get.status, 200);
+        const res = await fetch(`${peer.base}/api/v1/sessions/${sessionId}`, { method: "DELETE", headers: { authorization: `Bearer ${gina}` } });
+        assert.equal(res.status, 204, await res.text());
+        await waitUntil("the holder's GET stream to end", () => get.ended, { ms: 5000 });
+        const next = await post(srv, rpc("tools/list"), { bearer: gina, sessionId, protocolVersion });
+        assert.equal(next.status, 404, next.body);
+        assert.equal(next.json?.error?.message, "Session terminated, please reconnect", next.body);
+      } finally {
+        await client.close().catch(() => {});
+      }
+      // A CLI process serves no session: it ends the record and tells the nodes.
+      const org = (await api(gina, "GET", "/me")).json.orgName;
+      const second = await connectSdk(srv, gina, { name: "ended-from-a-shell" });
+      try {
+        const { sessionId, protocolVersion } = second.transport;
+        const get = await openGet(srv, { bearer: gina, sessionId, protocolVersion });
+        assert.equal(get.status, 200);
+        cli("sessions", "terminate", sessionId, "--org", org);
+        await waitUntil("the holder's GET stream to end", () => get.ended, { ms: 5000 });
+        const next = await post(srv, rpc("tools/list"), { bearer: gina, sessionId, protocolVersion });
+        assert.equal(next.status, 404, next.body);
+      } finally {
+        await second.client.close().catch(() => {});
+      }
+    } finally {
+      await peer.cleanup();
+    }
+  },
+);
+
+test("api: the calls waiting for approval, listed and decided from the CLI", async () => {
+  const hana = srv.mint("hana@api.test");
+  const org = (await api(hana, "GET", "/me")).json.orgName;
+  assert.equal((await api(hana, "POST", "/integrations", { kind: "openapi", namespace: "waits", spec: { document: JSON.stringify(spec) }, baseUrl: `${upstream.base}/v1` })).status, 201);
+  assert.equal((await api(hana, "PUT", "/integrations/waits/connection", { type: "bearer", value: SECRET })).status, 200);
+  const paused = await api(hana, "POST", "/executions", { code: "return await tools.waits.orders.createOrder({ body: { item: 'cli' } })" });
+  const id = paused.json.pausedExecutionId;
+  assert.match(id ?? "", /^exec_/, paused.text);
+  assert.match(cli("approvals", "list", "--org", org), new RegExp(`^${id}\twaits\\.orders\\.createOrder\tpaused [^\t]+\texpires [^\t]+\t.*"item": "cli"`, "m"));
+  // Not `cli`: the server calls the upstream this process serves, which a
+  // synchronous child would keep from answering.
+  const resumed = await promisify(execFile)(BIN, ["resume", id, "--action", "accept", "--data-dir", srv.dataDir], { env: srv.env });
+  assert.match(resumed.stdout, /"item": ?"cli"/, resumed.stdout);
+  assert.equal(cli("approvals", "list", "--org", org).trim(), "");
 });
 
 test("api: parity across two nodes on one store — a change through one node's API is visible through the other's at once", async () => {

@@ -11,14 +11,13 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::{Value, json};
 
+use crate::describe::ToolDescription;
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
 use executor_call::{ApprovalMode, CallContext};
-use executor_catalog::describe;
 use executor_catalog::{
-    Catalog, ComposeLimits, Definitions, HostBudget, HostHold, ToolError, ToolInvocation,
-    ToolResult, ToolSchema, result_value,
+    Catalog, HostBudget, HostHold, ToolError, ToolInvocation, ToolResult, result_value,
 };
 
 /// Longest tool path accepted (SPEC §12).
@@ -546,53 +545,7 @@ fn describe_tool(
             }
         }));
     };
-    let input = schema_document(tool.input_schema.as_ref(), tool.definitions.as_deref());
-    let output = schema_document(tool.output_schema.as_ref(), tool.definitions.as_deref());
-    let ts = describe::render(input.as_ref(), output.as_ref());
-    let mut out = json!({ "path": &*tool.path, "name": tool.name() });
-    if let Some(d) = &tool.description {
-        out["description"] = json!(d);
-    }
-    if let Some(input) = ts.input {
-        out["inputTypeScript"] = json!(input);
-    }
-    let data = ts.output.unwrap_or_else(|| "unknown".into());
-    out["outputTypeScript"] = json!(format!(
-        "{{ ok: true; data: {data}; http?: ToolHttpMeta }} | {{ ok: false; error: ToolError }}"
-    ));
-    let mut definitions = serde_json::Map::new();
-    for (name, body) in ts.named {
-        definitions.insert(name, json!(body));
-    }
-    definitions.insert(
-        "ToolError".into(),
-        json!("{ code: string; message: string; status?: number; details?: unknown; retryable?: boolean }"),
-    );
-    definitions.insert(
-        "ToolHttpMeta".into(),
-        json!("{ status: number; headers: { [k: string]: string } }"),
-    );
-    out["typeScriptDefinitions"] = Value::Object(definitions);
-    Ok(out)
-}
-
-/// How much of the shared definitions one rendering reads: about what
-/// `describe` can show anyway (it names at most 256 types).
-const DESCRIBE_LIMITS: ComposeLimits = ComposeLimits {
-    definitions: 256,
-    nodes: 50_000,
-};
-
-/// A tool schema with the definitions it reaches, parsed for rendering.
-fn schema_document(
-    schema: Option<&ToolSchema>,
-    definitions: Option<&Definitions>,
-) -> Option<Value> {
-    let root = schema?.to_value();
-    Some(match definitions {
-        Some(definitions) => definitions.compose(&root, DESCRIBE_LIMITS, false),
-        None => root,
-    })
+    Ok(ToolDescription::of(tool).to_agent_value())
 }
 
 /// `tools.executor.integrations.list({query?, limit?, offset?})`.

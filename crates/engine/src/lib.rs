@@ -10,6 +10,7 @@
 
 mod admission;
 mod core_tools;
+mod describe;
 mod engine;
 mod envelope;
 pub mod execution;
@@ -25,6 +26,7 @@ mod skills;
 
 pub use admission::{Refused, ShareLimits};
 pub use core_tools::entries as core_tool_entries;
+pub use describe::ToolDescription;
 pub use engine::{CoreTool, Engine, EngineConfig, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
 pub use execution::{ExecutionState, PendingApproval};

@@ -108,10 +108,17 @@ pub enum Command {
     Policies(PoliciesCommand),
     /// Manage integrations (API sources whose operations become tools).
     #[command(subcommand)]
-    Integrations(IntegrationsCommand),
+    Integrations(IntegrationsGroup),
     /// Use the catalog from a shell.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// The org's MCP sessions: list them, end one.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// The calls waiting for a human's decision (decide one with
+    /// `executor resume`).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Manage connections (the credential of an integration).
     #[command(subcommand)]
     Connections(ConnectionsCommand),
@@ -293,6 +300,23 @@ pub struct PublicOpts {
     pub oauth_client_metadata_url: Option<String>,
 }
 
+/// `executor integrations …`: the commands that change or list
+/// integrations (`commands/integrations.rs`), and `tools`, a read of the
+/// catalog served beside `tools search` (`commands/tools.rs`).
+#[derive(Debug, Subcommand)]
+pub enum IntegrationsGroup {
+    #[command(flatten)]
+    Manage(IntegrationsCommand),
+    /// An integration's tools: path, whether a call waits for approval by
+    /// default, and the first line of its description.
+    Tools {
+        /// The integration's namespace.
+        namespace: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum IntegrationsCommand {
     /// Add (or replace) an integration.
@@ -413,6 +437,59 @@ pub enum ToolsCommand {
         limit: usize,
         #[command(flatten)]
         org: ActorArg,
+    },
+    /// One tool as agents read it (`tools.describe.tool`): its description,
+    /// whether a call waits for approval by default, and its input and
+    /// output as TypeScript.
+    Describe {
+        /// The tool's address, e.g. github.issues.create.
+        path: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// The org's MCP sessions, most recently active first: id, client,
+    /// protocol version, last activity, state (open or terminated).
+    List {
+        /// How many, most recently active first (at most 200).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+    /// End a session: its next request gets 404 (terminated) and the
+    /// client must start a new one. A running server that holds the
+    /// session lets it go at once on a Postgres store (every node hears
+    /// of it). On the embedded SQLite store no notice reaches a server
+    /// running on the same data dir: it serves a session it holds in
+    /// memory until the session has been idle for its idle timeout and its
+    /// kept lease is released (`--session-lease-kept`), or until it
+    /// restarts; to end it there at once, use the server's
+    /// `DELETE /api/v1/sessions/ID`.
+    Terminate {
+        /// The session's id (its Mcp-Session-Id), from `sessions list`.
+        id: String,
+        #[command(flatten)]
+        org: ActorArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The org's calls waiting for a decision, oldest first: execution,
+    /// tool, when it paused, when it is declined by itself, and its
+    /// arguments' first line. Decide one with
+    /// `executor resume EXECUTION_ID --action accept|decline|cancel`.
+    List {
+        #[command(flatten)]
+        org: ActorArg,
+        // The server's engine settings: its approval window and preview
+        // length say when a call paused and how much of it to show.
+        #[command(flatten)]
+        engine: EngineOpts,
     },
 }
 

@@ -9,7 +9,7 @@ use executor_catalog::CatalogSource;
 use executor_engine::Engine;
 use executor_integrations::{Credentials, Kinds, StoreCatalogs};
 use executor_oauth::OAuth;
-use executor_ops::{LoginCallback, Operations, Parts, Surface};
+use executor_ops::{LoginCallback, Operations, Parts, SessionControl, Surface};
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::{SecretError, SecretKey};
 use executor_store::{PgOptions, PgStore, SqliteStore, Store, StoreOptions};
@@ -92,14 +92,15 @@ pub(crate) fn wire_engine(
     })
 }
 
-/// The operations over a wired engine: a server's, or a command's that
-/// runs code.
+/// The operations over a wired engine: a server's (with its live
+/// `sessions`), or a command's that runs code.
 pub(crate) fn operations_of(
     store: Arc<dyn Store>,
     wired: &Wired,
     opts: &EngineOpts,
     surface: Surface,
     login_callback: Option<LoginCallback>,
+    sessions: Option<Arc<dyn SessionControl>>,
 ) -> Operations {
     Operations::new(Parts {
         kinds: kinds(
@@ -113,6 +114,7 @@ pub(crate) fn operations_of(
         key: wired.outbound.key.clone(),
         catalogs: wired.catalogs.clone(),
         engine: Some(wired.engine.clone()),
+        sessions,
         http: opts.http(),
         surface,
         login_callback,
@@ -152,6 +154,7 @@ pub(crate) fn command_operations(
         key,
         catalogs,
         engine: None,
+        sessions: None,
         http,
         surface: SHELL,
         login_callback: None,

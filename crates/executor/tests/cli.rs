@@ -261,3 +261,67 @@ fn a_listen_address_that_cannot_be_used_names_the_flag_and_the_address() {
         );
     }
 }
+
+/// Issue 37: the catalog, sessions and approvals from a shell, through the
+/// same operations as the API: a tool described as agents read it, an
+/// integration's tools, and what is not there named as such.
+#[test]
+fn tools_sessions_and_approvals_are_read_from_a_shell() {
+    let data = data_dir_of("you@example.com");
+    let spec = write_spec(&data).to_string_lossy().into_owned();
+    let add = [
+        "integrations",
+        "add",
+        "openapi",
+        "--spec",
+        &spec,
+        "--namespace",
+        "api",
+    ];
+    let added = executor(&data, &[], &add);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let stdout = |out: &Output| String::from_utf8_lossy(&out.stdout).into_owned();
+
+    let described = executor(&data, &[], &["tools", "describe", "api.a.a"]);
+    assert!(described.status.success(), "{}", stderr(&described));
+    let text = stdout(&described);
+    assert!(text.starts_with("api.a.a\n"), "{text}");
+    assert!(text.contains("requires approval by default: no"), "{text}");
+    assert!(
+        text.contains("\ntype Output = { ok: true; data: "),
+        "{text}"
+    );
+    assert!(text.contains("\ntype ToolError = "), "{text}");
+
+    let tools = executor(&data, &[], &["integrations", "tools", "api"]);
+    assert!(tools.status.success(), "{}", stderr(&tools));
+    assert!(
+        stdout(&tools).starts_with("api.a.a\t-\t"),
+        "{}",
+        stdout(&tools)
+    );
+
+    for (args, said) in [
+        (&["tools", "describe", "api.a.nothing"][..], "no tool"),
+        (&["integrations", "tools", "nothing"][..], "no integration"),
+        (
+            &["sessions", "terminate", "no-such-session"][..],
+            "no session",
+        ),
+    ] {
+        let out = executor(&data, &[], args);
+        assert!(!out.status.success(), "{args:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+    }
+
+    let sessions = executor(&data, &[], &["sessions", "list"]);
+    assert!(sessions.status.success(), "{}", stderr(&sessions));
+    assert!(stdout(&sessions).is_empty() && stderr(&sessions).contains("no sessions"));
+    let approvals = executor(&data, &[], &["approvals", "list"]);
+    assert!(approvals.status.success(), "{}", stderr(&approvals));
+    assert!(
+        stderr(&approvals).contains("no calls wait for a decision"),
+        "{}",
+        stderr(&approvals)
+    );
+}

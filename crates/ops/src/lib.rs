@@ -54,10 +54,10 @@ pub use logins::{
 };
 pub use paging::{Listed, MAX_PAGE, PageAsk};
 pub use policies::{NewPolicy, Policy, PolicyEvaluation};
-pub use sessions::SessionInfo;
+pub use sessions::{SessionControl, SessionFuture, SessionInfo};
 pub use tokens::{MintedToken, NewToken, TokenInfo, TokenRevoked};
 pub use tool_calls::{ToolCall, ToolCallQuery};
-pub use tools::ToolHit;
+pub use tools::{ToolDescription, ToolHit};
 
 /// Who an operation acts for: an account, in an org.
 pub type Actor = executor_store::Principal;
@@ -91,6 +91,9 @@ pub struct Parts {
     pub catalogs: Arc<dyn CatalogSource>,
     /// Runs code; absent for a command that never does.
     pub engine: Option<Arc<Engine>>,
+    /// Ends sessions in a server's memory; absent in a process that serves
+    /// none, which ends them in the store alone (see `sessions.rs`).
+    pub sessions: Option<Arc<dyn SessionControl>>,
     /// The outbound HTTP defaults of this process.
     pub http: HttpConfig,
     pub surface: Surface,

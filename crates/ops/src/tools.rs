@@ -1,6 +1,10 @@
 //! Tools: search the org's catalog with the ranking agents get (SPEC §6),
-//! list an integration's tools, and call one tool as the operator.
+//! describe one as agents read it, list an integration's tools, and call
+//! one tool as the operator.
 
+use std::collections::BTreeMap;
+
+use executor_engine::ToolDescription as Described;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -25,6 +29,45 @@ pub struct ToolHit {
     pub requires_approval: bool,
 }
 
+/// One tool as `tools.describe.tool` shows it to agents, with its schemas.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDescription {
+    pub path: String,
+    pub description: Option<String>,
+    /// Whether a call waits for approval when no policy says otherwise.
+    pub requires_approval: bool,
+    /// The input schema (JSON Schema), with the definitions it refers to.
+    pub input_schema: Option<Value>,
+    /// The schema of the data a call answers, when the tool declares one.
+    pub output_schema: Option<Value>,
+    /// The input as a TypeScript type.
+    pub input_type_script: Option<String>,
+    /// What a call resolves to, as a TypeScript type.
+    pub output_type_script: String,
+    /// The named types the two refer to, by name.
+    pub type_script_definitions: BTreeMap<String, String>,
+    /// All of the above as TypeScript declarations to read (`type Input`,
+    /// `type Output`, then the named types).
+    pub type_script: String,
+}
+
+impl From<Described> for ToolDescription {
+    fn from(d: Described) -> Self {
+        ToolDescription {
+            type_script: d.declarations(),
+            path: d.path,
+            description: d.description,
+            requires_approval: d.requires_approval,
+            input_schema: d.input_schema,
+            output_schema: d.output_schema,
+            input_type_script: d.input_type_script,
+            output_type_script: d.output_type_script,
+            type_script_definitions: d.type_script_definitions.into_iter().collect(),
+        }
+    }
+}
+
 impl Operations {
     /// The org's tools ranked for `query`, best first.
     pub async fn search_tools(
@@ -46,6 +89,22 @@ impl Operations {
                 requires_approval: tool.requires_approval,
             })
             .collect())
+    }
+
+    /// One tool of the org, described as agents read it. A policy that
+    /// blocks it hides it from agents, not from the operator who manages
+    /// the policies; another org's tools are not found.
+    pub async fn describe_tool(&self, actor: &Actor, path: &str) -> OpResult<ToolDescription> {
+        let catalog = self.parts.catalogs.catalog(&actor.org_id).await;
+        let Some(tool) = catalog.get(path) else {
+            let near = catalog.suggestions(path);
+            return Err(if near.is_empty() {
+                OpError::not_found(format_args!("tool {path:?}"))
+            } else {
+                OpError::not_found(format_args!("tool {path:?} (close: {})", near.join(", ")))
+            });
+        };
+        Ok(Described::of(tool).into())
     }
 
     /// An integration's tools, by path.

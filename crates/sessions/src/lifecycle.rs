@@ -7,7 +7,8 @@
 //!   (none) ───────────────► Live ◄────────────────────────────── Dormant
 //!                             │  idle timeout (reaper)             ▲
 //!                             └────────────────────────────────────┘
-//!   Live | Dormant ── DELETE ──► Terminated (record kept, 404 "terminated")
+//!   Live | Dormant ── DELETE, or an operator's `end` ──► Terminated
+//!                                       (record kept, 404 "terminated")
 //!   Dormant ── retention GC ──► (none)
 //!   Dormant, held by another live node ── request ──► HeldElsewhere
 //! ```
@@ -15,6 +16,14 @@
 //! A Dormant session whose lease this node kept is *parked*: its next
 //! request here builds the runtime with no store write, as a live one is
 //! served (see [`SessionsConfig::lease_kept`]).
+//!
+//! Termination marks the record, then lets the session go from this node
+//! (runtime, parked lease, streams) and publishes `SessionGone`, on which
+//! every other node does the same (`maintenance.rs`). A store that cannot
+//! push (SQLite) carries no notice to another process: a server there
+//! lets go at once only of what it terminated itself, and of a session
+//! another process terminated once it next claims it from the store (after
+//! its runtime went idle and its parked lease was released).
 //!
 //! Several nodes may share one store (SPEC §10). A runtime is built only by
 //! the node that claims the session's lease (`Store::claim_session`: a new
@@ -819,24 +828,27 @@ impl Sessions {
     /// owner checked by [`Sessions::acquire`]).
     pub async fn terminate_lease(&self, lease: Lease) -> Result<(), AcquireError> {
         let session_id = lease.id().to_string();
-        let session_id = session_id.as_str();
+        let ended = self.end(&session_id).await;
+        drop(lease);
+        ended.map_err(|e| {
+            tracing::error!(error = %e, "could not terminate session");
+            AcquireError::Unavailable
+        })
+    }
+
+    /// Ends a session wherever it lives, for whoever may (its owner's
+    /// DELETE, through [`Sessions::terminate_lease`]; an operator of its
+    /// org, through the management API, which checked the org): the record
+    /// is marked terminated, the session goes from this node at once (see
+    /// `forget_terminated`), and `SessionGone` tells the other
+    /// nodes, which do the same. Never builds a runtime: a dormant session,
+    /// or one another node holds, is ended without one.
+    pub async fn end(&self, session_id: &str) -> Result<(), StoreError> {
         self.inner
             .store
             .terminate_session(session_id, now_ms())
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "could not terminate session");
-                AcquireError::Unavailable
-            })?;
-        let removed = self.slots().remove(session_id);
-        if let Some(Slot::Live(rt)) = removed {
-            rt.dispose();
-            self.release(&rt.record.owner);
-        }
-        self.inner.parking.remove(session_id);
-        drop(lease);
-        // GET streams of the session on other nodes end too.
-        self.inner.remote.end(session_id);
+            .await?;
+        self.forget_terminated(session_id);
         let gone = Notice::SessionGone {
             session_id: session_id.to_string(),
         };
@@ -844,6 +856,23 @@ impl Sessions {
             tracing::warn!(error = %e, "could not announce a terminated session");
         }
         Ok(())
+    }
+
+    /// The session was terminated (here, or on another node: its
+    /// `SessionGone` notice): its runtime here is disposed (its GET streams
+    /// end), its parked lease forgotten and its streams of a session held
+    /// elsewhere ended, so its next request here claims it from the store
+    /// and is told it is terminated. A restore under way is dropped from
+    /// the map, so the build discards its runtime (its waiters get 503;
+    /// their retry, 404).
+    pub(crate) fn forget_terminated(&self, session_id: &str) {
+        let removed = self.slots().remove(session_id);
+        if let Some(Slot::Live(rt)) = removed {
+            rt.dispose();
+            self.release(&rt.record.owner);
+        }
+        self.inner.parking.remove(session_id);
+        self.inner.remote.end(session_id);
     }
 
     /// Disposes idle runtimes; returns how many. Called by the reaper.

@@ -1,7 +1,8 @@
 //! A node's maintenance, run in the background until shutdown: the
 //! reaper's tick, this node's lease renewal, the store's notices (catalog
-//! changes, and the events, tool-list changes and ends of sessions held
-//! elsewhere with a GET stream here), activity flushes, and the store-wide
+//! changes; the events and tool-list changes of sessions held elsewhere
+//! with a GET stream here; sessions terminated elsewhere, whose runtimes
+//! and streams here go), activity flushes, and the store-wide
 //! sweeps (events past their replay window, retention GC). The transitions
 //! they trigger (disposal, a lapse) are `lifecycle.rs`'s.
 
@@ -259,7 +260,9 @@ impl Sessions {
                 let changed = executor_mcp::tools_list_changed().to_string();
                 self.inner.remote.broadcast(&session_id, &changed);
             }
-            Notice::SessionGone { session_id } => self.inner.remote.end(&session_id),
+            // Terminated elsewhere (an operator, or a DELETE handed to
+            // another node): gone from this node too, runtime and all.
+            Notice::SessionGone { session_id } => self.forget_terminated(&session_id),
             _ => {}
         }
     }

@@ -1,7 +1,8 @@
-//! `/sessions`: the org's MCP sessions.
+//! `/sessions`: the org's MCP sessions, and ending one.
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use executor_ops::SessionInfo;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -11,11 +12,13 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
-use crate::extract::Params;
+use crate::extract::{Params, Segment};
 use crate::page::Page;
 
 pub(crate) fn router() -> OpenApiRouter<ApiState> {
-    OpenApiRouter::new().routes(routes!(list_sessions))
+    OpenApiRouter::new()
+        .routes(routes!(list_sessions))
+        .routes(routes!(terminate_session))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -48,4 +51,26 @@ async fn list_sessions(
     let page = crate::page::ask(params.limit, params.cursor)?;
     let listed = state.ops.list_sessions(&caller.actor, &page).await?;
     Ok(Json(Page::from(listed)))
+}
+
+/// Ends a session at once: its next request gets 404 (terminated) and its
+/// open streams end; the client must initialize a new one. The record
+/// stays, listed as terminated. Ending a terminated session again does
+/// nothing more.
+#[utoipa::path(delete, path = "/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "The session's id (its Mcp-Session-Id)")),
+    responses(
+        (status = 204, description = "Terminated"),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 404, description = "No such session in the org", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn terminate_session(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(id): Segment,
+) -> ApiResult<StatusCode> {
+    state.ops.terminate_session(&caller.actor, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

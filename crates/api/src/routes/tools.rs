@@ -1,9 +1,10 @@
-//! `/tools`: search the catalog as agents do, and call one tool as the
-//! operator (policies and approvals apply as to any call).
+//! `/tools`: search the catalog as agents do, describe one tool as agents
+//! read it, and call one tool as the operator (policies and approvals
+//! apply as to any call).
 
 use axum::Json;
 use axum::extract::State;
-use executor_ops::{ApprovalMode, CallResult, ToolHit};
+use executor_ops::{ApprovalMode, CallResult, ToolDescription, ToolHit};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -12,11 +13,12 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Problem};
-use crate::extract::{Body, Params};
+use crate::extract::{Body, Params, Segment};
 
 pub(crate) fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(search_tools))
+        .routes(routes!(describe_tool))
         .routes(routes!(call_tool))
 }
 
@@ -57,6 +59,26 @@ async fn search_tools(
         .search_tools(&caller.actor, &query.q, query.namespace.as_deref(), limit)
         .await?;
     Ok(Json(hits))
+}
+
+/// One tool as agents read it (`tools.describe.tool`): its TypeScript and
+/// its JSON schemas. A tool's path always has a dot (`namespace.name`), so
+/// it never meets `/tools/search` or `/tools/call`.
+#[utoipa::path(get, path = "/tools/{path}", tag = "tools",
+    params(("path" = String, Path, description = "The tool's address, dotted: `petstore.pets.list`")),
+    responses(
+        (status = 200, description = "The tool, described", body = ToolDescription),
+        (status = 401, description = "No valid API token", body = Problem),
+        (status = 404, description = "No such tool in the org", body = Problem),
+        (status = 429, description = "Too many requests", body = Problem),
+    ),
+    security(("bearer" = [])))]
+async fn describe_tool(
+    State(state): State<ApiState>,
+    caller: Caller,
+    Segment(path): Segment,
+) -> ApiResult<Json<ToolDescription>> {
+    Ok(Json(state.ops.describe_tool(&caller.actor, &path).await?))
 }
 
 /// A tool to call, with its input.

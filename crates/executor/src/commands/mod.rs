@@ -1,6 +1,7 @@
 //! One file per command group; `run` dispatches a parsed command line to
 //! its command after opening the store the way that command needs it.
 
+mod approvals;
 mod connections;
 mod executions;
 mod integrations;
@@ -8,6 +9,7 @@ mod login;
 mod migrate;
 mod policies;
 mod serve;
+mod sessions;
 mod stdio;
 mod token;
 mod tools;
@@ -19,8 +21,8 @@ use executor_store::{Principal, Store};
 
 use crate::AnyResult;
 use crate::cli::{
-    ActorArg, AddIntegration, Cli, Command, ConnectionsCommand, EngineOpts, GlobalOpts,
-    IntegrationsCommand,
+    ActorArg, AddIntegration, ApprovalsCommand, Cli, Command, ConnectionsCommand, EngineOpts,
+    GlobalOpts, IntegrationsCommand, IntegrationsGroup,
 };
 use crate::config::store_options;
 use crate::wiring::{SHELL, command_operations, open_store, operations_of, wire_engine};
@@ -58,7 +60,12 @@ pub(crate) async fn run(cli: Cli) -> AnyResult<()> {
             executions::resume(&ops, &execution_id, &action, wait).await
         }
         Command::Policies(command) => policies::policies(&ops()?, command).await,
-        Command::Integrations(command) => integrations::integrations(&ops()?, command).await,
+        Command::Integrations(IntegrationsGroup::Manage(command)) => {
+            integrations::integrations(&ops()?, command).await
+        }
+        Command::Integrations(IntegrationsGroup::Tools { namespace, org }) => {
+            tools::integration_tools(&ops()?, &namespace, &org).await
+        }
         Command::Connections(ConnectionsCommand::Login(args)) => {
             login::login(store, global, args).await
         }
@@ -73,6 +80,13 @@ pub(crate) async fn run(cli: Cli) -> AnyResult<()> {
             tools::call(&ops, &path, &input, &actor).await
         }
         Command::Tools(command) => tools::tools(&ops()?, command).await,
+        Command::Sessions(command) => {
+            sessions::sessions(&ops()?, command, global.shared_store()).await
+        }
+        Command::Approvals(ApprovalsCommand::List { org, engine }) => {
+            let ops = engine_operations(store, global, &engine)?;
+            approvals::list(&ops, &org).await
+        }
     }
 }
 
@@ -83,7 +97,7 @@ fn engine_operations(
     opts: &EngineOpts,
 ) -> AnyResult<Operations> {
     let wired = wire_engine(store.clone(), global, opts)?;
-    Ok(operations_of(store, &wired, opts, SHELL, None))
+    Ok(operations_of(store, &wired, opts, SHELL, None, None))
 }
 
 /// Who a command acts for: see [`Operations::resolve_actor`].
@@ -123,11 +137,12 @@ fn uses_secret_key(command: &Command) -> bool {
         Command::Token(_)
             | Command::Executions(_)
             | Command::Policies(_)
-            | Command::Integrations(
+            | Command::Sessions(_)
+            | Command::Integrations(IntegrationsGroup::Manage(
                 IntegrationsCommand::List { .. }
                     | IntegrationsCommand::Remove { .. }
                     | IntegrationsCommand::Add(AddIntegration::Openapi { .. })
-            )
+            ))
             | Command::Connections(
                 ConnectionsCommand::List { .. } | ConnectionsCommand::Remove { .. }
             )

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use executor_api::ApiState;
 use executor_mcp::McpServer;
+use executor_ops::{SessionControl, SessionFuture};
 use executor_sessions::Sessions;
 use executor_store::tokens::TokenCache;
 use executor_store::{PUBLIC_URL_ANNOUNCEMENT, Store};
@@ -36,19 +37,20 @@ pub(crate) async fn serve(
     let local = listener.local_addr()?;
     let public_url = super::login::public_url(&opts.public, local);
     let login_callback = super::login::login_callback(&opts.public, &public_url);
+    let node_url = opts.node_url(local, global.shared_store())?;
+    let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));
     let ops = Arc::new(operations_of(
         store.clone(),
         &wired,
         &opts.engine,
         opts.engine.api_surface(),
         Some(login_callback.clone()),
+        Some(Arc::new(LiveSessions(sessions.clone()))),
     ));
     // `connections login` on this store sends its browser here.
     if let Err(e) = store.announce(PUBLIC_URL_ANNOUNCEMENT, &public_url).await {
         tracing::warn!(error = %e, "could not record this server's public URL in the store");
     }
-    let node_url = opts.node_url(local, global.shared_store())?;
-    let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));
     // Background loops end when `stop` flips, after the drain; serve awaits them.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = [
@@ -135,6 +137,17 @@ pub(crate) async fn serve(
         tracing::error!(error = %e, "the store could not commit its last writes");
     }
     Ok(())
+}
+
+/// The operations' hold on this server's live sessions: an operator's
+/// `DELETE /api/v1/sessions/{id}` ends the session here at once and tells
+/// the other nodes (`Sessions::end`).
+struct LiveSessions(Sessions);
+
+impl SessionControl for LiveSessions {
+    fn terminate<'a>(&'a self, session_id: &'a str) -> SessionFuture<'a> {
+        Box::pin(async move { Ok(self.0.end(session_id).await?) })
+    }
 }
 
 /// How long connections may stay open once the drain has ended.

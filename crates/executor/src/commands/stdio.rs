@@ -16,7 +16,7 @@ pub(crate) async fn serve(
     opts: StdioOpts,
 ) -> AnyResult<()> {
     let wired = wire_engine(store.clone(), global, &opts.engine)?;
-    let ops = operations_of(store, &wired, &opts.engine, SHELL, None);
+    let ops = operations_of(store, &wired, &opts.engine, SHELL, None, None);
     let principal = resolve_actor(&ops, &opts.actor).await?;
     say_who_acts(&ops, &principal).await;
     let engine = wired.engine;
