@@ -6,6 +6,10 @@
 pub(crate) const SESSION_COLUMNS: &str = "id, account_id, org_id, protocol_version, client_info, client_capabilities, elicitation_mode, created_at, last_activity_at, terminated_at";
 pub(crate) const EVENT_COLUMNS: &str = "session_id, stream_id, seq, data, undelivered, created_at";
 pub(crate) const EXECUTION_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, result, error, logs, tool_calls, started_at, duration_ms";
+/// [`EXECUTION_COLUMNS`] as a listing reads them: in the same places, the
+/// result, logs and tool calls left out (a listing shows summaries; a
+/// record's tool calls alone are kilobytes).
+pub(crate) const EXECUTION_LIST_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, NULL, error, '[]', '[]', started_at, duration_ms";
 pub(crate) const TOOL_CALL_COLUMNS: &str = "id, org_id, execution_id, session_id, account_id, tool_path, outcome, error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms";
 pub(crate) const TOKEN_COLUMNS: &str =
     "id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at";

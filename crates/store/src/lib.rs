@@ -16,6 +16,7 @@ mod columns;
 mod error;
 mod kinds;
 mod leases;
+mod listing;
 mod node;
 mod orgs;
 mod packed;

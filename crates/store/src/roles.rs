@@ -313,7 +313,9 @@ pub trait ExecutionStore: Send + Sync + 'static {
     }
 
     /// The executions of one org (every org: None), newest first by
-    /// (started_at, id); the page key is (`started_at_ms`, id).
+    /// (started_at, id); the page key is (`started_at_ms`, id). Listed
+    /// records leave out their result, logs and tool calls (empty): a
+    /// listing shows summaries; `get_execution` reads a whole record.
     async fn list_executions(
         &self,
         org_id: Option<&str>,

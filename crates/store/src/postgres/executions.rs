@@ -6,6 +6,7 @@ use super::notices::DECISIONS_CHANNEL;
 use super::{PgStore, col};
 use crate::columns::*;
 use crate::leases::ExecutionRefusal;
+use crate::listing;
 use crate::*;
 
 use super::rows::*;
@@ -200,30 +201,8 @@ impl ExecutionStore for PgStore {
         filter: &ExecutionFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        let (after_time, after_id) = page_after(page);
-        let status = filter.status.map(|s| s.as_str());
-        let found = self
-            .query(
-                &format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM executions \
-                     WHERE ($1::text IS NULL OR org_id = $1) \
-                       AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR session_id = $3) \
-                       AND ($4::int8 IS NULL OR started_at >= $4) AND ($5::int8 IS NULL OR started_at < $5) \
-                       AND ($6::int8 IS NULL OR (started_at, id) < ($6, $7::text)) \
-                     ORDER BY started_at DESC, id DESC LIMIT $8"
-                ),
-                &[
-                    &org_id,
-                    &status,
-                    &filter.session_id,
-                    &filter.since_ms,
-                    &filter.until_ms,
-                    &after_time,
-                    &after_id,
-                    &i64::from(page.bounded_limit()),
-                ],
-            )
-            .await?;
+        let query = listing::executions(EXECUTION_LIST_COLUMNS, org_id, filter, page);
+        let found = self.query(&query.sql, &pg_params(&query.params)).await?;
         rows(found, execution_from_row)
     }
 

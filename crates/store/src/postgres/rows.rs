@@ -329,3 +329,14 @@ pub(super) async fn lock_policies(
     .map_err(db_error)?;
     Ok(())
 }
+
+/// A list query's parameters as Postgres binds them.
+pub(super) fn pg_params(params: &[crate::listing::Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|param| match param {
+            crate::listing::Param::Text(text) => text as &(dyn ToSql + Sync),
+            crate::listing::Param::Int(n) => n as &(dyn ToSql + Sync),
+        })
+        .collect()
+}

@@ -228,6 +228,11 @@ CREATE TABLE announcements (
     updated_at BIGINT NOT NULL
 );
 "#,
+    // Executions listed by state (SQLite migration 16): a rare state (a paused one)
+    // is read from its own range instead of being filtered out of the org's.
+    r#"
+CREATE INDEX executions_org_status ON executions(org_id, status, started_at, id);
+"#,
 ];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).

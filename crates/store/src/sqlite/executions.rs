@@ -39,26 +39,10 @@ impl ExecutionStore for SqliteStore {
         filter: &ExecutionFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        let (after_time, after_id) = page_after(page);
+        let query = listing::executions(EXECUTION_LIST_COLUMNS, org_id, filter, page);
         self.read_all(
-            &format!(
-                "SELECT {EXECUTION_COLUMNS} FROM executions \
-                 WHERE (?1 IS NULL OR org_id = ?1) \
-                   AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR session_id = ?3) \
-                   AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5) \
-                   AND (?6 IS NULL OR started_at < ?6 OR (started_at = ?6 AND id < ?7)) \
-                 ORDER BY started_at DESC, id DESC LIMIT ?8"
-            ),
-            params![
-                org_id,
-                filter.status,
-                filter.session_id,
-                filter.since_ms,
-                filter.until_ms,
-                after_time,
-                after_id,
-                page.bounded_limit()
-            ],
+            &query.sql,
+            rusqlite::params_from_iter(query.params.iter().map(sql_value)),
             execution_from_row,
         )
     }

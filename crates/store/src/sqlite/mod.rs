@@ -28,6 +28,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::checkpointer::{Checkpointer, WRITER_BACKSTOP_PAGES};
 use crate::columns::*;
 use crate::leases::{ClaimRefusal, ExecutionRefusal};
+use crate::listing;
 use crate::node::NODE_ROW_KEPT_MS;
 use crate::orgs::OrgChoice;
 use crate::packed::{Document, pack};
@@ -360,6 +361,14 @@ fn execution_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord
         started_at_ms: r.get(10)?,
         duration_ms: r.get(11)?,
     })
+}
+
+/// A list query's parameter as SQLite binds it.
+fn sql_value(param: &crate::listing::Param) -> rusqlite::types::Value {
+    match param {
+        crate::listing::Param::Text(text) => rusqlite::types::Value::Text(text.clone()),
+        crate::listing::Param::Int(n) => rusqlite::types::Value::Integer(*n),
+    }
 }
 
 /// The keyset bound of a page: (time, id) of the previous page's last row.

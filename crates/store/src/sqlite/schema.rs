@@ -259,6 +259,11 @@ CREATE TABLE announcements (
     updated_at INTEGER NOT NULL
 );
 "#,
+    // Executions listed by state: a rare state (a paused one)
+    // is read from its own range instead of being filtered out of the org's.
+    r#"
+CREATE INDEX executions_org_status ON executions(org_id, status, started_at, id);
+"#,
 ];
 
 pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {

@@ -11,32 +11,10 @@ impl ToolCallStore for SqliteStore {
         filter: &ToolCallFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ToolCallRecord>> {
-        let (exact, prefix) = filter.tool_match();
-        let (after_time, after_id) = page_after(page);
+        let query = listing::tool_calls(TOOL_CALL_COLUMNS, org_id, filter, page);
         self.read_all(
-            &format!(
-                "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE org_id = ?1 \
-                   AND (?2 IS NULL OR tool_path = ?2) \
-                   AND (?3 IS NULL OR substr(tool_path, 1, length(?3)) = ?3) \
-                   AND (?4 IS NULL OR outcome = ?4) AND (?5 IS NULL OR session_id = ?5) \
-                   AND (?6 IS NULL OR execution_id = ?6) \
-                   AND (?7 IS NULL OR started_at >= ?7) AND (?8 IS NULL OR started_at < ?8) \
-                   AND (?9 IS NULL OR started_at < ?9 OR (started_at = ?9 AND id < ?10)) \
-                 ORDER BY started_at DESC, id DESC LIMIT ?11"
-            ),
-            params![
-                org_id,
-                exact,
-                prefix,
-                filter.outcome,
-                filter.session_id,
-                filter.execution_id,
-                filter.since_ms,
-                filter.until_ms,
-                after_time,
-                after_id,
-                page.bounded_limit()
-            ],
+            &query.sql,
+            rusqlite::params_from_iter(query.params.iter().map(sql_value)),
             tool_call_from_row,
         )
     }
