@@ -172,6 +172,7 @@ test("api: tools/call is the operator's own call — an approval-gated tool runs
   assert.equal(called.json.pausedExecutionId ?? null, null, "it did not pause");
   assert.equal(upstream.seen.filter((r) => r.method === "POST").length, before + 1, "the upstream got the call");
   const me = (await api(alice, "GET", "/me")).json;
+  assert.ok(me.orgs.some((o) => o.id === me.orgId && o.name === me.orgName), JSON.stringify(me));
   const [call] = (await api(alice, "GET", "/tool-calls?tool=shop.orders.createOrder&limit=1")).json.items;
   assert.equal(call.approval, "approved");
   assert.equal(call.decidedBy, me.accountId, "the caller approved it by calling");
@@ -179,6 +180,86 @@ test("api: tools/call is the operator's own call — an approval-gated tool runs
   const blocked = await api(alice, "POST", "/tools/call", { path: "shop.orders.listOrders", input: {} });
   assert.equal(blocked.status, 200, blocked.text);
   assert.match(blocked.text, /tool_blocked/);
+});
+
+/** An SSE reader over fetch: `next()` resolves with the next event's {event, data}. */
+const openEvents = async (token, path) => {
+  const controller = new AbortController();
+  const res = await fetch(`${srv.base}/api/v1${path}`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+  const reader = res.body?.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  const next = async (ms = 10_000) => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const end = buffer.indexOf("\n\n");
+      if (end >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const lines = block.split("\n");
+        const event = lines.find((l) => l.startsWith("event:"))?.slice(6).trim();
+        const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+        if (event) return { event, data };
+        continue; // a keep-alive comment
+      }
+      if (Date.now() > deadline) throw new Error(`no event within ${ms} ms`);
+      const { value, done } = await reader.read();
+      if (done) return null;
+      buffer += decoder.decode(value, { stream: true });
+    }
+  };
+  return { res, next, close: () => controller.abort() };
+};
+
+test("api: the approvals stream sends the waiting list at once and again as calls pause and are decided", async () => {
+  const stream = await openEvents(alice, "/approvals/stream");
+  assert.equal(stream.res.status, 200);
+  assert.match(stream.res.headers.get("content-type"), /text\/event-stream/);
+  try {
+    const first = await stream.next();
+    assert.equal(first.event, "pending");
+    const before = JSON.parse(first.data);
+    assert.ok(Array.isArray(before));
+    const paused = await api(alice, "POST", "/executions", { code: "return await tools.shop.orders.createOrder({ body: { item: 'cocoa' } })" });
+    const id = paused.json.pausedExecutionId;
+    assert.match(id ?? "", /^exec_/, paused.text);
+    const waiting = JSON.parse((await stream.next()).data);
+    const entry = waiting.find((p) => p.executionId === id);
+    assert.ok(entry, `the paused call appears: ${JSON.stringify(waiting)}`);
+    assert.equal(entry.toolPath, "shop.orders.createOrder");
+    assert.equal((await api(alice, "POST", `/approvals/${id}`, { action: "decline" })).status, 200);
+    const after = JSON.parse((await stream.next()).data);
+    assert.ok(!after.some((p) => p.executionId === id), "the decided call leaves the list");
+  } finally {
+    stream.close();
+  }
+  // Bob's stream never shows alice's calls; no token gets 401.
+  const bobs = await openEvents(bob, "/approvals/stream");
+  assert.deepEqual(JSON.parse((await bobs.next()).data), []);
+  bobs.close();
+  assert.equal((await fetch(`${srv.base}/api/v1/approvals/stream`)).status, 401);
+});
+
+test("api: a token holds at most 8 open streams; a 9th gets 429, and a closed one frees its place", async () => {
+  const token = srv.mint("streams@api.test");
+  const open = [];
+  for (let i = 0; i < 8; i++) {
+    const s = await openEvents(token, "/approvals/stream");
+    assert.equal(s.res.status, 200);
+    await s.next();
+    open.push(s);
+  }
+  const ninth = await fetch(`${srv.base}/api/v1/approvals/stream`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal(ninth.status, 429);
+  assert.equal((await ninth.json()).code, "too_many_streams");
+  open.pop().close();
+  await waitUntil("a closed stream frees its place", async () => {
+    const again = await fetch(`${srv.base}/api/v1/approvals/stream`, { headers: { authorization: `Bearer ${token}` } });
+    if (again.status === 200) { await again.body?.cancel(); return true; }
+    await again.text();
+    return false;
+  }, { ms: 10_000 });
+  for (const s of open) s.close();
 });
 
 test("api: errors are problems naming the field; no token gets 401 with how to get one", async () => {

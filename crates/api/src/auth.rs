@@ -12,6 +12,7 @@ use crate::error::ApiError;
 
 /// The caller: an account in an org, by its API token. Everything the
 /// request reads or changes is that org's.
+#[derive(Clone)]
 pub struct Caller {
     pub actor: Actor,
     /// The token's id (rate limits are kept per token).
@@ -48,5 +49,19 @@ impl FromRequestParts<ApiState> for Caller {
         };
         state.limits.admit(&token_id)?;
         Ok(Caller { actor, token_id })
+    }
+}
+
+/// Whether the caller's token still works (a long stream asks again: a
+/// revoked or expired token ends it).
+pub(crate) async fn still_valid(state: &ApiState, caller: &Caller) -> bool {
+    match state
+        .ops
+        .get_token(&caller.actor.org_id, &caller.token_id)
+        .await
+    {
+        Ok(token) => token.state == "active",
+        // The store is down: keep the stream; the next read decides.
+        Err(e) => e.kind == executor_ops::ErrorKind::Unavailable,
     }
 }

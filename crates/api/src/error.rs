@@ -90,6 +90,18 @@ impl ApiError {
             )
         }
     }
+
+    /// The token holds the most event streams it may.
+    pub fn too_many_streams(max: usize) -> Self {
+        ApiError {
+            retry_after: Some(5),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_streams",
+                format!("this token holds {max} open streams, the most it may; close one first"),
+            )
+        }
+    }
 }
 
 impl From<OpError> for ApiError {

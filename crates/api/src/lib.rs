@@ -16,6 +16,7 @@ mod extract;
 mod limits;
 mod page;
 mod routes;
+mod streams;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, Problem};
 pub use limits::{DEFAULT_BURST, DEFAULT_RATE, RateLimits};
+pub use streams::{MAX_STREAMS_PER_TOKEN, StreamSlots};
 
 /// Largest request body the API reads: room for an uploaded API
 /// description (the largest public ones are tens of MB).
@@ -42,6 +44,10 @@ pub struct ApiState {
     /// with `/mcp`'s).
     pub tokens: Arc<TokenCache>,
     pub limits: Arc<RateLimits>,
+    /// The event streams open, per token.
+    pub streams: Arc<StreamSlots>,
+    /// Flips to true when the server drains: open streams end.
+    pub draining: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The API's routes, the document and the documentation page, to merge

@@ -72,3 +72,24 @@ impl Operations {
             .map_or_else(|| actor.org_id.clone(), |(_, name)| name))
     }
 }
+
+/// An org an account belongs to.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrgInfo {
+    pub id: String,
+    pub name: String,
+}
+
+impl Operations {
+    /// The orgs the actor's account belongs to, by name.
+    pub async fn account_orgs(&self, actor: &Actor) -> OpResult<Vec<OrgInfo>> {
+        Ok(self
+            .store()
+            .account_orgs(&actor.account_id)
+            .await?
+            .into_iter()
+            .map(|(id, name)| OrgInfo { id, name })
+            .collect())
+    }
+}

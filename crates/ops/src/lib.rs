@@ -44,7 +44,7 @@ pub use executions::{CallResult, ExecutionDetail, ExecutionSummary, ListExecutio
 pub use executor_call::ApprovalMode;
 /// How an MCP server over HTTP is spoken to (an input of [`McpEndpoint`]).
 pub use executor_upstream::HttpTransport;
-pub use identity::{ActorChoice, LOCAL_OPERATOR};
+pub use identity::{ActorChoice, LOCAL_OPERATOR, OrgInfo};
 pub use integrations::{
     AddIntegration, DocumentSource, GraphqlSchemaSource, IntegrationAdded, IntegrationSummary,
     MAX_SPEC_BYTES, McpEndpoint, Progress, UpdateIntegration, document_source,

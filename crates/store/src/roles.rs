@@ -73,6 +73,9 @@ pub trait AccountStore: Send + Sync + 'static {
     /// Every org as (id, name).
     async fn list_orgs(&self) -> StoreResult<Vec<(String, String)>>;
 
+    /// The orgs `account_id` belongs to, as (id, name), by name.
+    async fn account_orgs(&self, account_id: &str) -> StoreResult<Vec<(String, String)>>;
+
     /// Who acts in the org when nobody is named: its owner (a personal
     /// org), else its earliest member (accounts made within one ms are
     /// ordered by id). None for an org without members.

@@ -74,6 +74,8 @@ pub(crate) async fn serve(
         ops,
         tokens: tokens.clone(),
         limits: Arc::new(opts.api_rate_limits()),
+        streams: Default::default(),
+        draining: sessions.draining(),
     });
     let app = App {
         sessions,

@@ -178,6 +178,17 @@ impl AccountStore for PgStore {
         rows(found, |r| Ok((col(r, 0)?, col(r, 1)?)))
     }
 
+    async fn account_orgs(&self, account_id: &str) -> StoreResult<Vec<(String, String)>> {
+        let found = self
+            .query(
+                "SELECT o.id, o.name FROM memberships m JOIN orgs o ON o.id = m.org_id \
+                 WHERE m.account_id = $1 ORDER BY o.name COLLATE \"C\"",
+                &[&account_id],
+            )
+            .await?;
+        rows(found, |r| Ok((col(r, 0)?, col(r, 1)?)))
+    }
+
     async fn org_account(&self, org_id: &str) -> StoreResult<Option<Principal>> {
         let found = self.query_opt(ORG_ACCOUNT, &[&org_id]).await?;
         match found {

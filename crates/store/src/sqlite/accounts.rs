@@ -164,6 +164,15 @@ impl AccountStore for SqliteStore {
         })
     }
 
+    async fn account_orgs(&self, account_id: &str) -> StoreResult<Vec<(String, String)>> {
+        self.read_all(
+            "SELECT o.id, o.name FROM memberships m JOIN orgs o ON o.id = m.org_id \
+             WHERE m.account_id = ?1 ORDER BY o.name",
+            [account_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
     async fn org_account(&self, org_id: &str) -> StoreResult<Option<Principal>> {
         self.read_one(ORG_ACCOUNT, [org_id], |r| {
             Ok(Principal {
