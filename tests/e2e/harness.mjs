@@ -105,6 +105,9 @@ export const pgStore = () => {
  */
 export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataDir, port, store = STORE } = {}) => {
   if (!existsSync(BIN)) throw new Error(`no executor binary at ${BIN} (set EXECUTOR_BIN or build it)`);
+  // A data dir given is another server's (a second node on it): cleanup
+  // leaves it to its owner.
+  const ownsDataDir = dataDir === undefined;
   dataDir ??= mkdtempSync(join(tmpdir(), "executor-e2e-"));
   port ??= await freePort();
   mkdirSync(LOG_DIR, { recursive: true });
@@ -193,7 +196,7 @@ export const startServer = async ({ idleMs = IDLE_MS, args = [], env = {}, dataD
     await s.stop();
     pg?.drop();
     logFile.end();
-    if (!process.env.E2E_KEEP) rmSync(dataDir, { recursive: true, force: true });
+    if (ownsDataDir && !process.env.E2E_KEEP) rmSync(dataDir, { recursive: true, force: true });
   };
   return s;
 };

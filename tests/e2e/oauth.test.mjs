@@ -288,9 +288,13 @@ test("issue 37: a login started over the API completes through the server's call
   const status = await api("GET", "/integrations/gql/connection");
   assert.equal(status.body.kind, "oauth");
   assert.equal((await call("return (await tools.gql.query.me({})).data")).result, "alice");
-  // A made-up login id reads as failed (expired), never as another's login.
-  const unknown = await api("GET", `/integrations/gql/connection/login/${"0".repeat(64)}`);
-  assert.equal(unknown.body.state, "failed");
+  // A made-up login id, or this one under another integration, is not found.
+  assert.equal((await api("GET", `/integrations/gql/connection/login/${"0".repeat(64)}`)).status, 404);
+  assert.equal((await api("GET", `/integrations/secure/connection/login/${started.body.loginId}`)).status, 404);
+  // Another org's token does not see it either.
+  const other = srv.mint("someone-else@example.com");
+  const foreign = await fetch(`${srv.base}/api/v1${path}`, { headers: { authorization: `Bearer ${other}` } });
+  assert.equal(foreign.status, 404);
   // An integration with no login: a stdio server would be 409; a missing one 404.
   assert.equal((await api("POST", "/integrations/nothing/connection/login", {})).status, 404);
 });

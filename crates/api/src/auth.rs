@@ -61,7 +61,8 @@ pub(crate) async fn still_valid(state: &ApiState, caller: &Caller) -> bool {
         .await
     {
         Ok(token) => token.state == "active",
-        // The store is down: keep the stream; the next read decides.
-        Err(e) => e.kind == executor_ops::ErrorKind::Unavailable,
+        // Gone: revoked and collected. Any other failure is the store's:
+        // keep the stream; the next look decides.
+        Err(e) => e.kind != executor_ops::ErrorKind::NotFound,
     }
 }

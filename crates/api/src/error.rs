@@ -91,15 +91,11 @@ impl ApiError {
         }
     }
 
-    /// The token holds the most event streams it may.
-    pub fn too_many_streams(max: usize) -> Self {
+    /// The token (or the server) holds the most event streams it may.
+    pub fn too_many_streams(detail: impl Into<String>) -> Self {
         ApiError {
             retry_after: Some(5),
-            ..Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_streams",
-                format!("this token holds {max} open streams, the most it may; close one first"),
-            )
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", detail)
         }
     }
 }

@@ -9,6 +9,10 @@ use crate::error::ApiError;
 /// Event streams one API token may hold open at once.
 pub const MAX_STREAMS_PER_TOKEN: usize = 8;
 
+/// Event streams the server holds open at once, every token's together
+/// (tokens can be minted: the per-token bound alone bounds nothing).
+pub const MAX_STREAMS: usize = 512;
+
 /// Who holds how many streams.
 #[derive(Debug, Default)]
 pub struct StreamSlots {
@@ -26,9 +30,17 @@ impl StreamSlots {
     /// most it may.
     pub(crate) fn open(self: &Arc<Self>, token_id: &str) -> Result<StreamSlot, ApiError> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = open.values().sum();
+        if total >= MAX_STREAMS {
+            return Err(ApiError::too_many_streams(
+                "the server holds the most open streams it may; retry shortly",
+            ));
+        }
         let held = open.entry(token_id.to_string()).or_default();
         if *held >= MAX_STREAMS_PER_TOKEN {
-            return Err(ApiError::too_many_streams(MAX_STREAMS_PER_TOKEN));
+            return Err(ApiError::too_many_streams(format!(
+                "this token holds {MAX_STREAMS_PER_TOKEN} open streams, the most it may; close one first"
+            )));
         }
         *held += 1;
         Ok(StreamSlot {

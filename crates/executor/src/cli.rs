@@ -462,13 +462,10 @@ pub enum SessionsCommand {
     },
     /// End a session: its next request gets 404 (terminated) and the
     /// client must start a new one. A running server that holds the
-    /// session lets it go at once on a Postgres store (every node hears
-    /// of it). On the embedded SQLite store no notice reaches a server
-    /// running on the same data dir: it serves a session it holds in
-    /// memory until the session has been idle for its idle timeout and its
-    /// kept lease is released (`--session-lease-kept`), or until it
-    /// restarts; to end it there at once, use the server's
-    /// `DELETE /api/v1/sessions/ID`.
+    /// session lets it go, with its open streams: at once on a Postgres
+    /// store (every node hears of it), within a second on the embedded
+    /// SQLite store (a server there looks for sessions other processes
+    /// ended each second).
     Terminate {
         /// The session's id (its Mcp-Session-Id), from `sessions list`.
         id: String,

@@ -38,7 +38,7 @@ pub use error::{OAUTH_REAUTH_REQUIRED, OAuthError, login_command, reauth_require
 pub use grant::{AuthMethod, ClientSource, Flow, Grant, GrantStatus, Secrets};
 pub use login::{
     Finished, LOGIN_TIMEOUT_MS, LoginOptions, LoginTarget, Resource, Started,
-    client_metadata_document, state_hash,
+    client_metadata_document, read_login_outcome, state_hash,
 };
 pub use metadata::ServerMetadata;
 pub use oauth::OAuth;

@@ -621,17 +621,21 @@ impl OAuth {
         Ok(match outcome {
             None => Some(Err("the login expired".into())),
             Some(None) => None,
-            Some(Some(text)) => {
-                let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                Some(match value.get("error").and_then(|e| e.as_str()) {
-                    Some(error) => Err(error.to_string()),
-                    None => Ok(value
-                        .get("note")
-                        .and_then(|n| n.as_str())
-                        .map(str::to_string)),
-                })
-            }
+            Some(Some(text)) => Some(read_login_outcome(&text)),
         })
+    }
+}
+
+/// A settled login's outcome as [`OAuth::settle_login`] wrote it: Ok with
+/// the completing process's note, or the error.
+pub fn read_login_outcome(text: &str) -> Result<Option<String>, String> {
+    let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    match value.get("error").and_then(|e| e.as_str()) {
+        Some(error) => Err(error.to_string()),
+        None => Ok(value
+            .get("note")
+            .and_then(|n| n.as_str())
+            .map(str::to_string)),
     }
 }
 

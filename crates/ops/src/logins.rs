@@ -175,16 +175,32 @@ impl Operations {
         }
     }
 
-    /// How the login `login_id` (from [`LoginStarted::Browser`]) stands.
-    /// The id is the hash of the login's unguessable state, known only to
-    /// whoever started it.
-    pub async fn login_state(&self, login_id: &str) -> OpResult<LoginState> {
-        let oauth = self.login_oauth(self.client()?)?;
-        let outcome = oauth.login_outcome(login_id).await.map_err(login_error)?;
-        Ok(match outcome {
+    /// How the login `login_id` (from [`LoginStarted::Browser`]) to
+    /// `namespace` stands, read in the actor's org only: another org's
+    /// login, like an unknown one, is not found.
+    pub async fn login_state(
+        &self,
+        actor: &Actor,
+        namespace: &str,
+        login_id: &str,
+    ) -> OpResult<LoginState> {
+        let found = self
+            .store()
+            .pending_login_of(&actor.org_id, namespace, login_id)
+            .await?
+            .ok_or_else(|| {
+                OpError::not_found(format_args!("login {login_id:?} of {namespace:?}"))
+            })?;
+        Ok(match found.outcome {
+            Some(text) => match executor_oauth::read_login_outcome(&text) {
+                Ok(note) => LoginState::Connected { note },
+                Err(message) => LoginState::Failed { message },
+            },
+            // A callback that came after the deadline never settles it.
+            None if !found.taken && found.expires_at_ms <= now_ms() => LoginState::Failed {
+                message: "the login expired before the browser came back".into(),
+            },
             None => LoginState::Pending,
-            Some(Ok(note)) => LoginState::Connected { note },
-            Some(Err(message)) => LoginState::Failed { message },
         })
     }
 
@@ -261,11 +277,6 @@ impl Operations {
         })?;
         let store: Arc<dyn ConnectionStore> = self.parts.store.clone();
         Ok(OAuth::new(store, key, http))
-    }
-
-    fn client(&self) -> OpResult<HttpClient> {
-        HttpClient::new(self.http_config(false))
-            .map_err(|e| OpError::internal("cannot build the HTTP client", e))
     }
 }
 

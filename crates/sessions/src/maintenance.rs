@@ -22,6 +22,10 @@ const CATALOG_CHECK_FALLBACK: Duration = Duration::from_secs(10);
 /// How often delivered events past their replay window are deleted: often
 /// enough that the log holds minutes of events, not days.
 const EVENT_SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// How far back a look for sessions terminated elsewhere reaches past the
+/// previous look.
+const TERMINATION_SLACK_MS: i64 = 5_000;
+
 /// How often sessions and execution records past their retention are
 /// deleted, store-wide.
 const RETENTION_GC_EVERY: Duration = Duration::from_secs(3600);
@@ -39,6 +43,7 @@ impl Sessions {
         let mut last_gc: Option<Instant> = None;
         let mut last_event_sweep: Option<Instant> = None;
         let mut last_catalog_check = Instant::now();
+        let mut terminations_seen_to = now_ms();
         let mut renewal = tokio::time::interval(self.inner.node.renew_every());
         renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A store that pushes catalog changes (Postgres) is polled only as a
@@ -88,6 +93,8 @@ impl Sessions {
                 last_catalog_check = Instant::now();
                 self.refresh_tool_lists().await;
                 self.feed_all_remote().await;
+                self.forget_terminated_elsewhere(&mut terminations_seen_to)
+                    .await;
             }
             // The store-wide sweeps: every server asks each minute, one of
             // all the servers on the store runs each per interval.
@@ -113,6 +120,24 @@ impl Sessions {
                     self.gc_executions().await;
                 }
             }
+        }
+    }
+
+    /// Sessions another process terminated since the last look leave this
+    /// node: the CLI on SQLite cannot notify a server, and a notice can be
+    /// lost. `seen_to` is where the last look ended; the slack covers a
+    /// terminating process's clock and commit running behind ours.
+    async fn forget_terminated_elsewhere(&self, seen_to: &mut i64) {
+        let now = now_ms();
+        let since = seen_to.saturating_sub(TERMINATION_SLACK_MS);
+        match self.inner.store.sessions_terminated_since(since).await {
+            Ok(ids) => {
+                for id in ids {
+                    self.forget_terminated(&id);
+                }
+                *seen_to = now;
+            }
+            Err(e) => tracing::warn!(error = %e, "could not look for terminated sessions"),
         }
     }
 

@@ -46,9 +46,9 @@ pub use preflight::Refusal;
 pub use records::*;
 pub use revision_cache::RevisionCache;
 pub use roles::{
-    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, MAX_PAUSED_LISTED, NodeStore,
-    Notice, PUBLIC_URL_ANNOUNCEMENT, PolicyStore, SessionStore, Store, ToolCallStore, next_notice,
-    now_ms,
+    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, MAX_PAUSED_LISTED,
+    MAX_TERMINATED_LISTED, NodeStore, Notice, PUBLIC_URL_ANNOUNCEMENT, PolicyStore, SessionStore,
+    Store, ToolCallStore, next_notice, now_ms,
 };
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;

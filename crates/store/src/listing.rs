@@ -1,10 +1,10 @@
-//! The keyset lists of executions and tool calls, as SQL both dialects
-//! read: a condition only for each filter given, and the page bound as a
-//! row value, `(started_at, id) < ($n, $m)`, so that the planner seeks the
+//! The keyset lists of executions and tool calls: a condition only for
+//! each filter given, and the page bound as a row value,
+//! `(started_at, id) < (…)`, so that the planner seeks the
 //! `(org_id, started_at, id)` index to the page's first row instead of
 //! scanning from the newest (a page a month back would read every row
-//! after it). Parameters are `$1…$n`, each used once, in order: SQLite
-//! binds them by position too.
+//! after it). Parameters are numbered in order, each used once, in each
+//! dialect's own spelling.
 
 use crate::{ExecutionFilter, PageRequest, ToolCallFilter};
 
@@ -22,17 +22,36 @@ pub(crate) struct ListQuery {
     pub(crate) params: Vec<Param>,
 }
 
+/// Which SQL a list is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
 /// A [`ListQuery`] being built from the filters present.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Builder {
+    dialect: Dialect,
     conditions: Vec<String>,
     params: Vec<Param>,
 }
 
 impl Builder {
+    fn new(dialect: Dialect) -> Self {
+        Builder {
+            dialect,
+            conditions: Vec::new(),
+            params: Vec::new(),
+        }
+    }
+
     fn param(&mut self, value: Param) -> String {
         self.params.push(value);
-        format!("${}", self.params.len())
+        match self.dialect {
+            Dialect::Sqlite => format!("?{}", self.params.len()),
+            Dialect::Postgres => format!("${}", self.params.len()),
+        }
     }
 
     fn text(&mut self, column: &str, value: Option<&str>) {
@@ -42,16 +61,22 @@ impl Builder {
         }
     }
 
-    /// `column` starts with `prefix`, as a range the index can seek.
+    /// `column` starts with `prefix`, byte for byte: on SQLite (which
+    /// compares bytes) as a range; on Postgres with `starts_with`, which a
+    /// database's collation cannot bend (a range would follow it).
     fn prefix(&mut self, column: &str, prefix: Option<&str>) {
         let Some(prefix) = prefix else { return };
-        let Some(upper) = next_prefix(prefix) else {
-            return;
-        };
         let low = self.param(Param::Text(prefix.to_string()));
-        let high = self.param(Param::Text(upper));
-        self.conditions
-            .push(format!("{column} >= {low} AND {column} < {high}"));
+        let condition = match (self.dialect, next_prefix(prefix)) {
+            (Dialect::Postgres, _) => format!("starts_with({column}, {low})"),
+            (Dialect::Sqlite, Some(upper)) => {
+                let high = self.param(Param::Text(upper));
+                format!("{column} >= {low} AND {column} < {high}")
+            }
+            // `?N` may stand twice.
+            (Dialect::Sqlite, None) => format!("substr({column}, 1, length({low})) = {low}"),
+        };
+        self.conditions.push(condition);
     }
 
     /// `since` ≤ started_at < `until`, and past the previous page's last row.
@@ -102,12 +127,13 @@ fn next_prefix(prefix: &str) -> Option<String> {
 
 /// The executions list (an org's, or every org's).
 pub(crate) fn executions(
+    dialect: Dialect,
     columns: &str,
     org_id: Option<&str>,
     filter: &ExecutionFilter,
     page: &PageRequest,
 ) -> ListQuery {
-    let mut q = Builder::default();
+    let mut q = Builder::new(dialect);
     q.text("org_id", org_id);
     q.text("status", filter.status.map(|s| s.as_str()));
     q.text("session_id", filter.session_id.as_deref());
@@ -117,13 +143,14 @@ pub(crate) fn executions(
 
 /// An org's tool calls.
 pub(crate) fn tool_calls(
+    dialect: Dialect,
     columns: &str,
     org_id: &str,
     filter: &ToolCallFilter,
     page: &PageRequest,
 ) -> ListQuery {
     let (exact, prefix) = filter.tool_match();
-    let mut q = Builder::default();
+    let mut q = Builder::new(dialect);
     q.text("org_id", Some(org_id));
     q.text("tool_path", exact);
     q.prefix("tool_path", prefix);
@@ -142,6 +169,7 @@ mod tests {
     #[test]
     fn only_the_filters_given_become_conditions() {
         let q = executions(
+            Dialect::Postgres,
             "id",
             Some("org_1"),
             &ExecutionFilter::default(),
@@ -162,12 +190,18 @@ mod tests {
             tool: Some("github.".into()),
             ..Default::default()
         };
-        let q = tool_calls("id", "org_1", &filter, &page);
+        let q = tool_calls(Dialect::Sqlite, "id", "org_1", &filter, &page);
         assert_eq!(
             q.sql,
-            "SELECT id FROM tool_calls WHERE org_id = $1 AND tool_path >= $2 AND tool_path < $3 \
-             AND (started_at, id) < ($4, $5) ORDER BY started_at DESC, id DESC LIMIT $6"
+            "SELECT id FROM tool_calls WHERE org_id = ?1 AND tool_path >= ?2 AND tool_path < ?3 \
+             AND (started_at, id) < (?4, ?5) ORDER BY started_at DESC, id DESC LIMIT ?6"
         );
         assert!(matches!(&q.params[2], Param::Text(t) if t == "github/"));
+        let q = tool_calls(Dialect::Postgres, "id", "org_1", &filter, &page);
+        assert_eq!(
+            q.sql,
+            "SELECT id FROM tool_calls WHERE org_id = $1 AND starts_with(tool_path, $2) \
+             AND (started_at, id) < ($3, $4) ORDER BY started_at DESC, id DESC LIMIT $5"
+        );
     }
 }

@@ -222,6 +222,16 @@ impl ToolCallFilter {
     }
 }
 
+/// Where a started login stands ([`crate::ConnectionStore::pending_login_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingLoginState {
+    pub expires_at_ms: i64,
+    /// Its callback has come (the code is being or was exchanged).
+    pub taken: bool,
+    /// How it ended (JSON), once settled.
+    pub outcome: Option<String>,
+}
+
 /// Which executions [`crate::ExecutionStore::list_executions`] lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecutionFilter {

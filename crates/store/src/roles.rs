@@ -132,6 +132,12 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Marks the session terminated and drops its event log.
     async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()>;
 
+    /// The sessions terminated at or after `since_ms` (at most
+    /// [`MAX_TERMINATED_LISTED`]): how a server learns of terminations by
+    /// a process that cannot notify it (the CLI on SQLite), or whose
+    /// notice was lost.
+    async fn sessions_terminated_since(&self, since_ms: i64) -> StoreResult<Vec<String>>;
+
     /// Deletes session records (and their events) untouched since `before_ms`.
     async fn gc_sessions(&self, before_ms: i64) -> StoreResult<u64>;
 
@@ -170,6 +176,9 @@ pub trait SessionStore: Send + Sync + 'static {
     /// events stay. Returns how many were deleted.
     async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
 }
+
+/// Most sessions [`SessionStore::sessions_terminated_since`] returns.
+pub const MAX_TERMINATED_LISTED: u32 = 1000;
 
 /// The announcement of the public URL the last server started on the
 /// store completes OAuth logins at (`<url>/oauth/callback`).
@@ -487,6 +496,15 @@ pub trait ConnectionStore: Send + Sync + 'static {
     /// How a login ended: None while the row is unknown, Some(None) while
     /// it waits, Some(Some(outcome)) once settled.
     async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>>;
+
+    /// A started login as its org sees it: None unless the row is the
+    /// org's, for `namespace`.
+    async fn pending_login_of(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        state_hash: &str,
+    ) -> StoreResult<Option<PendingLoginState>>;
 }
 /// Every role, for the wiring that opens one store and hands it to every
 /// layer, plus what only the whole store can promise.

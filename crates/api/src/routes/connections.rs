@@ -290,13 +290,19 @@ async fn start_login(
     responses(
         (status = 200, description = "Pending, connected or failed", body = LoginState),
         (status = 401, description = "No valid API token", body = Problem),
+        (status = 404, description = "No such login of this integration in the org", body = Problem),
         (status = 429, description = "Too many requests", body = Problem),
     ),
     security(("bearer" = [])))]
 async fn login_state(
     State(state): State<ApiState>,
-    _caller: Caller,
-    Segments(_namespace, login_id): Segments,
+    caller: Caller,
+    Segments(namespace, login_id): Segments,
 ) -> ApiResult<Json<LoginState>> {
-    Ok(Json(state.ops.login_state(&login_id).await?))
+    Ok(Json(
+        state
+            .ops
+            .login_state(&caller.actor, &namespace, &login_id)
+            .await?,
+    ))
 }

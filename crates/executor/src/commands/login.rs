@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use executor_oauth::OAuth;
 use executor_ops::{
-    CallbackParams, LoginCallback, LoginStarted, LoginState, Operations, StartLogin,
+    Actor, CallbackParams, LoginCallback, LoginStarted, LoginState, Operations, StartLogin,
 };
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::SecretString;
@@ -203,7 +203,8 @@ pub(crate) async fn login(
                 open_browser(&authorization_url);
             }
             let timeout = Duration::from_secs(args.timeout);
-            let waited = wait_for_outcome(&ops, &login_id, &settled, timeout).await;
+            let waited =
+                wait_for_outcome(&ops, &actor, &namespace, &login_id, &settled, timeout).await;
             let _ = stop.send(());
             if let Some(serving) = serving {
                 let _ = serving.await;
@@ -301,6 +302,8 @@ async fn server_answers(url: &str) -> bool {
 /// Polls the pending login until it is settled: Ok(note) or its error.
 async fn wait_for_outcome(
     ops: &Operations,
+    actor: &Actor,
+    namespace: &str,
     login_id: &str,
     settled_here: &tokio::sync::Notify,
     timeout: Duration,
@@ -309,7 +312,7 @@ async fn wait_for_outcome(
     loop {
         // Registered before the read, so a completion in between still wakes us.
         let woken = settled_here.notified();
-        match ops.login_state(login_id).await? {
+        match ops.login_state(actor, namespace, login_id).await? {
             LoginState::Pending => {}
             LoginState::Connected { note } => return Ok(note),
             LoginState::Failed { message } => {

@@ -80,9 +80,7 @@ pub(crate) async fn run(cli: Cli) -> AnyResult<()> {
             tools::call(&ops, &path, &input, &actor).await
         }
         Command::Tools(command) => tools::tools(&ops()?, command).await,
-        Command::Sessions(command) => {
-            sessions::sessions(&ops()?, command, global.shared_store()).await
-        }
+        Command::Sessions(command) => sessions::sessions(&ops()?, command).await,
         Command::Approvals(ApprovalsCommand::List { org, engine }) => {
             let ops = engine_operations(store, global, &engine)?;
             approvals::list(&ops, &org).await

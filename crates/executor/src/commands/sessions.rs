@@ -6,13 +6,7 @@ use super::{readable_time, resolve_actor};
 use crate::AnyResult;
 use crate::cli::SessionsCommand;
 
-/// `shared_store`: the store is Postgres, whose nodes hear of a session
-/// ended here; a SQLite store's server does not (see the command's help).
-pub(crate) async fn sessions(
-    ops: &Operations,
-    command: SessionsCommand,
-    shared_store: bool,
-) -> AnyResult<()> {
+pub(crate) async fn sessions(ops: &Operations, command: SessionsCommand) -> AnyResult<()> {
     match command {
         SessionsCommand::List { limit, org } => {
             let actor = resolve_actor(ops, &org).await?;
@@ -47,13 +41,6 @@ pub(crate) async fn sessions(
         SessionsCommand::Terminate { id, org } => {
             let actor = resolve_actor(ops, &org).await?;
             ops.terminate_session(&actor, &id).await?;
-            if !shared_store {
-                eprintln!(
-                    "terminated; a server running on this data dir does not hear of it and \
-                     serves the session while it holds it in memory: `DELETE /api/v1/sessions/{id}` \
-                     on the server ends it there at once"
-                );
-            }
             Ok(())
         }
     }

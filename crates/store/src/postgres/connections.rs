@@ -193,6 +193,29 @@ impl ConnectionStore for PgStore {
         Ok(())
     }
 
+    async fn pending_login_of(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        state_hash: &str,
+    ) -> StoreResult<Option<PendingLoginState>> {
+        let found = self
+            .query_opt(
+                "SELECT expires_at, taken, outcome FROM oauth_pending \
+                 WHERE state_hash = $1 AND org_id = $2 AND namespace = $3",
+                &[&state_hash, &org_id, &namespace],
+            )
+            .await?;
+        match found {
+            Some(row) => Ok(Some(PendingLoginState {
+                expires_at_ms: col(&row, 0)?,
+                taken: col(&row, 1)?,
+                outcome: col(&row, 2)?,
+            })),
+            None => Ok(None),
+        }
+    }
+
     async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>> {
         match self
             .query_opt(

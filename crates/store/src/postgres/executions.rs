@@ -201,7 +201,13 @@ impl ExecutionStore for PgStore {
         filter: &ExecutionFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        let query = listing::executions(EXECUTION_LIST_COLUMNS, org_id, filter, page);
+        let query = listing::executions(
+            listing::Dialect::Postgres,
+            EXECUTION_LIST_COLUMNS,
+            org_id,
+            filter,
+            page,
+        );
         let found = self.query(&query.sql, &pg_params(&query.params)).await?;
         rows(found, execution_from_row)
     }

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 
 use super::group::FencedEvent;
-use super::{PgStore, db_error, pg_text};
+use super::{PgStore, col, db_error, pg_text};
 use crate::columns::*;
 use crate::*;
 
@@ -96,6 +96,16 @@ impl SessionStore for PgStore {
         )
         .await?;
         Ok(())
+    }
+
+    async fn sessions_terminated_since(&self, since_ms: i64) -> StoreResult<Vec<String>> {
+        let found = self
+            .query(
+                "SELECT id FROM sessions WHERE terminated_at >= $1 ORDER BY terminated_at LIMIT $2",
+                &[&since_ms, &i64::from(MAX_TERMINATED_LISTED)],
+            )
+            .await?;
+        rows(found, |r| col(r, 0))
     }
 
     async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()> {

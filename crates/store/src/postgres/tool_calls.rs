@@ -18,7 +18,13 @@ impl ToolCallStore for PgStore {
         filter: &ToolCallFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ToolCallRecord>> {
-        let query = listing::tool_calls(TOOL_CALL_COLUMNS, org_id, filter, page);
+        let query = listing::tool_calls(
+            listing::Dialect::Postgres,
+            TOOL_CALL_COLUMNS,
+            org_id,
+            filter,
+            page,
+        );
         let found = self.query(&query.sql, &pg_params(&query.params)).await?;
         rows(found, tool_call_from_row)
     }

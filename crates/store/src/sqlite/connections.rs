@@ -170,6 +170,26 @@ impl ConnectionStore for SqliteStore {
             .await
     }
 
+    async fn pending_login_of(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        state_hash: &str,
+    ) -> StoreResult<Option<PendingLoginState>> {
+        self.read_one(
+            "SELECT expires_at, taken, outcome FROM oauth_pending \
+             WHERE state_hash = ?1 AND org_id = ?2 AND namespace = ?3",
+            params![state_hash, org_id, namespace],
+            |r| {
+                Ok(PendingLoginState {
+                    expires_at_ms: r.get(0)?,
+                    taken: r.get::<_, i64>(1)? != 0,
+                    outcome: r.get(2)?,
+                })
+            },
+        )
+    }
+
     async fn pending_login_outcome(&self, state_hash: &str) -> StoreResult<Option<Option<String>>> {
         self.read_one(
             "SELECT outcome FROM oauth_pending WHERE state_hash = ?1",

@@ -39,7 +39,13 @@ impl ExecutionStore for SqliteStore {
         filter: &ExecutionFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        let query = listing::executions(EXECUTION_LIST_COLUMNS, org_id, filter, page);
+        let query = listing::executions(
+            listing::Dialect::Sqlite,
+            EXECUTION_LIST_COLUMNS,
+            org_id,
+            filter,
+            page,
+        );
         self.read_all(
             &query.sql,
             rusqlite::params_from_iter(query.params.iter().map(sql_value)),

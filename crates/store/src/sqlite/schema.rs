@@ -263,6 +263,9 @@ CREATE TABLE announcements (
     // is read from its own range instead of being filtered out of the org's.
     r#"
 CREATE INDEX executions_org_status ON executions(org_id, status, started_at, id);
+-- Sessions terminated lately: a server looks for the ones a process that
+-- cannot notify it (the CLI on SQLite) ended (`sessions_terminated_since`).
+CREATE INDEX sessions_terminated ON sessions(terminated_at) WHERE terminated_at IS NOT NULL;
 "#,
 ];
 

@@ -77,6 +77,14 @@ impl SessionStore for SqliteStore {
         .await
     }
 
+    async fn sessions_terminated_since(&self, since_ms: i64) -> StoreResult<Vec<String>> {
+        self.read_all(
+            "SELECT id FROM sessions WHERE terminated_at >= ?1 ORDER BY terminated_at LIMIT ?2",
+            params![since_ms, MAX_TERMINATED_LISTED],
+            |r| r.get(0),
+        )
+    }
+
     async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()> {
         let id = id.to_string();
         self.writer

@@ -11,7 +11,13 @@ impl ToolCallStore for SqliteStore {
         filter: &ToolCallFilter,
         page: &PageRequest,
     ) -> StoreResult<Vec<ToolCallRecord>> {
-        let query = listing::tool_calls(TOOL_CALL_COLUMNS, org_id, filter, page);
+        let query = listing::tool_calls(
+            listing::Dialect::Sqlite,
+            TOOL_CALL_COLUMNS,
+            org_id,
+            filter,
+            page,
+        );
         self.read_all(
             &query.sql,
             rusqlite::params_from_iter(query.params.iter().map(sql_value)),
