@@ -468,6 +468,8 @@ pub enum SessionsCommand {
     /// ended each second).
     Terminate {
         /// The session's id (its Mcp-Session-Id), from `sessions list`.
+        /// Ids are base64url, so one may begin with `-`: it is still the id.
+        #[arg(allow_hyphen_values = true)]
         id: String,
         #[command(flatten)]
         org: ActorArg,
@@ -889,6 +891,26 @@ mod tests {
     use clap::CommandFactory;
 
     use super::Cli;
+
+    /// A session id is base64url: one that begins with `-` is still an
+    /// id, not a flag (found by CI: a random id began with `-V`).
+    #[test]
+    fn a_session_id_may_begin_with_a_hyphen() {
+        use clap::Parser as _;
+        let cli = Cli::try_parse_from([
+            "executor",
+            "sessions",
+            "terminate",
+            "-VwiHO0cnDvbtHEtqG4PP1z",
+        ])
+        .expect("the id parses");
+        match cli.command {
+            super::Command::Sessions(super::SessionsCommand::Terminate { id, .. }) => {
+                assert_eq!(id, "-VwiHO0cnDvbtHEtqG4PP1z");
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
 
     /// Issue 37: every argument of every command says what it is in
     /// `--help`.
