@@ -255,6 +255,18 @@ test("a GraphQL endpoint's challenge leads the login to its authorization server
   assert.equal(out.result, "alice", JSON.stringify(out));
 });
 
+/** The management API as `token`; every answer joins `outputs` (scanned for secrets last). */
+const apiAs = (token) => async (method, path, body) => {
+  const res = await fetch(`${srv.base}/api/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  outputs.push(text);
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+};
+
 /** A browser that follows `url` through consent back to the callback. */
 const browse = (url) =>
   new Promise((resolve, reject) =>
@@ -264,17 +276,7 @@ const browse = (url) =>
   );
 
 test("issue 37: a login started over the API completes through the server's callback, and its state is readable", async () => {
-  const token = srv.mint("ops@example.com", ORG);
-  const api = async (method, path, body) => {
-    const res = await fetch(`${srv.base}/api/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    outputs.push(text);
-    return { status: res.status, body: text ? JSON.parse(text) : null };
-  };
+  const api = apiAs(srv.mint("ops@example.com", ORG));
   const started = await api("POST", "/integrations/gql/connection/login", {});
   assert.equal(started.status, 200, JSON.stringify(started.body));
   assert.equal(started.body.state, "browser");
@@ -322,17 +324,7 @@ test("issue 37: `connections login` with neither --listen nor --public-url finds
 });
 
 test("issue 37: a connection test says whether the upstream takes the credential, from the API and the shell", async () => {
-  const token = srv.mint("ops@example.com", ORG);
-  const api = async (method, path, body) => {
-    const res = await fetch(`${srv.base}/api/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    outputs.push(text);
-    return { status: res.status, body: text ? JSON.parse(text) : null };
-  };
+  const api = apiAs(srv.mint("ops@example.com", ORG));
   await cli("integrations", "add", "openapi", "--spec", `${as.origin}/openapi-keyed.json`, "--namespace", "keyed", "--allow-local-network");
   assert.equal((await api("PUT", "/integrations/keyed/connection", { type: "apiKey", value: "wrong-key-0000" })).status, 200);
   const refused = await api("POST", "/integrations/keyed/connection/test");

@@ -84,4 +84,22 @@ mod tests {
             "no entry is kept"
         );
     }
+
+    #[test]
+    fn the_server_holds_at_most_its_bound_whatever_the_tokens() {
+        let slots = Arc::new(StreamSlots::default());
+        let held: Vec<_> = (0..MAX_STREAMS)
+            .map(|i| {
+                slots
+                    .open(&format!("tok{}", i % 100))
+                    .expect("within the bound")
+            })
+            .collect();
+        assert!(
+            slots.open("a-new-token").is_err(),
+            "one past the server's bound"
+        );
+        drop(held);
+        assert!(slots.open("a-new-token").is_ok());
+    }
 }
