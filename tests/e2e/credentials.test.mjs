@@ -128,7 +128,7 @@ test("credentials: the secret read from stdin reaches the upstream, and the CLI 
   const listed = srv.cli(["connections", "list", "--data-dir", srv.dataDir]);
   assertClean(listed, "connections list");
   // A secret too short to be scrubbed from results is refused.
-  assert.throws(() => cliWithStdin(["connections", "set", "trav", "--api-key", "-"], "abc\n"), /fewer than 4 bytes/);
+  assert.throws(() => cliWithStdin(["connections", "set", "trav", "--api-key", "-"], "abc\n"), /fewer than 4 characters/);
   assert.equal(upstream.seen.length, 2);
 });
 

@@ -12,7 +12,7 @@ use crate::{Actor, OpError, OpResult, Operations};
 /// Secrets this short could not be scrubbed from what upstreams answer
 /// (SPEC §9): redaction skips strings under four bytes, which would
 /// otherwise mangle every result.
-pub const MIN_SECRET_BYTES: usize = 4;
+pub const MIN_SECRET_CHARS: usize = 4;
 
 /// A credential as given. Its `Debug` never shows a value.
 pub enum CredentialInput {
@@ -194,14 +194,31 @@ fn status_of(record: &ConnectionRecord) -> ConnectionStatus {
 }
 
 fn long_enough(secret: &str, field: &'static str) -> OpResult<()> {
-    if secret.len() < MIN_SECRET_BYTES {
+    // Counted in characters, as the API schema's minLength counts them; four
+    // characters are at least four bytes, the shortest secret redaction scrubs.
+    if secret.chars().count() < MIN_SECRET_CHARS {
         return Err(OpError::invalid(
             field,
             format!(
-                "a secret of fewer than {MIN_SECRET_BYTES} bytes is refused: it could not be \
+                "a secret of fewer than {MIN_SECRET_CHARS} characters is refused: it could not be \
                  kept out of results"
             ),
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_is_measured_in_characters_as_the_schema_measures_it() {
+        // Two characters, four bytes: the API schema's minLength refuses it,
+        // so the operation must too.
+        assert!(long_enough("\u{f0}\u{ad}", "value").is_err());
+        assert!(long_enough("abc", "value").is_err());
+        assert!(long_enough("abcd", "value").is_ok());
+        assert!(long_enough("\u{f0}\u{ad}\u{f0}\u{ad}", "value").is_ok());
+    }
 }

@@ -37,7 +37,7 @@ use executor_store::secrets::SecretKey;
 
 pub use approvals::PendingApproval;
 pub use connection_test::ConnectionTest;
-pub use connections::{ConnectionStatus, CredentialInput, MIN_SECRET_BYTES, SetConnection};
+pub use connections::{ConnectionStatus, CredentialInput, MIN_SECRET_CHARS, SetConnection};
 pub use error::{ErrorKind, OpError, OpResult};
 pub use executions::{CallResult, ExecutionDetail, ExecutionSummary, ListExecutions};
 /// Whether a tool call that needs approval waits for a human.
