@@ -76,6 +76,19 @@ impl ApiError {
         }
     }
 
+    /// An OAuth access token, which is for `/mcp` alone (SPEC §13).
+    pub fn invalid_token(detail: &str) -> Self {
+        ApiError {
+            challenge: true,
+            ..Self::new(StatusCode::UNAUTHORIZED, "invalid_token", detail)
+        }
+    }
+
+    /// A console session's unsafe request without its CSRF token.
+    pub fn forbidden(detail: &str) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "csrf_token_missing", detail)
+    }
+
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", detail)
     }

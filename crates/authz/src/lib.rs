@@ -1,9 +1,17 @@
 //! The built-in OAuth 2.1 authorization server of `/mcp` (SPEC §4), which
-//! lets clients that cannot take a pasted token log in with a browser.
+//! lets clients that cannot take a pasted token log in with a browser, and
+//! browser sign-in (SPEC §14), which its consent page needs.
 //!
-//! This crate holds its rules as pure functions, each tested with
-//! generated inputs, so that the endpoints built on them cannot drift
-//! from SPEC §4:
+//! The endpoints (`server.rs` routes them, `endpoints/` holds one module
+//! each) keep their state in the store (`OAuthStore`, `SignInStore`);
+//! access tokens are rows of the tokens table, so `/mcp` checks them as it
+//! checks API tokens. `origin.rs` says which URL names this server (the
+//! issuer); `signin.rs` the console session cookie and its CSRF token;
+//! `secrets.rs` the codes, refresh tokens, client secrets and links, all
+//! stored hashed; `pages.rs` the HTML.
+//!
+//! The rules are pure functions, each tested with generated inputs, so
+//! that the endpoints built on them cannot drift from SPEC §4:
 //! - `redirect.rs`: which redirect URIs a client may register, and when
 //!   the one presented at `/authorize` is a registered one (exactly, or a
 //!   loopback one on another port). A URI that is not is never redirected
@@ -16,11 +24,23 @@
 //! - `token_request.rs`: a `/token` request's form body and client
 //!   credentials read into one typed request, or the RFC 6749 §5.2 error.
 
+mod endpoints;
+mod origin;
+mod pages;
 mod pkce;
 mod redirect;
 mod registration;
 mod resource;
+mod secrets;
+mod server;
+mod signin;
 mod token_request;
+
+pub use endpoints::metadata::document as metadata_document;
+pub use origin::PublicOrigin;
+pub use secrets::preregistered_client;
+pub use server::{AuthorizationServer, AuthzConfig, CODE_TTL, REFRESH_GRACE, SCOPES, router};
+pub use signin::{IDLE_TIMEOUT, LOGIN_LINK_TTL, SignedIn, mint_login_link, signed_in};
 
 pub use pkce::{PkceError, check_challenge, s256, verify_s256};
 pub use redirect::{RedirectError, RedirectUri};
@@ -30,5 +50,6 @@ pub use registration::{
 };
 pub use resource::names_this_server;
 pub use token_request::{
-    ClientCredentials, MAX_TOKEN_BODY_BYTES, TokenError, TokenRequest, read_token_request,
+    ClientCredentials, MAX_TOKEN_BODY_BYTES, TokenError, TokenRequest, read_client,
+    read_token_request,
 };

@@ -63,7 +63,7 @@ pub struct TokenError {
 }
 
 impl TokenError {
-    fn new(code: &'static str, description: impl Into<String>) -> Self {
+    pub fn new(code: &'static str, description: impl Into<String>) -> Self {
         TokenError {
             code,
             description: description.into(),
@@ -87,30 +87,8 @@ pub fn read_token_request(
     body: &[u8],
     authorization: Option<&str>,
 ) -> Result<TokenRequest, TokenError> {
-    if body.len() > MAX_TOKEN_BODY_BYTES {
-        return Err(TokenError::new(
-            "invalid_request",
-            "the request body is too large",
-        ));
-    }
-    let mut fields: Vec<(String, String)> = Vec::new();
-    for (name, value) in form_urlencoded::parse(body) {
-        // RFC 6749 §3.2: parameters sent twice are an error.
-        if fields.iter().any(|(n, _)| *n == name) {
-            return Err(TokenError::new(
-                "invalid_request",
-                format!("the parameter {name} is repeated"),
-            ));
-        }
-        fields.push((name.into_owned(), value.into_owned()));
-    }
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-            .filter(|v| !v.is_empty())
-    };
+    let fields = read_fields(body)?;
+    let field = |name: &str| field_of(&fields, name);
     let required = |name: &str| {
         field(name).ok_or_else(|| TokenError::new("invalid_request", format!("{name} is required")))
     };
@@ -135,6 +113,51 @@ pub fn read_token_request(
         )),
         None => Err(TokenError::new("invalid_request", "grant_type is required")),
     }
+}
+
+/// A form body's fields, each at most once (RFC 6749 §3.2).
+fn read_fields(body: &[u8]) -> Result<Vec<(String, String)>, TokenError> {
+    if body.len() > MAX_TOKEN_BODY_BYTES {
+        return Err(TokenError::new(
+            "invalid_request",
+            "the request body is too large",
+        ));
+    }
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for (name, value) in form_urlencoded::parse(body) {
+        if fields.iter().any(|(n, _)| *n == name) {
+            return Err(TokenError::new(
+                "invalid_request",
+                format!("the parameter {name} is repeated"),
+            ));
+        }
+        fields.push((name.into_owned(), value.into_owned()));
+    }
+    Ok(fields)
+}
+
+/// A field's value; an empty one counts as absent.
+fn field_of(fields: &[(String, String)], name: &str) -> Option<String> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty())
+}
+
+/// A `/revoke` request (RFC 7009 §2.1): the client's credentials, read as
+/// at `/token`, and the `token` to revoke.
+pub fn read_client(
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Result<(ClientCredentials, Option<String>), TokenError> {
+    let fields = read_fields(body)?;
+    let client = client_credentials(
+        authorization,
+        field_of(&fields, "client_id"),
+        field_of(&fields, "client_secret"),
+    )?;
+    Ok((client, field_of(&fields, "token")))
 }
 
 /// The client's credentials: the Basic header, or the body; never both.

@@ -144,6 +144,13 @@ pub enum Command {
         #[arg(long)]
         from: Option<String>,
     },
+    /// The built-in OAuth authorization server's clients and grants (SPEC
+    /// §4): what MCP clients that logged in with a browser hold.
+    #[command(subcommand)]
+    Oauth(OauthCommand),
+    /// Browser sign-in to the server (the consent page, the console).
+    #[command(subcommand)]
+    Console(ConsoleCommand),
     /// Decide a paused execution (the `resume` tool, from a shell): the
     /// running server applies it and this prints the outcome; with no
     /// server holding the run, it is replayed and applied here.
@@ -450,6 +457,70 @@ pub enum ToolsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum OauthCommand {
+    /// Registered clients.
+    #[command(subcommand)]
+    Clients(OauthClientsCommand),
+    /// Grants: the consent a person gave a client, for one org.
+    #[command(subcommand)]
+    Grants(OauthGrantsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OauthClientsCommand {
+    /// Every client: id, name, how it came, redirect URIs.
+    List,
+    /// Pre-register a client (one that cannot register itself): prints
+    /// its client id, and with --secret its secret, once.
+    Add {
+        /// Its name, shown on the consent page.
+        #[arg(long)]
+        name: String,
+        /// Where it receives codes (repeat for several). A loopback
+        /// http URI matches on any port.
+        #[arg(long = "redirect-uri", required = true)]
+        redirect_uris: Vec<String>,
+        /// Make it a confidential client with a secret
+        /// (client_secret_basic or client_secret_post).
+        #[arg(long)]
+        secret: bool,
+    },
+    /// Delete a client; its grants are revoked.
+    Delete {
+        /// The client's id (`cl_…`), from `oauth clients list`.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OauthGrantsCommand {
+    /// The org's grants, newest first.
+    List {
+        #[command(flatten)]
+        org: ActorArg,
+    },
+    /// Revoke a grant: its tokens stop working at once, also on live
+    /// sessions, whose streams close within 5 s.
+    Revoke {
+        /// The grant's id (`gr_…`), from `oauth grants list`.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConsoleCommand {
+    /// Print a one-time sign-in link (valid 10 minutes, single use).
+    LoginLink {
+        #[command(flatten)]
+        actor: ActorArg,
+        /// The server's public URL (default: the one the running server on
+        /// this store announced, else http://127.0.0.1:4788).
+        #[arg(long, env = "EXECUTOR_PUBLIC_URL")]
+        public_url: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// The org's MCP sessions, most recently active first: id, client,
     /// protocol version, last activity, state (open or terminated).
@@ -629,6 +700,18 @@ pub struct ServeOpts {
         default_value_t = executor_sessions::MAX_GET_STREAMS_PER_SESSION
     )]
     pub max_get_streams_per_session: usize,
+    /// The built-in OAuth authorization server for /mcp (SPEC §4): `on`
+    /// lets clients log in with a browser; `off` leaves API tokens only.
+    #[arg(long, env = "EXECUTOR_OAUTH", default_value = "on", value_parser = ["on", "off"])]
+    pub oauth: String,
+    /// How long an OAuth access token lives, in seconds.
+    #[arg(long, env = "EXECUTOR_OAUTH_ACCESS_TOKEN_TTL", default_value_t = 3600)]
+    pub oauth_access_token_ttl: u64,
+    /// How long a rotated refresh token is still accepted, in seconds
+    /// (concurrent refreshes from one client); a later reuse revokes the
+    /// grant.
+    #[arg(long, env = "EXECUTOR_OAUTH_REFRESH_GRACE", default_value_t = 60)]
+    pub oauth_refresh_grace: u64,
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     #[arg(long, env = "EXECUTOR_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,

@@ -160,6 +160,28 @@ impl ServeOpts {
             sse_keepalive: Duration::from_millis(self.sse_keepalive),
             get_stream_rotation: Duration::from_millis(self.get_stream_rotation),
             first_event_window: executor_wire::FIRST_EVENT_WINDOW,
+            public: self.public_origin(local),
+            oauth: self.oauth_on(),
+        }
+    }
+
+    /// Whether the built-in authorization server runs (`--oauth`).
+    pub fn oauth_on(&self) -> bool {
+        self.oauth == "on"
+    }
+
+    /// The URL that names this server to clients (SPEC §4).
+    pub fn public_origin(&self, local: SocketAddr) -> executor_authz::PublicOrigin {
+        let default = crate::commands::public_url_of(&self.public, local);
+        executor_authz::PublicOrigin::new(self.public.public_url.as_deref(), &default)
+    }
+
+    /// The authorization server's settings.
+    pub fn authz(&self, local: SocketAddr) -> executor_authz::AuthzConfig {
+        executor_authz::AuthzConfig {
+            access_token_ttl: Duration::from_secs(self.oauth_access_token_ttl.max(1)),
+            refresh_grace: Duration::from_secs(self.oauth_refresh_grace),
+            ..executor_authz::AuthzConfig::new(self.public_origin(local))
         }
     }
 

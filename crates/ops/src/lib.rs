@@ -19,6 +19,7 @@ mod executions;
 mod identity;
 mod integrations;
 mod logins;
+mod oauth;
 mod paging;
 mod policies;
 mod sessions;
@@ -52,6 +53,7 @@ pub use integrations::{
 pub use logins::{
     CallbackParams, LoginCallback, LoginFinished, LoginFlow, LoginStarted, LoginState, StartLogin,
 };
+pub use oauth::{ClientAdded, ClientInfo, GrantInfo};
 pub use paging::{Listed, MAX_PAGE, PageAsk};
 pub use policies::{NewPolicy, Policy, PolicyEvaluation};
 pub use sessions::{SessionControl, SessionFuture, SessionInfo};

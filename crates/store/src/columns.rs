@@ -12,12 +12,21 @@ pub(crate) const EXECUTION_COLUMNS: &str = "id, session_id, account_id, org_id, 
 pub(crate) const EXECUTION_LIST_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, CAST(NULL AS TEXT), error, '[]', '[]', started_at, duration_ms";
 pub(crate) const TOOL_CALL_COLUMNS: &str = "id, org_id, execution_id, session_id, account_id, tool_path, outcome, error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms";
 pub(crate) const TOKEN_COLUMNS: &str =
-    "id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at";
+    "id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at, grant_id";
 pub(crate) const CONNECTION_COLUMNS: &str =
     "org_id, namespace, kind, username, secret, updated_at, oauth, generation";
 pub(crate) const PENDING_LOGIN_COLUMNS: &str =
     "state_hash, org_id, namespace, sealed, request, created_at, expires_at";
 pub(crate) const POLICY_COLUMNS: &str = "id, org_id, pattern, action, position, created_at";
+pub(crate) const OAUTH_CLIENT_COLUMNS: &str =
+    "id, secret_hash, auth_method, redirect_uris, client_name, origin, created_at, last_used_at";
+/// An authorization code's bindings; its state (`used_at`, `replayed_at`,
+/// `grant_id`) is read beside them where needed.
+pub(crate) const OAUTH_CODE_COLUMNS: &str = "code_hash, client_id, redirect_uri, code_challenge, resource, scope, account_id, org_id, created_at, expires_at";
+pub(crate) const OAUTH_GRANT_COLUMNS: &str = "id, client_id, account_id, org_id, scope, resource, redirect_uri, created_at, last_used_at, expires_at, revoked_at";
+pub(crate) const LOGIN_LINK_COLUMNS: &str = "link_hash, account_id, org_id, created_at, expires_at";
+pub(crate) const CONSOLE_SESSION_COLUMNS: &str =
+    "session_hash, account_id, org_id, created_at, last_seen_at, token_id";
 
 /// `org_account`: the org's owner first, else its earliest member (the same
 /// text in both dialects: one parameter, written `$1`, which SQLite also

@@ -1,13 +1,15 @@
 //! Durable state behind one trait per role (`roles.rs`): accounts and
 //! tokens, policies, sessions and their SSE event log, nodes and leases,
 //! executions and their tool calls (the audit trail), the catalog,
-//! connections. [`Store`] is all of them; a crate asks for the role it
+//! connections, the built-in authorization server's clients and grants,
+//! browser sign-in. [`Store`] is all of them; a crate asks for the role it
 //! uses. Two backends implement every role:
 //! [`SqliteStore`], the embedded default (`sqlite/`), and [`PgStore`], a
 //! store several nodes share (`postgres/`), each role in a file of its
 //! own. What does not depend on the SQL dialect lives once, above them:
 //! the org rule of `ensure_account` (`orgs.rs`), the column lists
-//! (`columns.rs`), lease refusals (`leases.rs`), the node lease (`node.rs`).
+//! (`columns.rs`), lease refusals (`leases.rs`), the node lease (`node.rs`),
+//! the OAuth lapse rules (`oauth.rs`).
 //! Nothing above this crate writes SQL or knows which database it talks to.
 //! Read `roles.rs` first.
 
@@ -18,6 +20,7 @@ mod kinds;
 mod leases;
 mod listing;
 mod node;
+mod oauth;
 mod orgs;
 mod packed;
 mod paging;
@@ -46,9 +49,10 @@ pub use preflight::Refusal;
 pub use records::*;
 pub use revision_cache::RevisionCache;
 pub use roles::{
-    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, MAX_PAUSED_LISTED,
-    MAX_TERMINATED_LISTED, NodeStore, Notice, PUBLIC_URL_ANNOUNCEMENT, PolicyStore, SessionStore,
-    Store, ToolCallStore, next_notice, now_ms,
+    AccountStore, CatalogStore, ConnectionStore, ExecutionStore, MAX_OAUTH_LISTED,
+    MAX_PAUSED_LISTED, MAX_TERMINATED_LISTED, NodeStore, Notice, OAuthStore,
+    PUBLIC_URL_ANNOUNCEMENT, PolicyStore, SessionStore, SignInStore, Store, ToolCallStore,
+    next_notice, now_ms,
 };
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;

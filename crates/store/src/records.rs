@@ -23,6 +23,17 @@ pub struct TokenRecord {
     pub created_at_ms: i64,
     pub expires_at_ms: Option<i64>,
     pub revoked_at_ms: Option<i64>,
+    /// Set on an OAuth access token: the grant it was issued under
+    /// ([`OAuthGrantRecord`]). Such a token is valid at `/mcp` only, and
+    /// revoking the grant revokes it. None on an API token.
+    pub grant_id: Option<String>,
+}
+
+impl TokenRecord {
+    /// Whether this is an OAuth access token rather than an API token.
+    pub fn is_oauth(&self) -> bool {
+        self.grant_id.is_some()
+    }
 }
 
 /// The durable part of an MCP session (SPEC §3).
@@ -376,4 +387,167 @@ impl std::fmt::Debug for ConnectionRecord {
             .field("kind", &self.kind)
             .finish_non_exhaustive()
     }
+}
+
+/// How an OAuth client came to be known (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OAuthClientOrigin {
+    /// Dynamic registration (RFC 7591): anyone may make one; deleted when
+    /// unused (7 days after registration, 90 days after its last use).
+    Registered,
+    /// `executor oauth clients add`: kept until deleted.
+    Preregistered,
+}
+
+impl OAuthClientOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OAuthClientOrigin::Registered => "registered",
+            OAuthClientOrigin::Preregistered => "preregistered",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "registered" => Some(OAuthClientOrigin::Registered),
+            "preregistered" => Some(OAuthClientOrigin::Preregistered),
+            _ => None,
+        }
+    }
+}
+
+/// A client of the built-in authorization server. Clients are the
+/// server's, not an org's: a grant ties one to an org.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthClientRecord {
+    pub id: String,
+    /// SHA-256 of the client secret, for a confidential client.
+    pub secret_hash: Option<Vec<u8>>,
+    /// `none`, `client_secret_post` or `client_secret_basic`.
+    pub auth_method: String,
+    pub redirect_uris: Vec<String>,
+    /// As the client gave it: unverified.
+    pub client_name: Option<String>,
+    pub origin: OAuthClientOrigin,
+    pub created_at_ms: i64,
+    /// When a token was last issued to it.
+    pub last_used_at_ms: Option<i64>,
+}
+
+/// An authorization code, kept hashed until it is exchanged (single use,
+/// SPEC §4): everything the exchange must match is bound to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthCodeRecord {
+    /// SHA-256 of the code.
+    pub code_hash: Vec<u8>,
+    pub client_id: String,
+    pub redirect_uri: String,
+    /// The PKCE S256 challenge.
+    pub code_challenge: String,
+    pub resource: String,
+    /// Space-separated scopes granted.
+    pub scope: String,
+    pub principal: Principal,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+/// What presenting a code found. A code is marked used by the first
+/// presentation, whatever follows.
+// Taken once per code exchange and matched at once: the size of the
+// fresh variant costs nothing worth a box in every caller's pattern.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum CodeTake {
+    /// First use, in time: the code's bindings, for the caller to check.
+    Fresh(OAuthCodeRecord),
+    /// Used before: the grant issued from it (if any) is now revoked, and
+    /// one not yet issued will not be ([`OAuthStore::create_oauth_grant`]).
+    Replayed,
+    /// No such code, or past its deadline.
+    Unknown,
+}
+
+/// Consent given to a client, for one (account, org): its tokens act as
+/// that principal at `/mcp` (SPEC §4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthGrantRecord {
+    pub id: String,
+    pub client_id: String,
+    pub principal: Principal,
+    /// Space-separated scopes.
+    pub scope: String,
+    pub resource: String,
+    /// The redirect URI the consent was given for (its host is shown).
+    pub redirect_uri: String,
+    pub created_at_ms: i64,
+    pub last_used_at_ms: i64,
+    /// The grant lapses then, whatever its refresh tokens say.
+    pub expires_at_ms: i64,
+    pub revoked_at_ms: Option<i64>,
+}
+
+impl OAuthGrantRecord {
+    pub fn is_current(&self, now_ms: i64) -> bool {
+        self.revoked_at_ms.is_none() && self.expires_at_ms > now_ms
+    }
+}
+
+/// The tokens one exchange or refresh issues, hashed. The access token is
+/// written as a [`TokenRecord`] of the grant's principal, with its
+/// `grant_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IssuedTokens {
+    pub access_id: String,
+    pub access_hash: Vec<u8>,
+    pub access_expires_at_ms: i64,
+    pub refresh_hash: Vec<u8>,
+    pub refresh_expires_at_ms: i64,
+    pub issued_at_ms: i64,
+}
+
+/// A refresh token presented at `/token`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefreshUse {
+    pub token_hash: Vec<u8>,
+    /// The client presenting it: a token of another client's grant is
+    /// refused.
+    pub client_id: String,
+    pub at_ms: i64,
+    /// How long a rotated refresh token is still accepted (concurrent
+    /// refreshes from one client, SPEC §4: 60 s).
+    pub grace_ms: i64,
+}
+
+/// Why a refresh token issued nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshRefusal {
+    /// Unknown, lapsed, another client's, or its grant is revoked or lapsed.
+    Invalid,
+    /// Rotated longer ago than the grace: its grant is now revoked.
+    Reused,
+}
+
+/// A one-time sign-in link (`executor console login-link`, SPEC §14).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoginLinkRecord {
+    /// SHA-256 of the link's secret.
+    pub link_hash: Vec<u8>,
+    pub principal: Principal,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+/// A signed-in browser (SPEC §14), found by the hash of its cookie.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsoleSessionRecord {
+    /// SHA-256 of the cookie's secret.
+    pub session_hash: Vec<u8>,
+    pub principal: Principal,
+    pub created_at_ms: i64,
+    pub last_seen_at_ms: i64,
+    /// The API token pasted to sign in, if one was: the session lasts only
+    /// while that token is current (a revoked token signs its browsers
+    /// out). None for a login link's session.
+    pub token_id: Option<String>,
 }

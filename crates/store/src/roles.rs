@@ -49,7 +49,9 @@ pub trait AccountStore: Send + Sync + 'static {
 
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>>;
 
-    /// A number that moves whenever a token or a policy changes, in any
+    /// A number that moves whenever a token is revoked, changed or deleted
+    /// or a policy changes (a new token needs no move: nothing cached
+    /// names it), in any
     /// process on this store, by the time the change is visible to reads
     /// (SQLite: the same transaction; Postgres: its notification, sent at
     /// commit). A token or policy read after the revision was `r` may be
@@ -60,8 +62,9 @@ pub trait AccountStore: Send + Sync + 'static {
         None
     }
 
-    /// The org's tokens, newest first, revoked and expired ones included
-    /// (a caller shows their state). A record holds the secret's hash only.
+    /// The org's API tokens, newest first, revoked and expired ones
+    /// included (a caller shows their state); OAuth access tokens are not
+    /// listed (their grants are). A record holds the secret's hash only.
     async fn list_tokens(&self, org_id: &str) -> StoreResult<Vec<TokenRecord>>;
 
     /// Marks the token revoked; returns false when no such token exists.
@@ -506,6 +509,114 @@ pub trait ConnectionStore: Send + Sync + 'static {
         state_hash: &str,
     ) -> StoreResult<Option<PendingLoginState>>;
 }
+/// The built-in authorization server's state (SPEC §4): clients, codes,
+/// grants and their refresh tokens. Access tokens are rows of the tokens
+/// table with a `grant_id` ([`TokenRecord::grant_id`]), so that `/mcp`
+/// checks them exactly as it checks API tokens, through the same cache and
+/// access revision; revoking a grant revokes them, which moves the
+/// revision at once on every node.
+#[async_trait]
+pub trait OAuthStore: Send + Sync + 'static {
+    async fn insert_oauth_client(&self, client: OAuthClientRecord) -> StoreResult<()>;
+
+    async fn find_oauth_client(&self, id: &str) -> StoreResult<Option<OAuthClientRecord>>;
+
+    /// Every client, newest first (at most [`MAX_OAUTH_LISTED`]).
+    async fn list_oauth_clients(&self) -> StoreResult<Vec<OAuthClientRecord>>;
+
+    /// Deletes the client and revokes its grants (and so their tokens);
+    /// false when there was no such client.
+    async fn delete_oauth_client(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
+
+    async fn insert_oauth_code(&self, code: OAuthCodeRecord) -> StoreResult<()>;
+
+    /// Presents a code: marks it used, atomically, and says what it was
+    /// ([`CodeTake`]). A second presentation revokes what the first one
+    /// issued.
+    async fn take_oauth_code(&self, code_hash: &[u8], at_ms: i64) -> StoreResult<CodeTake>;
+
+    /// Writes the grant a fresh code's exchange made, with its first tokens,
+    /// in one transaction, and records the grant on the code; also marks
+    /// the client used. False (and nothing written) when the code was
+    /// replayed in the meantime.
+    async fn create_oauth_grant(
+        &self,
+        code_hash: &[u8],
+        grant: OAuthGrantRecord,
+        tokens: IssuedTokens,
+    ) -> StoreResult<bool>;
+
+    /// Rotates a refresh token and issues `tokens` under its grant, in one
+    /// transaction: a token not rotated yet is marked rotated; one rotated
+    /// within `grace_ms` still issues (concurrent refreshes); one rotated
+    /// earlier revokes the grant ([`RefreshRefusal::Reused`]). Marks the
+    /// grant and its client used.
+    async fn refresh_oauth_grant(
+        &self,
+        refresh: RefreshUse,
+        tokens: IssuedTokens,
+    ) -> StoreResult<Result<OAuthGrantRecord, RefreshRefusal>>;
+
+    /// The grant a refresh token (by hash) was issued under, for `/revoke`.
+    async fn grant_of_refresh_token(&self, token_hash: &[u8]) -> StoreResult<Option<String>>;
+
+    async fn find_oauth_grant(&self, id: &str) -> StoreResult<Option<OAuthGrantRecord>>;
+
+    /// The org's grants, newest first, revoked ones included (at most
+    /// [`MAX_OAUTH_LISTED`]).
+    async fn list_oauth_grants(&self, org_id: &str) -> StoreResult<Vec<OAuthGrantRecord>>;
+
+    /// Revokes the grant and every token issued under it; false when there
+    /// was no such grant.
+    async fn revoke_oauth_grant(&self, id: &str, at_ms: i64) -> StoreResult<bool>;
+
+    /// Deletes what has lapsed by `now_ms`: codes past their deadline,
+    /// registered clients unused 7 days after registration or 90 days
+    /// after their last use (their grants revoked), refresh tokens past
+    /// their deadline, access tokens of grants a day past theirs, and
+    /// revoked or lapsed grants a day later. Returns the rows deleted.
+    async fn gc_oauth(&self, now_ms: i64) -> StoreResult<u64>;
+}
+
+/// The most clients or grants one list returns.
+pub const MAX_OAUTH_LISTED: usize = 1000;
+
+/// Browser sign-in (SPEC §14): one-time login links and the sessions of
+/// signed-in browsers, both kept as hashes of their secrets.
+#[async_trait]
+pub trait SignInStore: Send + Sync + 'static {
+    async fn insert_login_link(&self, link: LoginLinkRecord) -> StoreResult<()>;
+
+    /// Uses a link once: its principal when it exists, is unused and is
+    /// before its deadline at `at_ms`; it is used up either way.
+    async fn redeem_login_link(
+        &self,
+        link_hash: &[u8],
+        at_ms: i64,
+    ) -> StoreResult<Option<Principal>>;
+
+    async fn insert_console_session(&self, session: ConsoleSessionRecord) -> StoreResult<()>;
+
+    async fn find_console_session(
+        &self,
+        session_hash: &[u8],
+    ) -> StoreResult<Option<ConsoleSessionRecord>>;
+
+    /// Records activity (the idle timeout counts from it).
+    async fn touch_console_session(&self, session_hash: &[u8], at_ms: i64) -> StoreResult<()>;
+
+    /// Switches the session to another of its account's orgs.
+    async fn set_console_session_org(&self, session_hash: &[u8], org_id: &str)
+    -> StoreResult<bool>;
+
+    /// Signs the browser out.
+    async fn delete_console_session(&self, session_hash: &[u8]) -> StoreResult<bool>;
+
+    /// Deletes login links past their deadline and sessions last seen
+    /// before `idle_before_ms`; returns the rows deleted.
+    async fn gc_sign_in(&self, now_ms: i64, idle_before_ms: i64) -> StoreResult<u64>;
+}
+
 /// Every role, for the wiring that opens one store and hands it to every
 /// layer, plus what only the whole store can promise.
 #[async_trait]
@@ -518,6 +629,8 @@ pub trait Store:
     + ToolCallStore
     + CatalogStore
     + ConnectionStore
+    + OAuthStore
+    + SignInStore
 {
     /// Returns once every write queued before the call is committed
     /// (fire-and-forget ones included). `serve` awaits it last, so that

@@ -36,6 +36,7 @@ pub fn mint(principal: Principal, now_ms: i64, expires_at_ms: Option<i64>) -> Mi
             created_at_ms: now_ms,
             expires_at_ms,
             revoked_at_ms: None,
+            grant_id: None,
         },
     }
 }
@@ -76,6 +77,8 @@ pub enum TokenRejection {
     Unknown,
     Revoked,
     Expired,
+    /// An OAuth access token presented anywhere but `/mcp` (SPEC §4, §13).
+    OnlyForMcp,
 }
 
 impl TokenRejection {
@@ -85,6 +88,9 @@ impl TokenRejection {
             TokenRejection::Unknown => "The access token is invalid",
             TokenRejection::Revoked => "The access token has been revoked",
             TokenRejection::Expired => "The access token has expired",
+            TokenRejection::OnlyForMcp => {
+                "OAuth access tokens are valid at /mcp only; use an API token (executor token create)"
+            }
         }
     }
 }
@@ -115,12 +121,18 @@ impl TokenCache {
 
     /// The principal of a token verified at `revision` with this very
     /// secret, if it is still current at `now_ms`.
-    pub fn lookup(&self, id: &str, secret: &str, revision: u64, now_ms: i64) -> Option<Principal> {
+    pub fn lookup(
+        &self,
+        id: &str,
+        secret: &str,
+        revision: u64,
+        now_ms: i64,
+    ) -> Option<(Principal, bool)> {
         let entries = self.entries.lock().ok()?;
         let entry = entries.get(id)?;
         let same_secret = bool::from(entry.secret.as_bytes().ct_eq(secret.as_bytes()));
         (entry.revision == revision && same_secret && is_current(&entry.record, now_ms))
-            .then(|| entry.record.principal.clone())
+            .then(|| (entry.record.principal.clone(), entry.record.is_oauth()))
     }
 
     /// Keeps a record that `secret` verified, read after the store's
@@ -177,17 +189,29 @@ pub enum AuthFailure {
 /// taken from `cache` without a read; any change anywhere, a revocation by
 /// the CLI included, makes the next request read the token again (SPEC
 /// §4: at once).
+///
+/// `mcp` says where the token is presented: an OAuth access token is
+/// accepted at `/mcp` only ([`TokenRejection::OnlyForMcp`] elsewhere).
 pub async fn authenticate(
     store: &dyn crate::AccountStore,
     cache: &TokenCache,
     presented: &str,
+    mcp: bool,
 ) -> Result<(Principal, String), AuthFailure> {
     let (id, secret) = parse(presented).ok_or(AuthFailure::Rejected(TokenRejection::Malformed))?;
+    let audience = |oauth: bool| {
+        if oauth && !mcp {
+            Err(AuthFailure::Rejected(TokenRejection::OnlyForMcp))
+        } else {
+            Ok(())
+        }
+    };
     // Read before the token: a change committed in between moves the
     // revision past the one the entry is kept at.
     let revision = store.access_revision();
     let now = crate::now_ms();
-    if let Some(principal) = revision.and_then(|r| cache.lookup(id, secret, r, now)) {
+    if let Some((principal, oauth)) = revision.and_then(|r| cache.lookup(id, secret, r, now)) {
+        audience(oauth)?;
         return Ok((principal, id.to_string()));
     }
     let record = store.find_token(id).await.map_err(AuthFailure::Store)?;
@@ -196,6 +220,7 @@ pub async fn authenticate(
     if let Some(revision) = revision {
         cache.keep(revision, &record, secret);
     }
+    audience(record.is_oauth())?;
     Ok((principal, record.id))
 }
 

@@ -80,6 +80,17 @@ contract!(
     sessions_are_listed_by_last_activity,
     policies_move_and_update_keeping_dense_positions,
     an_older_records_tool_calls_read_as_an_empty_list,
+    a_code_is_taken_once_and_a_replay_revokes_what_it_issued,
+    a_code_replayed_before_its_exchange_makes_no_grant,
+    an_unknown_or_expired_code_is_unknown_and_used_up,
+    racing_takers_of_a_code_get_one_fresh_take,
+    a_refresh_token_rotates_with_a_grace_and_a_reuse_revokes_the_grant,
+    refresh_is_refused_to_another_client_a_revoked_grant_and_a_lapsed_token,
+    concurrent_refreshes_of_one_token_within_the_grace_all_issue,
+    deleting_a_client_revokes_its_grants_and_stops_its_exchanges,
+    oauth_gc_deletes_what_has_lapsed_and_keeps_the_rest,
+    a_login_link_is_redeemed_once_before_its_deadline,
+    console_sessions_are_found_touched_switched_and_collected,
 );
 
 fn session(id: &str, owner: &Principal, at: i64) -> SessionRecord {
@@ -319,6 +330,7 @@ async fn tokens_are_found_and_revoked_once(t: TestStore) {
         created_at_ms: 5,
         expires_at_ms: Some(99),
         revoked_at_ms: None,
+        grant_id: None,
     })
     .await
     .unwrap();
@@ -755,6 +767,7 @@ async fn the_access_revision_moves_with_every_token_and_policy_change(t: TestSto
             created_at_ms: 1,
             expires_at_ms: None,
             revoked_at_ms: None,
+            grant_id: None,
         })
         .await
         .unwrap();
@@ -2069,6 +2082,7 @@ async fn tokens_are_listed_per_org_newest_first(t: TestStore) {
         created_at_ms: created,
         expires_at_ms: (created == 2).then_some(3),
         revoked_at_ms: None,
+        grant_id: None,
     };
     for (id, owner, created) in [("t1", &a, 1), ("t2", &a, 2), ("t3", &b, 3), ("t4", &a, 4)] {
         s.insert_token(token(id, owner, created)).await.unwrap();
@@ -2250,4 +2264,939 @@ async fn a_released_run_is_claimed_at_once_while_its_releaser_lives(t: TestStore
         ExecutionClaim::Claimed { fence, .. } => assert_eq!(fence.node, "node_b"),
         other => panic!("expected a claim, got {other:?}"),
     }
+}
+
+// The built-in authorization server (OAuthStore) and browser sign-in
+// (SignInStore).
+
+const DAY: i64 = 24 * 60 * MINUTE;
+/// The grace a rotated refresh token keeps (SPEC §4: 60 s).
+const GRACE: i64 = MINUTE;
+
+fn oauth_client(id: &str, origin: OAuthClientOrigin, created: i64) -> OAuthClientRecord {
+    OAuthClientRecord {
+        id: id.into(),
+        secret_hash: (origin == OAuthClientOrigin::Preregistered).then(|| vec![3; 32]),
+        auth_method: "none".into(),
+        redirect_uris: vec!["http://127.0.0.1:9/cb".into(), "https://app.test/cb".into()],
+        client_name: Some("Test \"client\"".into()),
+        origin,
+        created_at_ms: created,
+        last_used_at_ms: None,
+    }
+}
+
+fn code_hash(tag: &str) -> Vec<u8> {
+    executor_store::tokens::hash(&format!("code:{tag}"))
+}
+
+fn oauth_code(tag: &str, client: &str, owner: &Principal, created: i64) -> OAuthCodeRecord {
+    OAuthCodeRecord {
+        code_hash: code_hash(tag),
+        client_id: client.into(),
+        redirect_uri: "https://app.test/cb".into(),
+        code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".into(),
+        resource: "https://executor.test/mcp".into(),
+        scope: "mcp".into(),
+        principal: owner.clone(),
+        created_at_ms: created,
+        expires_at_ms: created + MINUTE,
+    }
+}
+
+fn oauth_grant(id: &str, client: &str, owner: &Principal, at: i64) -> OAuthGrantRecord {
+    OAuthGrantRecord {
+        id: id.into(),
+        client_id: client.into(),
+        principal: owner.clone(),
+        scope: "mcp".into(),
+        resource: "https://executor.test/mcp".into(),
+        redirect_uri: "https://app.test/cb".into(),
+        created_at_ms: at,
+        last_used_at_ms: at,
+        expires_at_ms: at + 30 * DAY,
+        revoked_at_ms: None,
+    }
+}
+
+fn refresh_hash(tag: &str) -> Vec<u8> {
+    executor_store::tokens::hash(&format!("refresh:{tag}"))
+}
+
+/// What one exchange or refresh issues: access token `oat_<tag>` (an hour)
+/// and refresh token `<tag>` (30 days).
+fn issued(tag: &str, at: i64) -> IssuedTokens {
+    IssuedTokens {
+        access_id: format!("oat_{tag}"),
+        access_hash: executor_store::tokens::hash(&format!("access:{tag}")),
+        access_expires_at_ms: at + 60 * MINUTE,
+        refresh_hash: refresh_hash(tag),
+        refresh_expires_at_ms: at + 30 * DAY,
+        issued_at_ms: at,
+    }
+}
+
+fn refresh_use(tag: &str, client: &str, at: i64) -> RefreshUse {
+    RefreshUse {
+        token_hash: refresh_hash(tag),
+        client_id: client.into(),
+        at_ms: at,
+        grace_ms: GRACE,
+    }
+}
+
+/// A grant made the way `/token` makes one: a code stored, taken fresh and
+/// exchanged at `at`, issuing `tokens_tag`.
+async fn exchanged(s: &dyn Store, grant: OAuthGrantRecord, tokens_tag: &str) -> OAuthGrantRecord {
+    let at = grant.created_at_ms;
+    let code = oauth_code(&grant.id, &grant.client_id, &grant.principal, at);
+    s.insert_oauth_code(code.clone()).await.unwrap();
+    assert_eq!(
+        s.take_oauth_code(&code.code_hash, at).await.unwrap(),
+        CodeTake::Fresh(code.clone())
+    );
+    assert!(
+        s.create_oauth_grant(&code.code_hash, grant.clone(), issued(tokens_tag, at))
+            .await
+            .unwrap()
+    );
+    grant
+}
+
+async fn revoked_at(s: &dyn Store, token: &str) -> Option<i64> {
+    s.find_token(token)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{token} is gone"))
+        .revoked_at_ms
+}
+
+/// A code is taken fresh once; its exchange writes the grant with its first
+/// tokens (the access token a row of `tokens`, with its grant); presenting
+/// it again revokes the grant and that token, which moves the access
+/// revision, and makes the grant's refresh token worthless.
+async fn a_code_is_taken_once_and_a_replay_revokes_what_it_issued(t: TestStore) {
+    let s = t.store();
+    let watcher = t.reopen().await;
+    let at_once = matches!(t, TestStore::Sqlite(..));
+    let owner = s.ensure_account("code@o.test", None).await.unwrap();
+    let client = oauth_client("cl_code", OAuthClientOrigin::Registered, 1_000);
+    s.insert_oauth_client(client.clone()).await.unwrap();
+    assert_eq!(
+        s.find_oauth_client("cl_code").await.unwrap(),
+        Some(client.clone())
+    );
+    let at = 10_000;
+    let code = oauth_code("c1", "cl_code", &owner, at);
+    s.insert_oauth_code(code.clone()).await.unwrap();
+    let revision = moved(&watcher, None, at_once).await;
+
+    assert_eq!(
+        s.take_oauth_code(&code.code_hash, at + 1).await.unwrap(),
+        CodeTake::Fresh(code.clone())
+    );
+    let grant = oauth_grant("gr_code", "cl_code", &owner, at + 2);
+    assert!(
+        s.create_oauth_grant(&code.code_hash, grant.clone(), issued("c1", at + 2))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        s.find_oauth_grant("gr_code").await.unwrap(),
+        Some(grant.clone())
+    );
+    let access = s.find_token("oat_c1").await.unwrap().unwrap();
+    assert_eq!(access.grant_id.as_deref(), Some("gr_code"));
+    assert!(access.is_oauth());
+    assert_eq!(access.principal, owner);
+    assert_eq!(access.secret_hash, issued("c1", at + 2).access_hash);
+    assert_eq!(
+        (
+            access.created_at_ms,
+            access.expires_at_ms,
+            access.revoked_at_ms
+        ),
+        (at + 2, Some(at + 2 + 60 * MINUTE), None)
+    );
+    assert_eq!(
+        s.grant_of_refresh_token(&refresh_hash("c1")).await.unwrap(),
+        Some("gr_code".into())
+    );
+    assert_eq!(
+        s.find_oauth_client("cl_code")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at_ms,
+        Some(at + 2),
+        "an exchange marks its client used"
+    );
+    let revision = moved(&watcher, Some(revision), at_once).await;
+
+    assert_eq!(
+        s.take_oauth_code(&code.code_hash, at + 3).await.unwrap(),
+        CodeTake::Replayed
+    );
+    assert_eq!(
+        s.find_oauth_grant("gr_code")
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at_ms,
+        Some(at + 3)
+    );
+    assert_eq!(revoked_at(s.as_ref(), "oat_c1").await, Some(at + 3));
+    moved(&watcher, Some(revision), at_once).await;
+    // Again: still a replay; the first revocation's time stays.
+    assert_eq!(
+        s.take_oauth_code(&code.code_hash, at + 4).await.unwrap(),
+        CodeTake::Replayed
+    );
+    assert_eq!(revoked_at(s.as_ref(), "oat_c1").await, Some(at + 3));
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("c1", "cl_code", at + 5), issued("c2", at + 5))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid)
+    );
+    assert!(s.find_token("oat_c2").await.unwrap().is_none());
+}
+
+/// A replay between a code's take and its exchange: the exchange writes
+/// nothing at all.
+async fn a_code_replayed_before_its_exchange_makes_no_grant(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("race@o.test", None).await.unwrap();
+    s.insert_oauth_client(oauth_client("cl_r", OAuthClientOrigin::Registered, 1))
+        .await
+        .unwrap();
+    let code = oauth_code("r1", "cl_r", &owner, 100);
+    s.insert_oauth_code(code.clone()).await.unwrap();
+    assert!(matches!(
+        s.take_oauth_code(&code.code_hash, 101).await.unwrap(),
+        CodeTake::Fresh(_)
+    ));
+    assert_eq!(
+        s.take_oauth_code(&code.code_hash, 102).await.unwrap(),
+        CodeTake::Replayed
+    );
+    let grant = oauth_grant("gr_r", "cl_r", &owner, 103);
+    assert!(
+        !s.create_oauth_grant(&code.code_hash, grant, issued("r1", 103))
+            .await
+            .unwrap()
+    );
+    assert!(s.find_oauth_grant("gr_r").await.unwrap().is_none());
+    assert!(s.find_token("oat_r1").await.unwrap().is_none());
+    assert!(
+        s.grant_of_refresh_token(&refresh_hash("r1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(s.list_oauth_grants(&owner.org_id).await.unwrap().is_empty());
+    assert_eq!(
+        s.find_oauth_client("cl_r")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at_ms,
+        None,
+        "nothing written, the client's use included"
+    );
+    // A code nobody stored makes no grant either.
+    assert!(
+        !s.create_oauth_grant(
+            &code_hash("none"),
+            oauth_grant("gr_none", "cl_r", &owner, 104),
+            issued("none", 104)
+        )
+        .await
+        .unwrap()
+    );
+    assert!(s.find_oauth_grant("gr_none").await.unwrap().is_none());
+}
+
+/// A code nobody issued, or presented at or past its deadline, is Unknown;
+/// the late one is used up all the same.
+async fn an_unknown_or_expired_code_is_unknown_and_used_up(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("late@o.test", None).await.unwrap();
+    s.insert_oauth_client(oauth_client("cl_l", OAuthClientOrigin::Registered, 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.take_oauth_code(&code_hash("nobody"), 5).await.unwrap(),
+        CodeTake::Unknown
+    );
+    let code = oauth_code("l1", "cl_l", &owner, 100);
+    s.insert_oauth_code(code.clone()).await.unwrap();
+    assert_eq!(
+        s.take_oauth_code(&code.code_hash, code.expires_at_ms)
+            .await
+            .unwrap(),
+        CodeTake::Unknown,
+        "at its deadline"
+    );
+    assert!(
+        !matches!(
+            s.take_oauth_code(&code.code_hash, 101).await.unwrap(),
+            CodeTake::Fresh(_)
+        ),
+        "used up by the late presentation"
+    );
+}
+
+/// Racing presentations of one code: exactly one is Fresh, every other
+/// one a replay.
+async fn racing_takers_of_a_code_get_one_fresh_take(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("takers@o.test", None).await.unwrap();
+    let code = oauth_code("race", "cl_race", &owner, 100);
+    s.insert_oauth_code(code.clone()).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (s, hash) = (s.clone(), code.code_hash.clone());
+        tasks.push(tokio::spawn(async move {
+            s.take_oauth_code(&hash, 101 + i).await
+        }));
+    }
+    let mut fresh = 0;
+    for task in tasks {
+        match task.await.unwrap().unwrap() {
+            CodeTake::Fresh(taken) => {
+                assert_eq!(taken, code);
+                fresh += 1;
+            }
+            CodeTake::Replayed => {}
+            CodeTake::Unknown => panic!("a stored code in time is known"),
+        }
+    }
+    assert_eq!(fresh, 1);
+}
+
+/// Rotation: a refresh marks its token rotated and issues a new pair; the
+/// rotated token still issues within the grace (both issued tokens then
+/// work); used after the grace it revokes the grant and every token issued
+/// under it.
+async fn a_refresh_token_rotates_with_a_grace_and_a_reuse_revokes_the_grant(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("rot@o.test", None).await.unwrap();
+    s.insert_oauth_client(oauth_client("cl_rot", OAuthClientOrigin::Registered, 1))
+        .await
+        .unwrap();
+    let t0 = 1_000_000;
+    let grant = exchanged(
+        s.as_ref(),
+        oauth_grant("gr_rot", "cl_rot", &owner, t0),
+        "r0",
+    )
+    .await;
+
+    let t1 = t0 + 10 * MINUTE;
+    let refreshed = s
+        .refresh_oauth_grant(refresh_use("r0", "cl_rot", t1), issued("r1", t1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        refreshed,
+        OAuthGrantRecord {
+            last_used_at_ms: t1,
+            ..grant.clone()
+        }
+    );
+    assert_eq!(s.find_oauth_grant("gr_rot").await.unwrap(), Some(refreshed));
+    let access = s.find_token("oat_r1").await.unwrap().unwrap();
+    assert_eq!(access.grant_id.as_deref(), Some("gr_rot"));
+    assert_eq!(access.expires_at_ms, Some(t1 + 60 * MINUTE));
+    assert_eq!(revoked_at(s.as_ref(), "oat_r0").await, None);
+    // Within the grace: a concurrent refresh of the same token issues too.
+    let t2 = t1 + GRACE;
+    assert!(
+        s.refresh_oauth_grant(refresh_use("r0", "cl_rot", t2), issued("r2", t2))
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    // Both new refresh tokens work.
+    let t3 = t2 + MINUTE;
+    for (used, new) in [("r1", "r3"), ("r2", "r4")] {
+        assert_eq!(
+            s.grant_of_refresh_token(&refresh_hash(used)).await.unwrap(),
+            Some("gr_rot".into())
+        );
+        assert!(
+            s.refresh_oauth_grant(refresh_use(used, "cl_rot", t3), issued(new, t3))
+                .await
+                .unwrap()
+                .is_ok(),
+            "{used}"
+        );
+    }
+    assert_eq!(
+        s.find_oauth_client("cl_rot")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at_ms,
+        Some(t3),
+        "a refresh marks the client used"
+    );
+    // Past the grace: a stolen token, or a replay — the grant goes.
+    let t4 = t1 + GRACE + 1;
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("r0", "cl_rot", t4), issued("r5", t4))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Reused)
+    );
+    assert!(s.find_token("oat_r5").await.unwrap().is_none());
+    assert_eq!(
+        s.find_oauth_grant("gr_rot")
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at_ms,
+        Some(t4)
+    );
+    for token in ["oat_r0", "oat_r1", "oat_r2", "oat_r3", "oat_r4"] {
+        assert_eq!(revoked_at(s.as_ref(), token).await, Some(t4), "{token}");
+    }
+    // Even a token never used is worthless now.
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("r3", "cl_rot", t4 + 1), issued("r6", t4 + 1))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid)
+    );
+}
+
+/// Another client's token, an unknown or lapsed one, and one of a revoked
+/// or lapsed grant issue nothing and revoke nothing. OAuth access tokens
+/// are not API tokens: `list_tokens` leaves them out.
+async fn refresh_is_refused_to_another_client_a_revoked_grant_and_a_lapsed_token(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("ref@o.test", None).await.unwrap();
+    for id in ["cl_a", "cl_b"] {
+        s.insert_oauth_client(oauth_client(id, OAuthClientOrigin::Registered, 1))
+            .await
+            .unwrap();
+    }
+    let t0 = 50 * DAY;
+    // A long grant: its refresh tokens lapse before it does.
+    let long = OAuthGrantRecord {
+        expires_at_ms: t0 + 90 * DAY,
+        ..oauth_grant("gr_a", "cl_a", &owner, t0)
+    };
+    exchanged(s.as_ref(), long, "a0").await;
+    let t1 = t0 + MINUTE;
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("a0", "cl_b", t1), issued("b1", t1))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid),
+        "another client's"
+    );
+    assert!(s.find_token("oat_b1").await.unwrap().is_none());
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("nobody", "cl_a", t1), issued("n1", t1))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid),
+        "unknown"
+    );
+    // The other client's attempt neither rotated nor revoked anything.
+    assert!(
+        s.refresh_oauth_grant(refresh_use("a0", "cl_a", t1), issued("a1", t1))
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    assert!(
+        s.refresh_oauth_grant(
+            refresh_use("a1", "cl_a", t1 + 5 * MINUTE),
+            issued("a2", t1 + 5 * MINUTE)
+        )
+        .await
+        .unwrap()
+        .is_ok()
+    );
+
+    // A refresh token at its deadline.
+    let lapsed_at = t1 + 5 * MINUTE + 30 * DAY;
+    assert_eq!(
+        s.refresh_oauth_grant(
+            refresh_use("a2", "cl_a", lapsed_at),
+            issued("a3", lapsed_at)
+        )
+        .await
+        .unwrap(),
+        Err(RefreshRefusal::Invalid),
+        "a lapsed refresh token"
+    );
+    // A grant at its deadline, whatever its refresh tokens say.
+    let short = OAuthGrantRecord {
+        expires_at_ms: t0 + DAY,
+        ..oauth_grant("gr_short", "cl_a", &owner, t0)
+    };
+    exchanged(s.as_ref(), short, "s0").await;
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("s0", "cl_a", t0 + DAY), issued("s1", t0 + DAY))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid),
+        "a lapsed grant"
+    );
+    assert_eq!(
+        s.find_oauth_grant("gr_short")
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at_ms,
+        None,
+        "refused, not revoked"
+    );
+
+    // A revoked grant: its tokens are revoked, its refresh tokens refused.
+    let t2 = t1 + 10 * MINUTE;
+    assert!(s.revoke_oauth_grant("gr_a", t2).await.unwrap());
+    assert!(s.revoke_oauth_grant("gr_a", t2 + 1).await.unwrap());
+    assert!(!s.revoke_oauth_grant("gr_none", t2).await.unwrap());
+    let grant = s.find_oauth_grant("gr_a").await.unwrap().unwrap();
+    assert_eq!(
+        grant.revoked_at_ms,
+        Some(t2),
+        "the first revocation's time stays"
+    );
+    assert!(!grant.is_current(t2));
+    for token in ["oat_a0", "oat_a1", "oat_a2"] {
+        assert_eq!(revoked_at(s.as_ref(), token).await, Some(t2), "{token}");
+    }
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("a2", "cl_a", t2 + 1), issued("a4", t2 + 1))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid),
+        "a revoked grant's"
+    );
+
+    // API tokens are listed; the grants' access tokens are not.
+    s.insert_token(executor_store::tokens::mint(owner.clone(), t0, None).record)
+        .await
+        .unwrap();
+    let listed = s.list_tokens(&owner.org_id).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(!listed[0].is_oauth());
+    assert!(s.find_token("oat_a0").await.unwrap().unwrap().is_oauth());
+}
+
+/// Racing refreshes of one token (a client's parallel requests) within the
+/// grace: every one issues, and every token they issued is the grant's.
+async fn concurrent_refreshes_of_one_token_within_the_grace_all_issue(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("conc@o.test", None).await.unwrap();
+    s.insert_oauth_client(oauth_client("cl_c", OAuthClientOrigin::Registered, 1))
+        .await
+        .unwrap();
+    let t0 = 2_000_000;
+    exchanged(s.as_ref(), oauth_grant("gr_c", "cl_c", &owner, t0), "c0").await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let at = t0 + 1_000 + i;
+            s.refresh_oauth_grant(
+                refresh_use("c0", "cl_c", at),
+                issued(&format!("c{}", i + 1), at),
+            )
+            .await
+        }));
+    }
+    for task in tasks {
+        let answer = task.await.unwrap().unwrap();
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    for i in 1..=8 {
+        let access = s.find_token(&format!("oat_c{i}")).await.unwrap().unwrap();
+        assert_eq!(access.grant_id.as_deref(), Some("gr_c"));
+        assert_eq!(access.revoked_at_ms, None);
+        assert_eq!(
+            s.grant_of_refresh_token(&refresh_hash(&format!("c{i}")))
+                .await
+                .unwrap(),
+            Some("gr_c".into())
+        );
+    }
+    assert!(
+        s.find_oauth_grant("gr_c")
+            .await
+            .unwrap()
+            .unwrap()
+            .is_current(t0 + 2_000)
+    );
+    // The grace counts from the first rotation.
+    let late = t0 + 1_000 + GRACE + 8;
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("c0", "cl_c", late), issued("c9", late))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Reused)
+    );
+}
+
+/// Deleting a client revokes every grant it holds (in any org) and their
+/// tokens, and leaves other clients' alone; a code it was issued before
+/// then makes no grant. Lists are newest first.
+async fn deleting_a_client_revokes_its_grants_and_stops_its_exchanges(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("del@o.test", None).await.unwrap();
+    let team = s
+        .ensure_account("del@o.test", Some("del-team"))
+        .await
+        .unwrap();
+    s.insert_oauth_client(oauth_client("cl_x", OAuthClientOrigin::Registered, 10))
+        .await
+        .unwrap();
+    s.insert_oauth_client(oauth_client("cl_y", OAuthClientOrigin::Preregistered, 20))
+        .await
+        .unwrap();
+    let ids = |clients: Vec<OAuthClientRecord>| -> Vec<String> {
+        clients.into_iter().map(|c| c.id).collect()
+    };
+    assert_eq!(ids(s.list_oauth_clients().await.unwrap()), ["cl_y", "cl_x"]);
+    exchanged(s.as_ref(), oauth_grant("gr_x1", "cl_x", &owner, 100), "x1").await;
+    exchanged(s.as_ref(), oauth_grant("gr_x2", "cl_x", &team, 200), "x2").await;
+    exchanged(s.as_ref(), oauth_grant("gr_y1", "cl_y", &owner, 300), "y1").await;
+    let listed: Vec<String> = s
+        .list_oauth_grants(&owner.org_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
+    assert_eq!(listed, ["gr_y1", "gr_x1"], "the org's, newest first");
+    let pending = oauth_code("x3", "cl_x", &owner, 400);
+    s.insert_oauth_code(pending.clone()).await.unwrap();
+    assert!(matches!(
+        s.take_oauth_code(&pending.code_hash, 401).await.unwrap(),
+        CodeTake::Fresh(_)
+    ));
+
+    assert!(s.delete_oauth_client("cl_x", 500).await.unwrap());
+    assert!(!s.delete_oauth_client("cl_x", 600).await.unwrap());
+    assert!(s.find_oauth_client("cl_x").await.unwrap().is_none());
+    assert_eq!(ids(s.list_oauth_clients().await.unwrap()), ["cl_y"]);
+    for (grant, token) in [("gr_x1", "oat_x1"), ("gr_x2", "oat_x2")] {
+        let found = s.find_oauth_grant(grant).await.unwrap().unwrap();
+        assert_eq!(found.revoked_at_ms, Some(500), "{grant}");
+        assert_eq!(revoked_at(s.as_ref(), token).await, Some(500), "{token}");
+    }
+    assert_eq!(
+        s.find_oauth_grant("gr_y1")
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at_ms,
+        None
+    );
+    assert_eq!(revoked_at(s.as_ref(), "oat_y1").await, None);
+    assert_eq!(
+        s.list_oauth_grants(&owner.org_id).await.unwrap().len(),
+        2,
+        "revoked grants are listed"
+    );
+    assert!(
+        !s.create_oauth_grant(
+            &pending.code_hash,
+            oauth_grant("gr_x3", "cl_x", &owner, 700),
+            issued("x3", 700)
+        )
+        .await
+        .unwrap(),
+        "the client is gone"
+    );
+    assert!(s.find_oauth_grant("gr_x3").await.unwrap().is_none());
+    assert!(s.find_token("oat_x3").await.unwrap().is_none());
+    assert_eq!(
+        s.refresh_oauth_grant(refresh_use("x1", "cl_x", 800), issued("x4", 800))
+            .await
+            .unwrap(),
+        Err(RefreshRefusal::Invalid)
+    );
+}
+
+/// `gc_oauth`: lapsed codes; registered clients unused 7 days after
+/// registration or 90 days after their last use (their grants revoked, not
+/// yet deleted), never preregistered ones; lapsed refresh tokens; access
+/// tokens a day past their deadline; grants a day past their revocation
+/// or deadline, with their refresh tokens. What is younger stays.
+async fn oauth_gc_deletes_what_has_lapsed_and_keeps_the_rest(t: TestStore) {
+    use OAuthClientOrigin::{Preregistered, Registered};
+    let s = t.store();
+    let owner = s.ensure_account("gc@o.test", None).await.unwrap();
+    let now = 1_000 * DAY;
+    for (id, origin, created) in [
+        ("reg_unused", Registered, now - 8 * DAY),
+        ("reg_new", Registered, now - 2 * DAY),
+        ("pre_unused", Preregistered, now - 100 * DAY),
+        ("reg_used", Registered, now - 20 * DAY),
+        ("reg_idle", Registered, now - 200 * DAY),
+        ("pre_other", Preregistered, now - 200 * DAY),
+    ] {
+        s.insert_oauth_client(oauth_client(id, origin, created))
+            .await
+            .unwrap();
+    }
+    // Used 10 days ago: kept; its access token (an hour) is deleted, its
+    // refresh token (30 days) kept.
+    exchanged(
+        s.as_ref(),
+        oauth_grant("gr_used", "reg_used", &owner, now - 10 * DAY),
+        "u0",
+    )
+    .await;
+    // Last used 91 days ago: deleted, its grant revoked.
+    let idle = OAuthGrantRecord {
+        expires_at_ms: now + 100 * DAY,
+        ..oauth_grant("gr_idle", "reg_idle", &owner, now - 91 * DAY)
+    };
+    exchanged(s.as_ref(), idle, "i0").await;
+    // Revoked two days ago: deleted with its refresh token.
+    exchanged(
+        s.as_ref(),
+        oauth_grant("gr_old", "pre_other", &owner, now - 3 * DAY),
+        "o0",
+    )
+    .await;
+    assert!(s.revoke_oauth_grant("gr_old", now - 2 * DAY).await.unwrap());
+    // A code past its deadline, and one still in time.
+    s.insert_oauth_code(oauth_code("late", "reg_new", &owner, now - MINUTE))
+        .await
+        .unwrap();
+    s.insert_oauth_code(oauth_code("fresh", "reg_new", &owner, now))
+        .await
+        .unwrap();
+    // An API token long expired is not the collector's.
+    let mut api = executor_store::tokens::mint(owner.clone(), 1, Some(2)).record;
+    api.id = "api_old".into();
+    s.insert_token(api).await.unwrap();
+
+    // Codes: 3 exchanged + "late"; clients: reg_unused, reg_idle; refresh
+    // tokens: i0 (lapsed), o0 (its grant revoked); access tokens: u0, i0,
+    // o0; grants: gr_old.
+    assert_eq!(s.gc_oauth(now).await.unwrap(), 4 + 2 + 2 + 3 + 1);
+
+    for (id, kept) in [
+        ("reg_unused", false),
+        ("reg_new", true),
+        ("pre_unused", true),
+        ("reg_used", true),
+        ("reg_idle", false),
+        ("pre_other", true),
+    ] {
+        assert_eq!(
+            s.find_oauth_client(id).await.unwrap().is_some(),
+            kept,
+            "{id}"
+        );
+    }
+    assert_eq!(
+        s.find_oauth_grant("gr_idle")
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at_ms,
+        Some(now),
+        "a deleted client's grant is revoked"
+    );
+    assert!(s.find_oauth_grant("gr_old").await.unwrap().is_none());
+    assert!(s.find_oauth_grant("gr_used").await.unwrap().is_some());
+    for token in ["oat_u0", "oat_i0", "oat_o0"] {
+        assert!(s.find_token(token).await.unwrap().is_none(), "{token}");
+    }
+    assert!(s.find_token("api_old").await.unwrap().is_some());
+    assert_eq!(
+        s.grant_of_refresh_token(&refresh_hash("u0")).await.unwrap(),
+        Some("gr_used".into())
+    );
+    for gone in ["i0", "o0"] {
+        assert!(
+            s.grant_of_refresh_token(&refresh_hash(gone))
+                .await
+                .unwrap()
+                .is_none(),
+            "{gone}"
+        );
+    }
+    assert!(matches!(
+        s.take_oauth_code(&code_hash("fresh"), now).await.unwrap(),
+        CodeTake::Fresh(_)
+    ));
+    assert_eq!(
+        s.take_oauth_code(&code_hash("late"), now - MINUTE)
+            .await
+            .unwrap(),
+        CodeTake::Unknown,
+        "deleted"
+    );
+
+    assert_eq!(s.gc_oauth(now).await.unwrap(), 0, "nothing more");
+    // Two days on: the revoked grant of the deleted client goes, and the
+    // code still in time then has lapsed.
+    assert_eq!(s.gc_oauth(now + 2 * DAY).await.unwrap(), 2);
+    assert!(s.find_oauth_grant("gr_idle").await.unwrap().is_none());
+    assert!(s.find_oauth_client("reg_new").await.unwrap().is_some());
+}
+
+/// A login link signs in once, before its deadline; a late one is used up
+/// all the same; expired links are collected.
+async fn a_login_link_is_redeemed_once_before_its_deadline(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("link@o.test", None).await.unwrap();
+    let link = |tag: &str, created: i64| LoginLinkRecord {
+        link_hash: executor_store::tokens::hash(&format!("link:{tag}")),
+        principal: owner.clone(),
+        created_at_ms: created,
+        expires_at_ms: created + 10 * MINUTE,
+    };
+    let (early, late) = (link("early", 1_000), link("late", 1_000));
+    s.insert_login_link(early.clone()).await.unwrap();
+    s.insert_login_link(late.clone()).await.unwrap();
+    assert_eq!(
+        s.redeem_login_link(&early.link_hash, 2_000).await.unwrap(),
+        Some(owner.clone())
+    );
+    assert_eq!(
+        s.redeem_login_link(&early.link_hash, 2_001).await.unwrap(),
+        None,
+        "once"
+    );
+    assert_eq!(
+        s.redeem_login_link(&late.link_hash, late.expires_at_ms)
+            .await
+            .unwrap(),
+        None,
+        "at its deadline"
+    );
+    assert_eq!(
+        s.redeem_login_link(&late.link_hash, 2_000).await.unwrap(),
+        None,
+        "used up by the late try"
+    );
+    assert_eq!(
+        s.redeem_login_link(&executor_store::tokens::hash("link:none"), 2_000)
+            .await
+            .unwrap(),
+        None
+    );
+    let pending = link("pending", 5_000);
+    s.insert_login_link(pending.clone()).await.unwrap();
+    assert_eq!(
+        s.gc_sign_in(late.expires_at_ms, 0).await.unwrap(),
+        2,
+        "the two past their deadline"
+    );
+    assert_eq!(
+        s.redeem_login_link(&pending.link_hash, 6_000)
+            .await
+            .unwrap(),
+        Some(owner)
+    );
+}
+
+/// A console session is found by its hash, its activity only moves
+/// forward, it switches only to its account's orgs, and it ends by sign-out
+/// or by idling past the collector's bound.
+async fn console_sessions_are_found_touched_switched_and_collected(t: TestStore) {
+    let s = t.store();
+    let owner = s.ensure_account("cs@o.test", None).await.unwrap();
+    let team = s
+        .ensure_account("cs@o.test", Some("cs-team"))
+        .await
+        .unwrap();
+    let stranger = s.ensure_account("else@o.test", None).await.unwrap();
+    let session = |tag: &str, at: i64| ConsoleSessionRecord {
+        session_hash: executor_store::tokens::hash(&format!("cookie:{tag}")),
+        principal: owner.clone(),
+        created_at_ms: at,
+        last_seen_at_ms: at,
+        token_id: None,
+    };
+    let (a, b) = (session("a", 100), session("b", 100));
+    s.insert_console_session(a.clone()).await.unwrap();
+    s.insert_console_session(b.clone()).await.unwrap();
+    assert_eq!(
+        s.find_console_session(&a.session_hash).await.unwrap(),
+        Some(a.clone())
+    );
+    assert!(
+        s.find_console_session(&executor_store::tokens::hash("cookie:none"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    s.touch_console_session(&a.session_hash, 150).await.unwrap();
+    s.touch_console_session(&a.session_hash, 120).await.unwrap();
+    let found = s
+        .find_console_session(&a.session_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.last_seen_at_ms, 150, "activity only moves forward");
+    assert_eq!(found.created_at_ms, 100);
+
+    assert!(
+        s.set_console_session_org(&a.session_hash, &team.org_id)
+            .await
+            .unwrap()
+    );
+    let found = s
+        .find_console_session(&a.session_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.principal, team, "the same account, in the team");
+    assert!(
+        !s.set_console_session_org(&a.session_hash, &stranger.org_id)
+            .await
+            .unwrap(),
+        "not one of its account's orgs"
+    );
+    assert_eq!(
+        s.find_console_session(&a.session_hash)
+            .await
+            .unwrap()
+            .unwrap()
+            .principal,
+        team
+    );
+    assert!(
+        !s.set_console_session_org(&executor_store::tokens::hash("cookie:none"), &team.org_id)
+            .await
+            .unwrap()
+    );
+
+    // Idle since 100, before the bound of 140: signed out; `a` was seen at 150.
+    assert_eq!(s.gc_sign_in(0, 140).await.unwrap(), 1);
+    assert!(
+        s.find_console_session(&b.session_hash)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        s.find_console_session(&a.session_hash)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(s.delete_console_session(&a.session_hash).await.unwrap());
+    assert!(!s.delete_console_session(&a.session_hash).await.unwrap());
+    assert!(
+        s.find_console_session(&a.session_hash)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

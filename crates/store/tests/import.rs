@@ -24,6 +24,7 @@ async fn filled(store: &dyn Store, key: &SecretKey) -> Principal {
             created_at_ms: 1,
             expires_at_ms: None,
             revoked_at_ms: Some(2),
+            grant_id: None,
         })
         .await
         .unwrap();
@@ -126,8 +127,81 @@ async fn filled(store: &dyn Store, key: &SecretKey) -> Principal {
         })
         .await
         .unwrap();
+    // The built-in authorization server: a client and a grant made of a
+    // code, with its tokens; browser sign-in.
+    store
+        .insert_oauth_client(OAuthClientRecord {
+            id: "cl_m".into(),
+            secret_hash: Some(vec![4; 32]),
+            auth_method: "client_secret_post".into(),
+            redirect_uris: vec!["https://app.test/cb".into()],
+            client_name: Some("Migrated".into()),
+            origin: OAuthClientOrigin::Preregistered,
+            created_at_ms: 10,
+            last_used_at_ms: None,
+        })
+        .await
+        .unwrap();
+    let code = OAuthCodeRecord {
+        code_hash: vec![5; 32],
+        client_id: "cl_m".into(),
+        redirect_uri: "https://app.test/cb".into(),
+        code_challenge: "challenge".into(),
+        resource: "https://executor.test/mcp".into(),
+        scope: "mcp".into(),
+        principal: owner.clone(),
+        created_at_ms: 11,
+        expires_at_ms: i64::MAX,
+    };
+    store.insert_oauth_code(code.clone()).await.unwrap();
+    assert!(matches!(
+        store.take_oauth_code(&code.code_hash, 12).await.unwrap(),
+        CodeTake::Fresh(_)
+    ));
+    assert!(
+        store
+            .create_oauth_grant(&code.code_hash, migrated_grant(&owner), migrated_tokens())
+            .await
+            .unwrap()
+    );
+    store
+        .insert_console_session(ConsoleSessionRecord {
+            session_hash: vec![8; 32],
+            principal: owner.clone(),
+            created_at_ms: 14,
+            last_seen_at_ms: 15,
+            token_id: Some("tok1".into()),
+        })
+        .await
+        .unwrap();
     store.flush().await.unwrap();
     owner
+}
+
+fn migrated_grant(owner: &Principal) -> OAuthGrantRecord {
+    OAuthGrantRecord {
+        id: "gr_m".into(),
+        client_id: "cl_m".into(),
+        principal: owner.clone(),
+        scope: "mcp".into(),
+        resource: "https://executor.test/mcp".into(),
+        redirect_uri: "https://app.test/cb".into(),
+        created_at_ms: 13,
+        last_used_at_ms: 13,
+        expires_at_ms: i64::MAX,
+        revoked_at_ms: None,
+    }
+}
+
+fn migrated_tokens() -> IssuedTokens {
+    IssuedTokens {
+        access_id: "oat_m".into(),
+        access_hash: vec![6; 32],
+        access_expires_at_ms: i64::MAX,
+        refresh_hash: vec![7; 32],
+        refresh_expires_at_ms: i64::MAX,
+        issued_at_ms: 13,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,6 +301,61 @@ async fn everything_reads_back_the_same_from_postgres() {
     )
     .unwrap();
     assert_eq!(opened.expose(), "s3cret");
+    // MCP clients stay signed in: the grant, its client and its tokens
+    // travel, and the refresh token still rotates; so does a browser.
+    assert_eq!(
+        b.find_oauth_grant("gr_m").await.unwrap(),
+        Some(migrated_grant(&owner))
+    );
+    assert_eq!(
+        a.find_oauth_client("cl_m").await.unwrap(),
+        b.find_oauth_client("cl_m").await.unwrap()
+    );
+    let access = b.find_token("oat_m").await.unwrap().unwrap();
+    assert_eq!(access.grant_id.as_deref(), Some("gr_m"));
+    assert!(
+        b.list_tokens(&owner.org_id)
+            .await
+            .unwrap()
+            .iter()
+            .all(|t| !t.is_oauth())
+    );
+    let refreshed = b
+        .refresh_oauth_grant(
+            RefreshUse {
+                token_hash: vec![7; 32],
+                client_id: "cl_m".into(),
+                at_ms: 16,
+                grace_ms: 60_000,
+            },
+            IssuedTokens {
+                access_id: "oat_m2".into(),
+                access_hash: vec![9; 32],
+                refresh_hash: vec![10; 32],
+                issued_at_ms: 16,
+                ..migrated_tokens()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(refreshed.is_ok(), "{refreshed:?}");
+    assert_eq!(
+        b.take_oauth_code(&[5; 32], 20).await.unwrap(),
+        CodeTake::Replayed,
+        "a used code stays used"
+    );
+    for token in ["oat_m", "oat_m2"] {
+        assert_eq!(
+            b.find_token(token).await.unwrap().unwrap().revoked_at_ms,
+            Some(20),
+            "and its replay revokes what it issued: {token}"
+        );
+    }
+    assert_eq!(
+        a.find_console_session(&[8; 32]).await.unwrap(),
+        b.find_console_session(&[8; 32]).await.unwrap()
+    );
+    assert_eq!(count("oauth_refresh_tokens"), Some(1));
     // The store's key check is the copy's key.
     pg.check_secret_key(&key).await.unwrap();
     assert!(pg.check_secret_key(&self::key(8)).await.is_err());

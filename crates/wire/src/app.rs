@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use executor_authz::PublicOrigin;
 use executor_mcp::McpServer;
 use executor_sessions::Sessions;
 use executor_store::Store;
@@ -48,6 +49,13 @@ pub struct WireConfig {
     pub get_stream_rotation: Duration,
     /// See [`FIRST_EVENT_WINDOW`].
     pub first_event_window: Duration,
+    /// The URL that names this server in the protected-resource metadata
+    /// and the 401 challenge (SPEC §4: never taken from `Host`, but for
+    /// the loopback spelling a loopback request used).
+    pub public: PublicOrigin,
+    /// Whether the built-in authorization server is on (`--oauth`): the
+    /// metadata then names it, and the challenge asks for `scope="mcp"`.
+    pub oauth: bool,
 }
 
 impl Default for WireConfig {
@@ -64,6 +72,8 @@ impl Default for WireConfig {
             sse_keepalive: SSE_KEEPALIVE,
             get_stream_rotation: GET_STREAM_ROTATION,
             first_event_window: FIRST_EVENT_WINDOW,
+            public: PublicOrigin::new(None, "http://127.0.0.1"),
+            oauth: false,
         }
     }
 }

@@ -36,15 +36,17 @@ pub async fn authenticate(
     cache: &TokenCache,
     headers: &HeaderMap,
     resource_metadata: impl Fn() -> String,
+    scope: bool,
 ) -> Result<Authenticated, WireError> {
     let unauthorized = |rejection| WireError::Unauthorized {
         resource_metadata: resource_metadata(),
+        scope,
         rejection,
     };
     let presented = bearer(headers)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| unauthorized(None))?;
-    match tokens::authenticate(store, cache, presented).await {
+    match tokens::authenticate(store, cache, presented, true).await {
         Ok((principal, token_id)) => Ok(Authenticated {
             principal,
             token_id,

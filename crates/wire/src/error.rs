@@ -17,6 +17,8 @@ pub enum WireError {
     #[error("Unauthorized")]
     Unauthorized {
         resource_metadata: String,
+        /// `scope="mcp"` is asked for (the authorization server is on).
+        scope: bool,
         rejection: Option<TokenRejection>,
     },
     #[error(transparent)]
@@ -99,9 +101,13 @@ impl WireError {
         match self {
             WireError::Unauthorized {
                 resource_metadata,
+                scope,
                 rejection,
             } => {
                 let mut challenge = format!("Bearer resource_metadata=\"{resource_metadata}\"");
+                if *scope {
+                    challenge.push_str(", scope=\"mcp\"");
+                }
                 if let Some(r) = rejection {
                     challenge.push_str(&format!(
                         ", error=\"invalid_token\", error_description=\"{}\"",

@@ -190,9 +190,13 @@ async fn route(
     let Authenticated {
         principal,
         token_id,
-    } = authenticate(app.store().as_ref(), &app.tokens, headers, || {
-        resource_metadata_url(headers)
-    })
+    } = authenticate(
+        app.store().as_ref(),
+        &app.tokens,
+        headers,
+        || resource_metadata_url(&app.config, headers),
+        app.config.oauth,
+    )
     .await?;
     let session_id = header_str(headers, SESSION_HEADER).map(str::to_string);
     match method {
@@ -240,24 +244,10 @@ fn with_cors(config: &WireConfig, mut res: Response) -> Response {
     res
 }
 
-/// `<origin>` of this server as the client addressed it.
-fn origin_of(headers: &HeaderMap) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("localhost");
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .filter(|p| *p == "https")
-        .unwrap_or("http");
-    format!("{scheme}://{host}")
-}
-
-fn resource_metadata_url(headers: &HeaderMap) -> String {
+fn resource_metadata_url(config: &WireConfig, headers: &HeaderMap) -> String {
     format!(
         "{}/.well-known/oauth-protected-resource/mcp",
-        origin_of(headers)
+        config.public.for_request(headers)
     )
 }
 
@@ -268,13 +258,17 @@ async fn protected_resource(State(app): State<App>, headers: HeaderMap) -> Respo
     if let Err(e) = app.config.hosts.check_host(&headers) {
         return with_cors(&app.config, e.into_response());
     }
-    let origin = origin_of(&headers);
-    let body = json!({
-        "resource": format!("{origin}/mcp"),
+    let base = app.config.public.for_request(&headers);
+    let mut body = json!({
+        "resource": format!("{base}/mcp"),
         "authorization_servers": [],
         "bearer_methods_supported": ["header"],
         "resource_name": "Executor",
     });
+    if app.config.oauth {
+        body["authorization_servers"] = json!([base]);
+        body["scopes_supported"] = json!(executor_authz::SCOPES);
+    }
     with_cors(&app.config, json_response(body))
 }
 

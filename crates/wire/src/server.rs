@@ -12,7 +12,10 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
+
+use axum::extract::ConnectInfo;
 use std::time::{Duration, Instant};
+use tower::ServiceExt as _;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -61,7 +64,7 @@ pub async fn serve(
     // connection at once).
     http.timer(TokioTimer::new())
         .header_read_timeout((!header_timeout.is_zero()).then_some(header_timeout));
-    let service = TowerToHyperService::new(router(app));
+    let router = router(app);
     // One permit per open connection; a connection's task holds its permit
     // until the connection closes.
     let permits = Arc::new(Semaphore::new(cap));
@@ -87,9 +90,9 @@ pub async fn serve(
                 }
             }
         };
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(e).await;
                     continue;
@@ -98,7 +101,15 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = tcp.set_nodelay(true);
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(tcp), service.clone()));
+        // The peer's address rides on each request (`ConnectInfo`), for
+        // limits per source address (client registration).
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+        ));
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
         // Detached, but not lost: `graceful` tracks the connection, and
         // shutdown below waits for it.
         tokio::spawn(async move {

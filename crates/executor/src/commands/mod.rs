@@ -7,6 +7,7 @@ mod executions;
 mod integrations;
 mod login;
 mod migrate;
+mod oauth;
 mod policies;
 mod serve;
 mod sessions;
@@ -81,11 +82,21 @@ pub(crate) async fn run(cli: Cli) -> AnyResult<()> {
         }
         Command::Tools(command) => tools::tools(&ops()?, command).await,
         Command::Sessions(command) => sessions::sessions(&ops()?, command).await,
+        Command::Oauth(command) => oauth::oauth(&ops()?, command).await,
+        Command::Console(command) => oauth::console(&ops()?, command).await,
         Command::Approvals(ApprovalsCommand::List { org, engine }) => {
             let ops = engine_operations(store, global, &engine)?;
             approvals::list(&ops, &org).await
         }
     }
+}
+
+/// `http://<listen>` or `--public-url` (see `login::public_url`).
+pub(crate) fn public_url_of(
+    public: &crate::cli::PublicOpts,
+    local: std::net::SocketAddr,
+) -> String {
+    login::public_url(public, local)
 }
 
 /// The operations of a command that runs code, with its engine.
@@ -136,6 +147,8 @@ fn uses_secret_key(command: &Command) -> bool {
             | Command::Executions(_)
             | Command::Policies(_)
             | Command::Sessions(_)
+            | Command::Oauth(_)
+            | Command::Console(_)
             | Command::Integrations(IntegrationsGroup::Manage(
                 IntegrationsCommand::List { .. }
                     | IntegrationsCommand::Remove { .. }

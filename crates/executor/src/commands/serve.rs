@@ -53,14 +53,14 @@ pub(crate) async fn serve(
     }
     // Background loops end when `stop` flips, after the drain; serve awaits them.
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let background = [
+    let mut background = vec![
         tokio::spawn(sessions.clone().run_maintenance(stopped.clone())),
         tokio::spawn(
             sessions
                 .server()
                 .engine()
                 .clone()
-                .apply_posted_decisions(stopped),
+                .apply_posted_decisions(stopped.clone()),
         ),
     ];
     let callbacks = super::login::Callbacks::new(
@@ -70,6 +70,13 @@ pub(crate) async fn serve(
         login_callback,
     );
     let tokens: Arc<TokenCache> = Default::default();
+    let authz = opts
+        .oauth_on()
+        .then(|| executor_authz::AuthorizationServer::new(store.clone(), opts.authz(local)));
+    if let Some(authz) = &authz {
+        let holder = executor_store::tokens::random_id(8);
+        background.push(tokio::spawn(authz.clone().run_gc(holder, stopped)));
+    }
     let api = executor_api::router(ApiState {
         ops,
         tokens: tokens.clone(),
@@ -83,7 +90,10 @@ pub(crate) async fn serve(
         in_flight: executor_wire::InFlight::default(),
         tokens,
         config: Arc::new(opts.wire(local)),
-        extra: Some(api),
+        extra: Some(match &authz {
+            Some(authz) => api.merge(executor_authz::router(authz.clone())),
+            None => api,
+        }),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
     // SPEC §11: on SIGTERM, drain: `/healthz` turns 503, new `/mcp`

@@ -85,49 +85,31 @@ impl AccountStore for PgStore {
     }
 
     async fn insert_token(&self, t: TokenRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO tokens (id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &t.id,
-                &t.secret_hash,
-                &t.principal.account_id,
-                &t.principal.org_id,
-                &t.created_at_ms,
-                &t.expires_at_ms,
-                &t.revoked_at_ms,
-            ],
-        )
-        .await?;
+        self.execute(INSERT_TOKEN, &token_params(&t)).await?;
         self.access_changed();
         Ok(())
     }
 
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>> {
-        let row = self
-            .query_opt(
-                "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at FROM tokens WHERE id = $1",
-                &[&id],
-            )
-            .await?;
-        let Some(r) = row else { return Ok(None) };
-        Ok(Some(TokenRecord {
-            id: col(&r, 0)?,
-            secret_hash: col(&r, 1)?,
-            principal: Principal {
-                account_id: col(&r, 2)?,
-                org_id: col(&r, 3)?,
-            },
-            created_at_ms: col(&r, 4)?,
-            expires_at_ms: col(&r, 5)?,
-            revoked_at_ms: col(&r, 6)?,
-        }))
+        // Read on every request (through the token cache): a literal, not
+        // a statement formatted each time. The columns are TOKEN_COLUMNS.
+        self.query_opt(
+            "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at, grant_id \
+             FROM tokens WHERE id = $1",
+            &[&id],
+        )
+        .await?
+        .as_ref()
+        .map(token_from_row)
+        .transpose()
     }
 
     async fn list_tokens(&self, org_id: &str) -> StoreResult<Vec<TokenRecord>> {
         let found = self
             .query(
                 &format!(
-                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 ORDER BY created_at DESC, id DESC"
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 AND grant_id IS NULL \
+                     ORDER BY created_at DESC, id DESC"
                 ),
                 &[&org_id],
             )

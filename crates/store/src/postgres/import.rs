@@ -10,10 +10,12 @@
 //! source's before it commits.
 //!
 //! The columns come from the Postgres schema itself (the schema parity
-//! test keeps both stores' columns equal), so a new migration needs nothing
-//! here. What is not copied: OAuth logins in flight (minutes long; run the
-//! login again), the schedule of periodic jobs, and the SQLite-only
-//! `PRAGMA`s. Sessions keep their ids, so a
+//! test keeps both stores' columns equal), so a new column needs nothing
+//! here; a new table is named in `TABLES`. The built-in authorization server's clients and grants travel
+//! with their tokens, so MCP clients stay signed in, and so do browsers
+//! (console sessions). What is not copied: OAuth logins in flight (minutes
+//! long; run the login again), the schedule of periodic jobs, and the
+//! SQLite-only `PRAGMA`s. Sessions keep their ids, so a
 //! client that reconnects with its session id is restored on Postgres.
 
 use std::path::Path;
@@ -44,6 +46,14 @@ const TABLES: &[&str] = &[
     "integrations",
     "catalog_versions",
     "connections",
+    // The authorization server's clients, then what hangs off them (no
+    // foreign keys, but the same order), and browser sign-in.
+    "oauth_clients",
+    "oauth_grants",
+    "oauth_codes",
+    "oauth_refresh_tokens",
+    "login_links",
+    "console_sessions",
 ];
 
 /// Rows read from SQLite and sent to Postgres at a time.
@@ -316,6 +326,10 @@ fn primary_key(table: &str) -> &'static str {
         "events" => "session_id, stream_id, seq",
         "integrations" | "connections" => "org_id, namespace",
         "catalog_versions" => "org_id",
+        "oauth_codes" => "code_hash",
+        "oauth_refresh_tokens" => "token_hash",
+        "login_links" => "link_hash",
+        "console_sessions" => "session_hash",
         _ => "id",
     }
 }

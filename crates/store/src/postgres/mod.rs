@@ -25,6 +25,7 @@ mod group;
 mod import;
 mod nodes;
 mod notices;
+mod oauth;
 mod policies;
 mod rows;
 mod schema;

@@ -225,7 +225,38 @@ pub(super) fn token_from_row(r: &Row) -> StoreResult<TokenRecord> {
         created_at_ms: col(r, 4)?,
         expires_at_ms: col(r, 5)?,
         revoked_at_ms: col(r, 6)?,
+        grant_id: col(r, 7)?,
     })
+}
+
+/// Writes a token row (an API token, or an OAuth access token with its
+/// grant) in a transaction; the caller calls [`PgStore::access_changed`]
+/// after its commit.
+pub(super) async fn insert_token_row(
+    tx: &deadpool_postgres::Transaction<'_>,
+    t: &TokenRecord,
+) -> StoreResult<()> {
+    tx.execute(INSERT_TOKEN, &token_params(t))
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// A token row, [`TOKEN_COLUMNS`](crate::columns::TOKEN_COLUMNS) in order.
+pub(super) const INSERT_TOKEN: &str = "INSERT INTO tokens (id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at, grant_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+pub(super) fn token_params(t: &TokenRecord) -> [&(dyn ToSql + Sync); 8] {
+    [
+        &t.id,
+        &t.secret_hash,
+        &t.principal.account_id,
+        &t.principal.org_id,
+        &t.created_at_ms,
+        &t.expires_at_ms,
+        &t.revoked_at_ms,
+        &t.grant_id,
+    ]
 }
 
 /// The keyset bound of a page: (time, id) of the previous page's last row.

@@ -236,6 +236,79 @@ CREATE INDEX executions_org_status ON executions(org_id, status, started_at, id)
 -- cannot notify it (the CLI on SQLite) ended (`sessions_terminated_since`).
 CREATE INDEX sessions_terminated ON sessions(terminated_at) WHERE terminated_at IS NOT NULL;
 "#,
+    // The built-in authorization server (SPEC §4) and browser sign-in
+    // (SPEC §14; SQLite migration 17, which says what each table keeps).
+    // OAuth access tokens are rows of `tokens` with a `grant_id`, so the
+    // access trigger above notifies when a grant's revocation revokes them.
+    r#"
+ALTER TABLE tokens ADD COLUMN grant_id TEXT;
+CREATE INDEX tokens_grant ON tokens(grant_id) WHERE grant_id IS NOT NULL;
+CREATE TABLE oauth_clients (
+    id TEXT PRIMARY KEY,
+    secret_hash BYTEA,
+    auth_method TEXT NOT NULL,
+    redirect_uris TEXT NOT NULL,
+    client_name TEXT,
+    origin TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    last_used_at BIGINT
+);
+CREATE TABLE oauth_codes (
+    code_hash BYTEA PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    code_challenge TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT,
+    replayed_at BIGINT,
+    grant_id TEXT
+);
+CREATE INDEX oauth_codes_expires ON oauth_codes(expires_at);
+CREATE TABLE oauth_grants (
+    id TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    last_used_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+CREATE INDEX oauth_grants_org_created ON oauth_grants(org_id, created_at);
+CREATE INDEX oauth_grants_client ON oauth_grants(client_id);
+CREATE TABLE oauth_refresh_tokens (
+    token_hash BYTEA PRIMARY KEY,
+    grant_id TEXT NOT NULL,
+    issued_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    rotated_at BIGINT
+);
+CREATE INDEX oauth_refresh_tokens_grant ON oauth_refresh_tokens(grant_id);
+CREATE TABLE login_links (
+    link_hash BYTEA PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT
+);
+CREATE TABLE console_sessions (
+    session_hash BYTEA PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    last_seen_at BIGINT NOT NULL,
+    token_id TEXT
+);
+"#,
 ];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).

@@ -65,22 +65,12 @@ impl AccountStore for SqliteStore {
     }
 
     async fn insert_token(&self, t: TokenRecord) -> StoreResult<()> {
-        self.writer.write(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO tokens (id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(params![
-                t.id,
-                t.secret_hash,
-                t.principal.account_id,
-                t.principal.org_id,
-                t.created_at_ms,
-                t.expires_at_ms,
-                t.revoked_at_ms
-            ])?;
-            Ok(())
-        })
-        .await
+        self.writer
+            .write(move |conn| {
+                insert_token_row(conn, &t)?;
+                Ok(())
+            })
+            .await
     }
 
     fn access_revision(&self) -> Option<u64> {
@@ -95,33 +85,21 @@ impl AccountStore for SqliteStore {
     }
 
     async fn find_token(&self, id: &str) -> StoreResult<Option<TokenRecord>> {
-        let id = id.to_string();
-        self.read(move |conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at FROM tokens WHERE id = ?1",
-                )?
-                .query_row([id], |r| {
-                    Ok(TokenRecord {
-                        id: r.get(0)?,
-                        secret_hash: r.get(1)?,
-                        principal: Principal {
-                            account_id: r.get(2)?,
-                            org_id: r.get(3)?,
-                        },
-                        created_at_ms: r.get(4)?,
-                        expires_at_ms: r.get(5)?,
-                        revoked_at_ms: r.get(6)?,
-                    })
-                })
-                .optional()?)
-        })
+        // Read on every request (through the token cache): a literal, not
+        // a statement formatted each time. The columns are TOKEN_COLUMNS.
+        self.read_one(
+            "SELECT id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at, grant_id \
+             FROM tokens WHERE id = ?1",
+            [id],
+            token_from_row,
+        )
     }
 
     async fn list_tokens(&self, org_id: &str) -> StoreResult<Vec<TokenRecord>> {
         self.read_all(
             &format!(
-                "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 ORDER BY created_at DESC, id DESC"
+                "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 AND grant_id IS NULL \
+                 ORDER BY created_at DESC, id DESC"
             ),
             [org_id],
             token_from_row,

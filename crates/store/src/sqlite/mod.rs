@@ -14,6 +14,7 @@ mod catalog;
 mod connections;
 mod executions;
 mod nodes;
+mod oauth;
 mod policies;
 mod schema;
 mod sessions;
@@ -390,7 +391,26 @@ fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRecord> {
         created_at_ms: r.get(4)?,
         expires_at_ms: r.get(5)?,
         revoked_at_ms: r.get(6)?,
+        grant_id: r.get(7)?,
     })
+}
+
+/// Writes a token row: an API token, or an OAuth access token with its grant.
+fn insert_token_row(conn: &Connection, t: &TokenRecord) -> StoreResult<()> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    ))?
+    .execute(params![
+        t.id,
+        t.secret_hash,
+        t.principal.account_id,
+        t.principal.org_id,
+        t.created_at_ms,
+        t.expires_at_ms,
+        t.revoked_at_ms,
+        t.grant_id
+    ])?;
+    Ok(())
 }
 
 /// `(id, owner_account_id)` of an org.

@@ -267,6 +267,87 @@ CREATE INDEX executions_org_status ON executions(org_id, status, started_at, id)
 -- cannot notify it (the CLI on SQLite) ended (`sessions_terminated_since`).
 CREATE INDEX sessions_terminated ON sessions(terminated_at) WHERE terminated_at IS NOT NULL;
 "#,
+    // The built-in authorization server (SPEC §4) and browser sign-in
+    // (SPEC §14). An OAuth access token is a row of `tokens` with the
+    // grant it was issued under (`grant_id`), so `/mcp` checks it as it
+    // checks an API token, and the access-revision triggers above move
+    // when a grant's revocation revokes it. Clients are the server's, not
+    // an org's; a grant ties one to an (account, org). Codes, refresh
+    // tokens, login links and console sessions are kept as SHA-256 hashes
+    // of their secrets. A code remembers its first use (`used_at`), a
+    // second presentation (`replayed_at`, which stops a grant from being
+    // made of it) and the grant made of it (revoked by a replay); a
+    // refresh token remembers when it was rotated (a later use within the
+    // grace still issues; after it, the grant is revoked).
+    r#"
+ALTER TABLE tokens ADD COLUMN grant_id TEXT;
+CREATE INDEX tokens_grant ON tokens(grant_id) WHERE grant_id IS NOT NULL;
+CREATE TABLE oauth_clients (
+    id TEXT PRIMARY KEY,
+    secret_hash BLOB,
+    auth_method TEXT NOT NULL,
+    redirect_uris TEXT NOT NULL,
+    client_name TEXT,
+    origin TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER
+);
+CREATE TABLE oauth_codes (
+    code_hash BLOB PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    code_challenge TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER,
+    replayed_at INTEGER,
+    grant_id TEXT
+);
+CREATE INDEX oauth_codes_expires ON oauth_codes(expires_at);
+CREATE TABLE oauth_grants (
+    id TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE INDEX oauth_grants_org_created ON oauth_grants(org_id, created_at);
+CREATE INDEX oauth_grants_client ON oauth_grants(client_id);
+CREATE TABLE oauth_refresh_tokens (
+    token_hash BLOB PRIMARY KEY,
+    grant_id TEXT NOT NULL,
+    issued_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    rotated_at INTEGER
+);
+CREATE INDEX oauth_refresh_tokens_grant ON oauth_refresh_tokens(grant_id);
+CREATE TABLE login_links (
+    link_hash BLOB PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER
+);
+CREATE TABLE console_sessions (
+    session_hash BLOB PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_seen_at INTEGER NOT NULL,
+    token_id TEXT
+);
+"#,
 ];
 
 pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {

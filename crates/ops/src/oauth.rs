@@ -1,0 +1,175 @@
+//! The built-in authorization server's records, for operators (SPEC §4,
+//! §13): the org's grants (list, revoke), the server's clients (list,
+//! pre-register, delete), and one-time console login links (SPEC §14).
+
+use executor_store::{OAuthClientRecord, OAuthGrantRecord, Principal, now_ms};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::{OpError, OpResult, Operations};
+
+/// A grant as an operator sees it: never a token.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantInfo {
+    pub id: String,
+    pub client_id: String,
+    /// As the client gave it (unverified).
+    pub client_name: Option<String>,
+    /// Where the client receives its codes.
+    pub redirect_host: String,
+    pub account_id: String,
+    pub scope: String,
+    pub created_at_ms: i64,
+    pub last_used_at_ms: i64,
+    pub expires_at_ms: i64,
+    /// `active`, `revoked` or `lapsed`.
+    pub state: String,
+}
+
+/// A registered client: never its secret.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInfo {
+    pub id: String,
+    pub client_name: Option<String>,
+    /// `registered` (dynamic registration) or `preregistered`.
+    pub origin: String,
+    /// `none`, `client_secret_post` or `client_secret_basic`.
+    pub auth_method: String,
+    pub redirect_uris: Vec<String>,
+    pub created_at_ms: i64,
+    pub last_used_at_ms: Option<i64>,
+}
+
+/// A pre-registered client: its secret is shown this once.
+#[derive(Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientAdded {
+    pub client: ClientInfo,
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for ClientAdded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAdded")
+            .field("client", &self.client)
+            .finish()
+    }
+}
+
+fn client_info(record: OAuthClientRecord) -> ClientInfo {
+    ClientInfo {
+        id: record.id,
+        client_name: record.client_name,
+        origin: record.origin.as_str().to_string(),
+        auth_method: record.auth_method,
+        redirect_uris: record.redirect_uris,
+        created_at_ms: record.created_at_ms,
+        last_used_at_ms: record.last_used_at_ms,
+    }
+}
+
+fn grant_info(grant: OAuthGrantRecord, client: Option<&OAuthClientRecord>, now: i64) -> GrantInfo {
+    let state = if grant.revoked_at_ms.is_some() {
+        "revoked"
+    } else if grant.expires_at_ms <= now {
+        "lapsed"
+    } else {
+        "active"
+    };
+    let redirect_host = url::Url::parse(&grant.redirect_uri)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| grant.redirect_uri.clone());
+    GrantInfo {
+        id: grant.id,
+        client_id: grant.client_id,
+        client_name: client.and_then(|c| c.client_name.clone()),
+        redirect_host,
+        account_id: grant.principal.account_id,
+        scope: grant.scope,
+        created_at_ms: grant.created_at_ms,
+        last_used_at_ms: grant.last_used_at_ms,
+        expires_at_ms: grant.expires_at_ms,
+        state: state.to_string(),
+    }
+}
+
+impl Operations {
+    /// The org's grants, newest first.
+    pub async fn list_grants(&self, actor: &Principal) -> OpResult<Vec<GrantInfo>> {
+        let grants = self.store().list_oauth_grants(&actor.org_id).await?;
+        let clients = self.store().list_oauth_clients().await?;
+        let now = now_ms();
+        Ok(grants
+            .into_iter()
+            .map(|g| {
+                let client = clients.iter().find(|c| c.id == g.client_id);
+                grant_info(g, client, now)
+            })
+            .collect())
+    }
+
+    /// Revokes a grant and its tokens, at once on every node; `org_id`
+    /// limits it to one org (the API), none is the operator at the shell.
+    pub async fn revoke_grant(&self, org_id: Option<&str>, id: &str) -> OpResult<()> {
+        let found = self.store().find_oauth_grant(id).await?;
+        if found.is_none_or(|g| org_id.is_some_and(|org| g.principal.org_id != org)) {
+            return Err(OpError::not_found(format_args!("grant {id}")));
+        }
+        self.store().revoke_oauth_grant(id, now_ms()).await?;
+        Ok(())
+    }
+
+    /// The server's clients, newest first.
+    pub async fn list_clients(&self) -> OpResult<Vec<ClientInfo>> {
+        Ok(self
+            .store()
+            .list_oauth_clients()
+            .await?
+            .into_iter()
+            .map(client_info)
+            .collect())
+    }
+
+    /// Pre-registers a client (`executor oauth clients add`).
+    pub async fn add_client(
+        &self,
+        name: &str,
+        redirect_uris: &[String],
+        with_secret: bool,
+    ) -> OpResult<ClientAdded> {
+        if name.trim().is_empty() {
+            return Err(OpError::invalid("name", "a client needs a name"));
+        }
+        if redirect_uris.is_empty() {
+            return Err(OpError::invalid(
+                "redirect_uris",
+                "a client needs at least one redirect URI",
+            ));
+        }
+        let (record, secret) =
+            executor_authz::preregistered_client(name.trim(), redirect_uris, with_secret, now_ms())
+                .map_err(|e| OpError::invalid("redirect_uris", e.to_string()))?;
+        self.store().insert_oauth_client(record.clone()).await?;
+        Ok(ClientAdded {
+            client: client_info(record),
+            client_secret: secret,
+        })
+    }
+
+    /// Deletes a client; its grants are revoked.
+    pub async fn delete_client(&self, id: &str) -> OpResult<()> {
+        if self.store().delete_oauth_client(id, now_ms()).await? {
+            Ok(())
+        } else {
+            Err(OpError::not_found(format_args!("client {id}")))
+        }
+    }
+
+    /// A one-time console login link's secret for `actor` (10 minutes).
+    pub async fn login_link(&self, actor: &Principal) -> OpResult<String> {
+        Ok(executor_authz::mint_login_link(self.store(), actor.clone()).await?)
+    }
+}
