@@ -20,7 +20,7 @@ const secrets = [];
 
 before(async () => {
   srv = await startServer({
-    args: ["--oauth-refresh-grace", String(GRACE_S), "--oauth-access-token-ttl", String(ACCESS_TTL_S)],
+    args: ["--oauth-refresh-grace", String(GRACE_S), "--oauth-access-token-ttl", String(ACCESS_TTL_S), "--oauth-registration-rate", "1000"],
   });
   apiToken = srv.mint(EMAIL);
 });
@@ -207,6 +207,21 @@ test("quirk: one registration carries a custom-scheme, an https and a loopback r
   assert.equal(res.json.token_endpoint_auth_method, "none");
   assert.equal(res.json.client_secret, undefined, "a public client gets no secret");
   assert.equal(res.json.redirect_uris.length, 3);
+});
+
+test("registration is rate-limited per source address: past it, 429 with Retry-After", async () => {
+  const limited = await startServer({ args: ["--oauth-registration-rate", "2"] });
+  try {
+    const once = () =>
+      fetch(`${limited.base}/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [REDIRECT] }) });
+    assert.equal((await once()).status, 201);
+    assert.equal((await once()).status, 201);
+    const third = await once();
+    assert.equal(third.status, 429);
+    assert.ok(third.headers.get("retry-after"));
+  } finally {
+    await limited.cleanup();
+  }
 });
 
 test("a dangerous or malformed redirect URI is refused at registration", async () => {
@@ -523,6 +538,65 @@ test("pre-registered clients: added from the CLI with a secret shown once", asyn
   assert.ok(listed.includes(id));
   assert.ok(listed.includes("preregistered"));
   assert.ok(!listed.includes(secret));
+});
+
+const api = (path, { bearer = apiToken, method = "GET", body, headers = {} } = {}) =>
+  fetch(`${srv.base}/api/v1${path}`, {
+    method,
+    headers: { ...(bearer ? { authorization: `Bearer ${bearer}` } : {}), ...(body ? { "content-type": "application/json" } : {}), ...headers },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+
+test("the management API lists and revokes the org's grants; another org sees none of them", async () => {
+  const { tokens, client } = await connect();
+  const listed = await (await api("/oauth/grants")).json();
+  const grant = listed.items.find((g) => g.clientId === client.client_id && g.state === "active");
+  assert.ok(grant, JSON.stringify(listed));
+  assert.equal(grant.clientName, "e2e client");
+  assert.equal(grant.redirectHost, "127.0.0.1");
+  assert.ok(!JSON.stringify(listed).includes(tokens.access_token.split("_")[2]));
+  const clients = await (await api("/oauth/clients")).json();
+  assert.ok(clients.items.some((c) => c.id === client.client_id));
+  // Another org: 404 for the grant, and the client is not among its own.
+  const stranger = srv.mint("stranger@example.com");
+  assert.equal((await api(`/oauth/grants/${grant.id}/revoke`, { bearer: stranger, method: "POST" })).status, 404);
+  assert.equal((await api(`/oauth/clients/${client.client_id}`, { bearer: stranger })).status, 404);
+  assert.equal(await mcpStatus(tokens.access_token), 200);
+  const revoked = await api(`/oauth/grants/${grant.id}/revoke`, { method: "POST" });
+  assert.equal(revoked.status, 204);
+  assert.equal(await mcpStatus(tokens.access_token), 401);
+  const after = await (await api("/oauth/grants")).json();
+  assert.equal(after.items.find((g) => g.id === grant.id).state, "revoked");
+});
+
+test("the management API pre-registers a client (secret once) and removes a client from the org", async () => {
+  const made = await api("/oauth/clients", { method: "POST", body: { name: "From the API", redirectUris: ["https://api-made.example.com/cb"], secret: true } });
+  assert.equal(made.status, 201);
+  const body = await made.json();
+  secrets.push(body.clientSecret);
+  assert.ok(body.clientSecret.startsWith("exs_"));
+  assert.equal(made.headers.get("location"), `/api/v1/oauth/clients/${body.client.id}`);
+  const got = await (await api(`/oauth/clients/${body.client.id}`)).json();
+  assert.equal(got.clientSecret, undefined);
+  assert.equal(got.origin, "preregistered");
+  const bad = await api("/oauth/clients", { method: "POST", body: { name: "x", redirectUris: ["javascript:alert(1)"] } });
+  assert.equal(bad.status, 422);
+  const { tokens, client } = await connect();
+  assert.equal((await api(`/oauth/clients/${client.client_id}`, { method: "DELETE" })).status, 204);
+  assert.equal(await mcpStatus(tokens.access_token), 401, "the org's grants of it are revoked");
+});
+
+test("a signed-in browser calls the management API with its cookie, and unsafe methods need its CSRF token", async () => {
+  const browser = await signIn(new Browser());
+  const cookie = [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  const me = await api("/me", { bearer: null, headers: { cookie } });
+  assert.equal(me.status, 200);
+  const without = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie } });
+  assert.equal(without.status, 403);
+  const csrf = hiddenFields((await browser.go("/console/login")).text).csrf;
+  const withToken = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie, "x-csrf-token": csrf } });
+  assert.equal(withToken.status, 201);
+  secrets.push((await withToken.json()).token);
 });
 
 test("codes, tokens, client secrets and login links never appear in the server log or the store", async () => {

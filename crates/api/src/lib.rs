@@ -83,7 +83,8 @@ fn api_routes() -> OpenApiRouter<ApiState> {
         .merge(routes::approvals::router())
         .merge(routes::tool_calls::router())
         .merge(routes::sessions::router())
-        .merge(routes::tokens::router());
+        .merge(routes::tokens::router())
+        .merge(routes::oauth::router());
     OpenApiRouter::with_openapi(base_document()).nest("/api/v1", v1)
 }
 

@@ -49,7 +49,7 @@ impl AuthzConfig {
             refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
             grant_ttl: Duration::from_secs(90 * 24 * 3600),
             refresh_grace: REFRESH_GRACE,
-            registrations_per_address: 20,
+            registrations_per_address: 30,
             registrations_total: 300,
         }
     }

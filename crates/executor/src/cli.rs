@@ -712,6 +712,10 @@ pub struct ServeOpts {
     /// grant.
     #[arg(long, env = "EXECUTOR_OAUTH_REFRESH_GRACE", default_value_t = 60)]
     pub oauth_refresh_grace: u64,
+    /// Client registrations one source address may make per minute (the
+    /// server takes ten times as many in all); over it, 429.
+    #[arg(long, env = "EXECUTOR_OAUTH_REGISTRATION_RATE", default_value_t = 30)]
+    pub oauth_registration_rate: u32,
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     #[arg(long, env = "EXECUTOR_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,

@@ -181,6 +181,8 @@ impl ServeOpts {
         executor_authz::AuthzConfig {
             access_token_ttl: Duration::from_secs(self.oauth_access_token_ttl.max(1)),
             refresh_grace: Duration::from_secs(self.oauth_refresh_grace),
+            registrations_per_address: self.oauth_registration_rate.max(1),
+            registrations_total: self.oauth_registration_rate.max(1).saturating_mul(10),
             ..executor_authz::AuthzConfig::new(self.public_origin(local))
         }
     }

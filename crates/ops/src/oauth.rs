@@ -6,6 +6,8 @@ use executor_store::{OAuthClientRecord, OAuthGrantRecord, Principal, now_ms};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use executor_authz::{MAX_CLIENT_NAME_CHARS, MAX_REDIRECT_URIS};
+
 use crate::{OpError, OpResult, Operations};
 
 /// A grant as an operator sees it: never a token.
@@ -140,13 +142,16 @@ impl Operations {
         redirect_uris: &[String],
         with_secret: bool,
     ) -> OpResult<ClientAdded> {
-        if name.trim().is_empty() {
-            return Err(OpError::invalid("name", "a client needs a name"));
+        if name.trim().is_empty() || name.chars().count() > MAX_CLIENT_NAME_CHARS {
+            return Err(OpError::invalid(
+                "name",
+                format!("a client needs a name of 1 to {MAX_CLIENT_NAME_CHARS} characters"),
+            ));
         }
-        if redirect_uris.is_empty() {
+        if redirect_uris.is_empty() || redirect_uris.len() > MAX_REDIRECT_URIS {
             return Err(OpError::invalid(
                 "redirect_uris",
-                "a client needs at least one redirect URI",
+                format!("a client needs 1 to {MAX_REDIRECT_URIS} redirect URIs"),
             ));
         }
         let (record, secret) =
@@ -171,5 +176,55 @@ impl Operations {
     /// A one-time console login link's secret for `actor` (10 minutes).
     pub async fn login_link(&self, actor: &Principal) -> OpResult<String> {
         Ok(executor_authz::mint_login_link(self.store(), actor.clone()).await?)
+    }
+}
+
+/// Over the API, an org sees the clients it has granted (in any state)
+/// and the pre-registered ones; clients are the server's, so deleting one
+/// outright is the operator's, at the shell (`executor oauth clients
+/// delete`). An org "removes" a client by revoking its own grants of it.
+impl Operations {
+    /// The clients the org sees, newest first.
+    pub async fn list_org_clients(&self, actor: &Principal) -> OpResult<Vec<ClientInfo>> {
+        let granted: Vec<String> = self
+            .store()
+            .list_oauth_grants(&actor.org_id)
+            .await?
+            .into_iter()
+            .map(|g| g.client_id)
+            .collect();
+        Ok(self
+            .store()
+            .list_oauth_clients()
+            .await?
+            .into_iter()
+            .filter(|c| {
+                c.origin == executor_store::OAuthClientOrigin::Preregistered
+                    || granted.contains(&c.id)
+            })
+            .map(client_info)
+            .collect())
+    }
+
+    /// One client the org sees.
+    pub async fn get_org_client(&self, actor: &Principal, id: &str) -> OpResult<ClientInfo> {
+        self.list_org_clients(actor)
+            .await?
+            .into_iter()
+            .find(|c| c.id == id)
+            .ok_or_else(|| OpError::not_found(format_args!("client {id}")))
+    }
+
+    /// Revokes every grant the org gave the client; the client stays
+    /// registered (other orgs may use it).
+    pub async fn revoke_client_in_org(&self, actor: &Principal, id: &str) -> OpResult<()> {
+        self.get_org_client(actor, id).await?;
+        let now = now_ms();
+        for grant in self.store().list_oauth_grants(&actor.org_id).await? {
+            if grant.client_id == id && grant.revoked_at_ms.is_none() {
+                self.store().revoke_oauth_grant(&grant.id, now).await?;
+            }
+        }
+        Ok(())
     }
 }

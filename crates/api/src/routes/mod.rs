@@ -7,6 +7,7 @@ pub(crate) mod connections;
 pub(crate) mod executions;
 pub(crate) mod integrations;
 pub(crate) mod me;
+pub(crate) mod oauth;
 pub(crate) mod policies;
 pub(crate) mod sessions;
 pub(crate) mod tokens;
