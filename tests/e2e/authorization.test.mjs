@@ -8,6 +8,9 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { startServer, post, rpc, initSession, sleep, connectSdk } from "./harness.mjs";
 
 const EMAIL = "oauth-owner@example.com";
@@ -591,12 +594,98 @@ test("a signed-in browser calls the management API with its cookie, and unsafe m
   const cookie = [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
   const me = await api("/me", { bearer: null, headers: { cookie } });
   assert.equal(me.status, 200);
-  const without = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie } });
+  const without = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie, origin: srv.base } });
   assert.equal(without.status, 403);
   const csrf = hiddenFields((await browser.go("/console/login")).text).csrf;
-  const withToken = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie, "x-csrf-token": csrf } });
+  const elsewhere = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie, "x-csrf-token": csrf, origin: "https://evil.example" } });
+  assert.equal(elsewhere.status, 403, "the CSRF token from another origin is refused");
+  const withToken = await api("/tokens", { bearer: null, method: "POST", body: {}, headers: { cookie, "x-csrf-token": csrf, origin: srv.base } });
   assert.equal(withToken.status, 201);
   secrets.push((await withToken.json()).token);
+});
+
+/** The official SDK's OAuth client provider, kept in memory; the browser step is `browser`. */
+class MemoryProvider {
+  constructor(browser) {
+    this.browser = browser;
+    this.saved = {};
+    this.redirects = [];
+  }
+  get redirectUrl() {
+    return "http://127.0.0.1:33418/callback";
+  }
+  get clientMetadata() {
+    return { client_name: "SDK e2e", redirect_uris: [this.redirectUrl], grant_types: ["authorization_code", "refresh_token"], response_types: ["code"], token_endpoint_auth_method: "none" };
+  }
+  clientInformation() {
+    return this.saved.client;
+  }
+  saveClientInformation(info) {
+    this.saved.client = info;
+  }
+  tokens() {
+    return this.saved.tokens;
+  }
+  saveTokens(tokens) {
+    this.saved.tokens = tokens;
+    secrets.push(tokens.access_token, tokens.refresh_token);
+  }
+  async redirectToAuthorization(url) {
+    this.redirects.push(url);
+    const page = await this.browser.go(url.toString());
+    assert.equal(page.status, 200, page.text);
+    const res = await this.browser.go("/authorize", { method: "POST", form: { ...hiddenFields(page.text), decision: "allow" } });
+    this.code = new URL(res.location).searchParams.get("code");
+    secrets.push(this.code);
+  }
+  saveCodeVerifier(v) {
+    this.saved.verifier = v;
+  }
+  codeVerifier() {
+    return this.saved.verifier;
+  }
+}
+
+const sdkConnect = async (provider) => {
+  const make = () => new StreamableHTTPClientTransport(new URL(srv.mcpUrl), { authProvider: provider });
+  const client = new Client({ name: "sdk-oauth-e2e", version: "0.0.1" }, { capabilities: {} });
+  let transport = make();
+  try {
+    await client.connect(transport);
+    return { client, transport };
+  } catch (e) {
+    if (!(e instanceof UnauthorizedError)) throw e;
+  }
+  await transport.finishAuth(provider.code);
+  transport = make();
+  await client.connect(transport);
+  return { client, transport };
+};
+
+test("the official TypeScript SDK client: registers, authorizes, lists tools, runs execute, refreshes, and loses access on revoke", async () => {
+  const provider = new MemoryProvider(await signIn(new Browser()));
+  const { client } = await sdkConnect(provider);
+  assert.equal(provider.redirects.length, 1, "one browser step");
+  const auth = provider.redirects[0];
+  assert.equal(auth.searchParams.get("code_challenge_method"), "S256");
+  assert.equal(auth.searchParams.get("resource"), `${srv.base}/mcp`);
+  assert.ok((await client.listTools()).tools.some((t) => t.name === "execute"));
+  const ran = await client.callTool({ name: "execute", arguments: { code: "return 'sdk-' + (20 + 22);" } });
+  assert.match(JSON.stringify(ran), /sdk-42/);
+  // Past the access token's life, the SDK refreshes on its 401 and goes on.
+  const first = provider.saved.tokens.access_token;
+  await sleep(ACCESS_TTL_S * 1000 + 300);
+  const again = await client.callTool({ name: "execute", arguments: { code: "return 7;" } });
+  assert.match(JSON.stringify(again), /7/);
+  assert.notEqual(provider.saved.tokens.access_token, first, "refreshed");
+  assert.equal(provider.redirects.length, 1, "no second browser step");
+  await client.close();
+  // Revoked from the CLI: access stops at once.
+  const listed = srv.cli(["oauth", "grants", "list", "--email", EMAIL, "--data-dir", srv.dataDir]);
+  const grantId = listed.split("\n").find((l) => l.includes("SDK e2e") && l.includes("active"))?.split("\t")[0];
+  assert.ok(grantId, listed);
+  srv.cli(["oauth", "grants", "revoke", grantId, "--data-dir", srv.dataDir]);
+  assert.equal(await mcpStatus(provider.saved.tokens.access_token), 401);
 });
 
 test("codes, tokens, client secrets and login links never appear in the server log or the store", async () => {

@@ -76,7 +76,8 @@ impl FromRequestParts<ApiState> for Caller {
 /// A browser's call, by its console session cookie; unsafe methods carry
 /// the session's CSRF token in [`CSRF_HEADER`].
 async fn console_caller(parts: &Parts, state: &ApiState) -> Result<Caller, ApiError> {
-    let session = match executor_authz::signed_in(state.ops.store(), &parts.headers).await {
+    let secure = state.public.is_https();
+    let session = match executor_authz::signed_in(state.ops.store(), &parts.headers, secure).await {
         Ok(Some(session)) => session,
         Ok(None) => return Err(ApiError::unauthorized("no API token was sent")),
         Err(e) => {
@@ -93,9 +94,11 @@ async fn console_caller(parts: &Parts, state: &ApiState) -> Result<Caller, ApiEr
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        if !session.csrf_matches(presented) {
+        let base = state.public.for_request(&parts.headers);
+        if !session.csrf_matches(presented) || !executor_authz::same_origin(&parts.headers, &base) {
             return Err(ApiError::forbidden(
-                "a console session's unsafe request must carry its X-CSRF-Token",
+                "a console session's unsafe request must carry its X-CSRF-Token and come from \
+                 this server's origin",
             ));
         }
     }

@@ -62,6 +62,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or("");
+        // A NUL cannot be stored or compared by Postgres (its text refuses
+        // it), so it is refused here, naming the parameter, on both stores.
+        if let Some((name, _)) =
+            form_urlencoded::parse(query.as_bytes()).find(|(_, value)| value.contains('\0'))
+        {
+            return Err(ApiError::invalid(
+                name.into_owned(),
+                "a query parameter must not contain a NUL character",
+            ));
+        }
         let decoder = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         let value = serde_path_to_error::deserialize(decoder).map_err(|e| {
             let path = e.path().to_string();

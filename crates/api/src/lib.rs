@@ -48,6 +48,9 @@ pub struct ApiState {
     pub streams: Arc<StreamSlots>,
     /// Flips to true when the server drains: open streams end.
     pub draining: tokio::sync::watch::Receiver<bool>,
+    /// The URL that names this server: a console session's unsafe request
+    /// must come from its origin, and its cookie is `__Host-` on https.
+    pub public: executor_authz::PublicOrigin,
 }
 
 /// The API's routes, the document and the documentation page, to merge

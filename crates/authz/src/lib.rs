@@ -37,6 +37,7 @@ mod signin;
 mod token_request;
 
 pub use endpoints::metadata::document as metadata_document;
+pub use endpoints::same_origin;
 pub use origin::PublicOrigin;
 pub use secrets::preregistered_client;
 pub use server::{AuthorizationServer, AuthzConfig, CODE_TTL, REFRESH_GRACE, SCOPES, router};

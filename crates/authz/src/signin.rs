@@ -18,8 +18,16 @@ use subtle::ConstantTimeEq;
 
 use crate::secrets::SecretKind;
 
-/// The cookie's name.
+/// The cookie's name over http.
 pub const COOKIE: &str = "executor_session";
+/// The cookie's name over https: the `__Host-` prefix makes browsers
+/// refuse it from a sibling subdomain (which could otherwise sign a person
+/// in as someone else) or with a `Domain`.
+pub const SECURE_COOKIE: &str = "__Host-executor_session";
+
+fn cookie_name(secure: bool) -> &'static str {
+    if secure { SECURE_COOKIE } else { COOKIE }
+}
 /// A session unused this long is signed out (SPEC §14).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
 /// How long a login link may wait (SPEC §14).
@@ -55,21 +63,27 @@ fn csrf_of(cookie: &str) -> String {
 }
 
 /// The session cookie's value, if the request carries one.
-fn cookie_value(headers: &HeaderMap) -> Option<&str> {
+fn cookie_value(headers: &HeaderMap, secure: bool) -> Option<&str> {
+    let name = cookie_name(secure);
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(found, _)| *found == name)
         .map(|(_, value)| value.trim())
         .filter(|v| !v.is_empty() && v.len() <= 128)
 }
 
-/// The signed-in session a request's cookie names, if it is still live.
-pub async fn signed_in(store: &dyn Store, headers: &HeaderMap) -> StoreResult<Option<SignedIn>> {
-    let Some(cookie) = cookie_value(headers) else {
+/// The signed-in session a request's cookie names, if it is still live;
+/// `secure`: the public URL is https (the cookie's name says so).
+pub async fn signed_in(
+    store: &dyn Store,
+    headers: &HeaderMap,
+    secure: bool,
+) -> StoreResult<Option<SignedIn>> {
+    let Some(cookie) = cookie_value(headers, secure) else {
         return Ok(None);
     };
     let session_hash = hash(cookie);
@@ -132,10 +146,11 @@ pub async fn start_session(
 
 /// `Set-Cookie` for the session cookie, or one that clears it.
 pub fn set_cookie(value: &str, secure: bool, clear: bool) -> HeaderValue {
+    let name = cookie_name(secure);
     let secure = if secure { "; Secure" } else { "" };
     let expiry = if clear { "; Max-Age=0" } else { "" };
     HeaderValue::from_str(&format!(
-        "{COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax{secure}{expiry}"
+        "{name}={value}; Path=/; HttpOnly; SameSite=Lax{secure}{expiry}"
     ))
     .unwrap_or_else(|_| HeaderValue::from_static("executor_session=; Path=/; Max-Age=0"))
 }
@@ -167,7 +182,12 @@ mod tests {
             header::COOKIE,
             HeaderValue::from_static("a=1; executor_session=abc; b=2"),
         );
-        assert_eq!(cookie_value(&headers), Some("abc"));
+        assert_eq!(cookie_value(&headers, false), Some("abc"));
+        assert_eq!(
+            cookie_value(&headers, true),
+            None,
+            "https wants the __Host- cookie"
+        );
         assert_ne!(csrf_of("abc"), csrf_of("abd"));
         assert!(!csrf_of("abc").contains("abc"));
     }
@@ -176,6 +196,7 @@ mod tests {
     fn the_cookie_is_http_only_lax_and_secure_on_https() {
         let cookie = set_cookie("v", true, false);
         let text = cookie.to_str().unwrap();
+        assert!(text.starts_with("__Host-executor_session="));
         assert!(
             text.contains("HttpOnly") && text.contains("SameSite=Lax") && text.contains("Secure")
         );

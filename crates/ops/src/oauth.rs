@@ -142,7 +142,10 @@ impl Operations {
         redirect_uris: &[String],
         with_secret: bool,
     ) -> OpResult<ClientAdded> {
-        if name.trim().is_empty() || name.chars().count() > MAX_CLIENT_NAME_CHARS {
+        // Control characters are dropped, as a registration's name's are.
+        let name: String = name.chars().filter(|c| !c.is_control()).collect();
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > MAX_CLIENT_NAME_CHARS {
             return Err(OpError::invalid(
                 "name",
                 format!("a client needs a name of 1 to {MAX_CLIENT_NAME_CHARS} characters"),
@@ -155,7 +158,7 @@ impl Operations {
             ));
         }
         let (record, secret) =
-            executor_authz::preregistered_client(name.trim(), redirect_uris, with_secret, now_ms())
+            executor_authz::preregistered_client(name, redirect_uris, with_secret, now_ms())
                 .map_err(|e| OpError::invalid("redirect_uris", e.to_string()))?;
         self.store().insert_oauth_client(record.clone()).await?;
         Ok(ClientAdded {

@@ -401,7 +401,12 @@ fn get(path: &str, host: &str) -> Request<Body> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protected_resource_metadata_checks_the_host() {
-    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    // A loopback server on 4788: a loopback spelling on its port names it.
+    let config = WireConfig {
+        public: executor_authz::PublicOrigin::new(None, "http://127.0.0.1:4788"),
+        ..WireConfig::default()
+    };
+    let f = fixture(config, SessionsConfig::default()).await;
     for path in [
         "/.well-known/oauth-protected-resource/mcp",
         "/.well-known/oauth-protected-resource",

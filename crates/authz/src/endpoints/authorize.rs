@@ -90,7 +90,13 @@ pub(crate) async fn ask(
         Err(Stop::Page(page)) => return page,
         other => other,
     };
-    let session = match signed_in(server.store.as_ref(), &headers).await {
+    let session = match signed_in(
+        server.store.as_ref(),
+        &headers,
+        server.config.origin.is_https(),
+    )
+    .await
+    {
         Ok(Some(s)) => s,
         Ok(None) => return see_other(&login_then_back(prefix, &params), None),
         Err(e) => {
@@ -115,7 +121,13 @@ pub(crate) async fn decide(
         Err(Stop::Page(page)) => return page,
         other => other,
     };
-    let session = match signed_in(server.store.as_ref(), &headers).await {
+    let session = match signed_in(
+        server.store.as_ref(),
+        &headers,
+        server.config.origin.is_https(),
+    )
+    .await
+    {
         Ok(Some(s)) => s,
         Ok(None) => return see_other(&login_then_back(prefix, &form.params), None),
         Err(e) => {

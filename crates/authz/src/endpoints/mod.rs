@@ -28,7 +28,7 @@ pub(crate) fn origin_of(base: &str) -> &str {
 
 /// Whether an unsafe browser request comes from this server's own pages:
 /// its `Origin` is present and is ours (SPEC §14).
-pub(crate) fn same_origin(headers: &HeaderMap, base: &str) -> bool {
+pub fn same_origin(headers: &HeaderMap, base: &str) -> bool {
     headers
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok())

@@ -80,7 +80,13 @@ pub(crate) async fn login_page(
             ),
         );
     }
-    match signed_in(server.store.as_ref(), &headers).await {
+    match signed_in(
+        server.store.as_ref(),
+        &headers,
+        server.config.origin.is_https(),
+    )
+    .await
+    {
         Ok(Some(session)) => signed_in_page(&server, &session).await,
         Ok(None) => token_form(prefix, &next, None),
         Err(e) => {
@@ -253,7 +259,13 @@ pub(crate) async fn logout(
 ) -> Response {
     let base = server.config.origin.for_request(&headers);
     let prefix = server.config.origin.path();
-    let session = match signed_in(server.store.as_ref(), &headers).await {
+    let session = match signed_in(
+        server.store.as_ref(),
+        &headers,
+        server.config.origin.is_https(),
+    )
+    .await
+    {
         Ok(Some(s)) => s,
         Ok(None) => return see_other(&home(prefix), None),
         Err(_) => {

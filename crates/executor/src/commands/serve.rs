@@ -83,6 +83,7 @@ pub(crate) async fn serve(
         limits: Arc::new(opts.api_rate_limits()),
         streams: Default::default(),
         draining: sessions.draining(),
+        public: opts.public_origin(local),
     });
     let app = App {
         sessions,

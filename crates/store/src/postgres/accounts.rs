@@ -85,8 +85,8 @@ impl AccountStore for PgStore {
     }
 
     async fn insert_token(&self, t: TokenRecord) -> StoreResult<()> {
+        // A new token moves no revision: nothing cached names it.
         self.execute(INSERT_TOKEN, &token_params(&t)).await?;
-        self.access_changed();
         Ok(())
     }
 

@@ -217,7 +217,6 @@ impl OAuthStore for PgStore {
         .await
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
-        self.access_changed();
         Ok(true)
     }
 
@@ -315,7 +314,6 @@ impl OAuthStore for PgStore {
         .map_err(db_error)?;
         mark_client_used(&tx, &grant.client_id, tokens.issued_at_ms).await?;
         tx.commit().await.map_err(db_error)?;
-        self.access_changed();
         grant.last_used_at_ms = grant.last_used_at_ms.max(tokens.issued_at_ms);
         Ok(Ok(grant))
     }

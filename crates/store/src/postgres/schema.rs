@@ -239,8 +239,12 @@ CREATE INDEX sessions_terminated ON sessions(terminated_at) WHERE terminated_at 
     // The built-in authorization server (SPEC §4) and browser sign-in
     // (SPEC §14; SQLite migration 17, which says what each table keeps).
     // OAuth access tokens are rows of `tokens` with a `grant_id`, so the
-    // access trigger above notifies when a grant's revocation revokes them.
+    // access trigger above notifies when a grant's revocation revokes them;
+    // it no longer fires on an insert (nothing cached names a new token).
     r#"
+DROP TRIGGER tokens_access ON tokens;
+CREATE TRIGGER tokens_access AFTER UPDATE OR DELETE ON tokens
+    FOR EACH STATEMENT EXECUTE FUNCTION executor_access_changed();
 ALTER TABLE tokens ADD COLUMN grant_id TEXT;
 CREATE INDEX tokens_grant ON tokens(grant_id) WHERE grant_id IS NOT NULL;
 CREATE TABLE oauth_clients (

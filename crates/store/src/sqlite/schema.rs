@@ -279,7 +279,11 @@ CREATE INDEX sessions_terminated ON sessions(terminated_at) WHERE terminated_at 
     // made of it) and the grant made of it (revoked by a replay); a
     // refresh token remembers when it was rotated (a later use within the
     // grace still issues; after it, the grant is revoked).
+    // A new token no longer moves the access revision: nothing cached names
+    // it, and an OAuth client's every refresh would otherwise make every
+    // server re-read every token it next sees.
     r#"
+DROP TRIGGER tokens_insert_access;
 ALTER TABLE tokens ADD COLUMN grant_id TEXT;
 CREATE INDEX tokens_grant ON tokens(grant_id) WHERE grant_id IS NOT NULL;
 CREATE TABLE oauth_clients (
