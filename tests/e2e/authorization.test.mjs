@@ -11,7 +11,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
-import { startServer, post, rpc, initSession, sleep, connectSdk } from "./harness.mjs";
+import { startServer, post, rpc, initSession, sleep, connectSdk, openGet } from "./harness.mjs";
 
 const EMAIL = "oauth-owner@example.com";
 const GRACE_S = 2;
@@ -530,6 +530,21 @@ test("the operator revokes a grant from the CLI: its tokens stop at once, also o
   const res = await post(srv, rpc("tools/list"), { bearer: tokens.access_token, sessionId: session.sessionId, protocolVersion: session.protocolVersion });
   assert.equal(res.status, 401);
   assert.match(res.headers["www-authenticate"], /invalid_token/);
+});
+
+test("revoking a grant closes the GET stream its access token opened within 5 s", async () => {
+  const { tokens, client } = await connect();
+  const { sessionId, protocolVersion } = await initSession(srv, tokens.access_token, "2025-11-25");
+  const get = await openGet(srv, { bearer: tokens.access_token, sessionId, protocolVersion });
+  assert.equal(get.status, 200);
+  const grants = await (await fetch(`${srv.base}/api/v1/oauth/grants`, { headers: { authorization: `Bearer ${apiToken}` } })).json();
+  const grant = grants.items.find((g) => g.clientId === client.client_id);
+  const t0 = Date.now();
+  srv.cli(["oauth", "grants", "revoke", grant.id, "--data-dir", srv.dataDir]);
+  await get.waitFor(() => get.ended, 6000).catch(() => {});
+  assert.ok(get.ended, "the stream is closed");
+  assert.ok(Date.now() - t0 <= 5000, `closed after ${Date.now() - t0} ms`);
+  assert.equal(await mcpStatus(tokens.access_token), 401);
 });
 
 test("pre-registered clients: added from the CLI with a secret shown once", async () => {
