@@ -83,6 +83,16 @@ pub fn error_page(status: StatusCode, message: &str) -> Response {
     )
 }
 
+/// The page for a store that could not be read or written (SPEC §4: a
+/// transient failure, try again); `what` says what failed, for the log.
+pub fn unavailable_page(what: &str, error: &dyn std::fmt::Display) -> Response {
+    tracing::error!(%error, "could not {what}");
+    error_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The server could not reach its store; try again.",
+    )
+}
+
 /// A hidden form field.
 pub fn hidden(name: &str, value: &str) -> String {
     format!(

@@ -78,6 +78,17 @@ impl AuthorizationServer {
         &self.config
     }
 
+    /// The browser's live console session, if signed in; a store failure
+    /// is the page to answer.
+    pub(crate) async fn session(
+        &self,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Option<crate::SignedIn>, Response> {
+        crate::signin::signed_in(self.store.as_ref(), headers, self.config.origin.is_https())
+            .await
+            .map_err(|e| crate::pages::unavailable_page("read a console session", &e))
+    }
+
     /// Deletes lapsed codes, clients, tokens, grants, links and console
     /// sessions every [`GC_EVERY`], once per interval among all servers on
     /// the store (`holder` names this one), until `stop` turns true.

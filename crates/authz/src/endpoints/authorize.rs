@@ -18,12 +18,12 @@ use url::Url;
 
 use crate::endpoints::same_origin;
 use crate::endpoints::signin::{org_name, see_other};
-use crate::pages::{error_page, escape, hidden, page};
+use crate::pages::{error_page, escape, hidden, page, unavailable_page};
 use crate::pkce::check_challenge;
 use crate::redirect::RedirectUri;
 use crate::secrets::SecretKind;
 use crate::server::{AuthorizationServer, CODE_TTL, SCOPES};
-use crate::signin::{SignedIn, signed_in};
+use crate::signin::SignedIn;
 
 /// The parameters of an authorization request (RFC 6749 §4.1.1, RFC 7636,
 /// RFC 8707), as a query or as the consent form's hidden fields.
@@ -90,19 +90,10 @@ pub(crate) async fn ask(
         Err(Stop::Page(page)) => return page,
         other => other,
     };
-    let session = match signed_in(
-        server.store.as_ref(),
-        &headers,
-        server.config.origin.is_https(),
-    )
-    .await
-    {
+    let session = match server.session(&headers).await {
         Ok(Some(s)) => s,
         Ok(None) => return see_other(&login_then_back(prefix, &params), None),
-        Err(e) => {
-            tracing::error!(error = %e, "could not read a console session");
-            return unavailable_page();
-        }
+        Err(page) => return page,
     };
     match checked {
         Ok(checked) => consent_page(&server, &checked, &params, &session, prefix).await,
@@ -121,19 +112,10 @@ pub(crate) async fn decide(
         Err(Stop::Page(page)) => return page,
         other => other,
     };
-    let session = match signed_in(
-        server.store.as_ref(),
-        &headers,
-        server.config.origin.is_https(),
-    )
-    .await
-    {
+    let session = match server.session(&headers).await {
         Ok(Some(s)) => s,
         Ok(None) => return see_other(&login_then_back(prefix, &form.params), None),
-        Err(e) => {
-            tracing::error!(error = %e, "could not read a console session");
-            return unavailable_page();
-        }
+        Err(page) => return page,
     };
     if !same_origin(&headers, &issuer) || !session.csrf_matches(form.csrf.as_deref().unwrap_or(""))
     {
@@ -179,8 +161,7 @@ pub(crate) async fn decide(
         expires_at_ms: now + CODE_TTL.as_millis() as i64,
     };
     if let Err(e) = server.store.insert_oauth_code(record).await {
-        tracing::error!(error = %e, "could not save an authorization code");
-        return unavailable_page();
+        return unavailable_page("save an authorization code", &e);
     }
     tracing::info!(client_id = %checked.client.id, "consent given");
     redirect_back(&checked, &issuer, &[("code", &code.text)])
@@ -206,10 +187,7 @@ async fn chosen_org(
             StatusCode::BAD_REQUEST,
             "You are not a member of the org picked.",
         )),
-        Err(e) => {
-            tracing::error!(error = %e, "could not read an account's orgs");
-            Err(unavailable_page())
-        }
+        Err(e) => Err(unavailable_page("read an account's orgs", &e)),
     }
 }
 
@@ -235,8 +213,7 @@ async fn check(
             )));
         }
         Err(e) => {
-            tracing::error!(error = %e, "could not read a client");
-            return Err(Stop::Page(unavailable_page()));
+            return Err(Stop::Page(unavailable_page("read a client", &e)));
         }
     };
     let (redirect, redirect_uri) = match_redirect(&client, params.redirect_uri.as_deref())
@@ -452,13 +429,6 @@ async fn consent_page(
             csrf = hidden("csrf", &session.csrf),
             prefix = escape(prefix),
         ),
-    )
-}
-
-fn unavailable_page() -> Response {
-    error_page(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "The server could not reach its store; try again.",
     )
 }
 

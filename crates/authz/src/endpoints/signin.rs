@@ -15,10 +15,10 @@ use executor_store::{Principal, now_ms};
 use serde::Deserialize;
 
 use crate::endpoints::same_origin;
-use crate::pages::{error_page, escape, hidden, page};
+use crate::pages::{error_page, escape, hidden, page, unavailable_page};
 use crate::secrets::SecretKind;
 use crate::server::AuthorizationServer;
-use crate::signin::{SignedIn, set_cookie, signed_in, start_session};
+use crate::signin::{SignedIn, set_cookie, start_session};
 
 /// Where a signed-in browser goes when nothing else is asked, under the
 /// public URL's path `prefix`.
@@ -80,22 +80,10 @@ pub(crate) async fn login_page(
             ),
         );
     }
-    match signed_in(
-        server.store.as_ref(),
-        &headers,
-        server.config.origin.is_https(),
-    )
-    .await
-    {
+    match server.session(&headers).await {
         Ok(Some(session)) => signed_in_page(&server, &session).await,
         Ok(None) => token_form(prefix, &next, None),
-        Err(e) => {
-            tracing::error!(error = %e, "could not read a console session");
-            error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The server could not reach its store; try again.",
-            )
-        }
+        Err(page) => page,
     }
 }
 
@@ -197,13 +185,7 @@ pub(crate) async fn login(
             tracing::info!("console session started");
             see_other(&next, Some(cookie))
         }
-        Err(e) => {
-            tracing::error!(error = %e, "could not start a console session");
-            error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The server could not reach its store; try again.",
-            )
-        }
+        Err(e) => unavailable_page("start a console session", &e),
     }
 }
 
@@ -218,13 +200,7 @@ async fn redeem_link(
         .store
         .redeem_login_link(&hash, now_ms())
         .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "could not redeem a login link");
-            error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The server could not reach its store; try again.",
-            )
-        })
+        .map_err(|e| unavailable_page("redeem a login link", &e))
 }
 
 /// The principal and id of a pasted API token; OAuth access tokens do
@@ -236,13 +212,11 @@ async fn api_token_principal(
     let Some((id, secret)) = tokens::parse(token) else {
         return Ok(None);
     };
-    let record = server.store.find_token(id).await.map_err(|e| {
-        tracing::error!(error = %e, "could not read a token");
-        error_page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The server could not reach its store; try again.",
-        )
-    })?;
+    let record = server
+        .store
+        .find_token(id)
+        .await
+        .map_err(|e| unavailable_page("read a token", &e))?;
     let Some(record) = record.filter(|r| !r.is_oauth()) else {
         return Ok(None);
     };
@@ -259,21 +233,10 @@ pub(crate) async fn logout(
 ) -> Response {
     let base = server.config.origin.for_request(&headers);
     let prefix = server.config.origin.path();
-    let session = match signed_in(
-        server.store.as_ref(),
-        &headers,
-        server.config.origin.is_https(),
-    )
-    .await
-    {
+    let session = match server.session(&headers).await {
         Ok(Some(s)) => s,
         Ok(None) => return see_other(&home(prefix), None),
-        Err(_) => {
-            return error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The server could not reach its store; try again.",
-            );
-        }
+        Err(page) => return page,
     };
     if !same_origin(&headers, &base) || !session.csrf_matches(form.csrf.as_deref().unwrap_or("")) {
         return error_page(
