@@ -13,8 +13,13 @@ use common::{Fixture, fixture, json_of, mcp};
 
 const VERSION: &str = "2025-06-18";
 
+/// A loopback server on port 4788, the port every request's `Host` names.
 async fn setup() -> (Fixture, String) {
-    let f = fixture(WireConfig::default(), SessionsConfig::default()).await;
+    let config = WireConfig {
+        public: executor_authz::PublicOrigin::new(None, "http://127.0.0.1:4788"),
+        ..WireConfig::default()
+    };
+    let f = fixture(config, SessionsConfig::default()).await;
     let bearer = f.bearer("alice@example.com").await;
     (f, bearer)
 }
