@@ -8,7 +8,8 @@
 //! checks API tokens. `origin.rs` says which URL names this server (the
 //! issuer); `signin.rs` the console session cookie and its CSRF token;
 //! `secrets.rs` the codes, refresh tokens, client secrets and links, all
-//! stored hashed; `pages.rs` the HTML.
+//! stored hashed; `pages.rs` the HTML; `cimd.rs` clients described by a
+//! client ID metadata document at their https `client_id`.
 //!
 //! The rules are pure functions, each tested with generated inputs, so
 //! that the endpoints built on them cannot drift from SPEC §4:
@@ -24,6 +25,7 @@
 //! - `token_request.rs`: a `/token` request's form body and client
 //!   credentials read into one typed request, or the RFC 6749 §5.2 error.
 
+mod cimd;
 mod endpoints;
 mod origin;
 mod pages;
@@ -36,6 +38,10 @@ mod server;
 mod signin;
 mod token_request;
 
+pub use cimd::{
+    DocumentError, DocumentFetcher, FETCH_TIMEOUT, FetchedDocument, MAX_DOCUMENT_BYTES, MAX_FRESH,
+    MIN_FRESH, freshness, is_document_url, read_document,
+};
 pub use endpoints::metadata::document as metadata_document;
 pub use endpoints::same_origin;
 pub use origin::PublicOrigin;

@@ -73,11 +73,12 @@ impl RegistrationError {
     }
 }
 
-/// The fields of a registration request we read; the rest is ignored.
+/// The fields of a registration request (or a client ID metadata
+/// document) we read; the rest is ignored.
 #[derive(Deserialize)]
-struct Requested {
+pub(crate) struct Requested {
     redirect_uris: Option<Vec<String>>,
-    token_endpoint_auth_method: Option<String>,
+    pub(crate) token_endpoint_auth_method: Option<String>,
     grant_types: Option<Vec<String>>,
     response_types: Option<Vec<String>>,
     client_name: Option<String>,
@@ -95,6 +96,11 @@ pub fn register(body: &[u8]) -> Result<ClientRegistration, RegistrationError> {
             "the registration is not the JSON object RFC 7591 describes: {e}"
         ))
     })?;
+    check(requested)
+}
+
+/// Checks what a client asks to be into what the server keeps.
+pub(crate) fn check(requested: Requested) -> Result<ClientRegistration, RegistrationError> {
     let uris = requested
         .redirect_uris
         .filter(|u| !u.is_empty())

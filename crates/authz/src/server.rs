@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use executor_store::Store;
 
+use crate::cimd::{DocumentFetcher, MetadataClients};
 use crate::endpoints;
 use crate::origin::PublicOrigin;
 
@@ -39,6 +40,9 @@ pub struct AuthzConfig {
     pub registrations_per_address: u32,
     /// Registrations the server takes per minute in all.
     pub registrations_total: u32,
+    /// `--oauth-cimd`: client ID metadata documents are fetched and
+    /// advertised (when the server is given a fetcher).
+    pub metadata_documents: bool,
 }
 
 impl AuthzConfig {
@@ -51,6 +55,7 @@ impl AuthzConfig {
             refresh_grace: REFRESH_GRACE,
             registrations_per_address: 30,
             registrations_total: 300,
+            metadata_documents: true,
         }
     }
 }
@@ -62,14 +67,27 @@ pub const SCOPES: [&str; 2] = ["mcp", "offline_access"];
 pub struct AuthorizationServer {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) config: AuthzConfig,
+    /// Clients described by metadata documents; None when they are off.
+    pub(crate) documents: Option<MetadataClients>,
     registrations: Mutex<RegistrationWindow>,
 }
 
 impl AuthorizationServer {
-    pub fn new(store: Arc<dyn Store>, config: AuthzConfig) -> Arc<Self> {
+    /// `fetcher` fetches client ID metadata documents; without one (or
+    /// with `config.metadata_documents` off) they are neither fetched nor
+    /// advertised.
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: AuthzConfig,
+        fetcher: Option<Arc<dyn DocumentFetcher>>,
+    ) -> Arc<Self> {
+        let documents = fetcher
+            .filter(|_| config.metadata_documents)
+            .map(MetadataClients::new);
         Arc::new(AuthorizationServer {
             store,
             config,
+            documents,
             registrations: Mutex::new(RegistrationWindow::default()),
         })
     }

@@ -716,6 +716,11 @@ pub struct ServeOpts {
     /// server takes ten times as many in all); over it, 429.
     #[arg(long, env = "EXECUTOR_OAUTH_REGISTRATION_RATE", default_value_t = 30)]
     pub oauth_registration_rate: u32,
+    /// Client ID metadata documents (SPEC §4): `on` fetches the document an
+    /// https `client_id` names (through the same guard as integrations'
+    /// requests) and advertises it; `off` does neither.
+    #[arg(long, env = "EXECUTOR_OAUTH_CIMD", default_value = "on", value_parser = ["on", "off"])]
+    pub oauth_cimd: String,
     /// When set, `/metrics` requires `Authorization: Bearer <token>`.
     #[arg(long, env = "EXECUTOR_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,

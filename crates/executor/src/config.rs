@@ -81,6 +81,17 @@ impl EngineOpts {
         }
     }
 
+    /// How client ID metadata documents are fetched (SPEC §4): the
+    /// integrations' guard, a 5 s deadline and no redirects.
+    pub fn client_documents(&self) -> HttpConfig {
+        HttpConfig {
+            header_timeout: executor_authz::FETCH_TIMEOUT,
+            body_timeout: executor_authz::FETCH_TIMEOUT,
+            max_response_bytes: executor_authz::MAX_DOCUMENT_BYTES,
+            ..self.http()
+        }
+    }
+
     /// How upstream MCP servers are run and pooled.
     /// What the management API may make this server do.
     pub fn api_surface(&self) -> executor_ops::Surface {
@@ -183,6 +194,7 @@ impl ServeOpts {
             refresh_grace: Duration::from_secs(self.oauth_refresh_grace),
             registrations_per_address: self.oauth_registration_rate.max(1),
             registrations_total: self.oauth_registration_rate.max(1).saturating_mul(10),
+            metadata_documents: self.oauth_cimd == "on",
             ..executor_authz::AuthzConfig::new(self.public_origin(local))
         }
     }

@@ -225,3 +225,39 @@ fn kinds(
     let upstreams = Upstreams::new(http.clone(), credentials.clone(), store, upstream);
     Kinds::new(http.clone(), credentials.clone(), upstreams)
 }
+
+/// Fetches client ID metadata documents for the authorization server
+/// (SPEC §4) through the outbound client: the integrations' SSRF guard and
+/// TLS roots, the size bound, and no redirect followed.
+pub(crate) struct ClientDocuments(HttpClient);
+
+impl ClientDocuments {
+    pub(crate) fn fetcher(
+        config: HttpConfig,
+    ) -> AnyResult<Arc<dyn executor_authz::DocumentFetcher>> {
+        Ok(Arc::new(ClientDocuments(HttpClient::without_redirects(
+            config,
+        )?)))
+    }
+}
+
+impl executor_authz::DocumentFetcher for ClientDocuments {
+    fn fetch<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<executor_authz::FetchedDocument, String>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            let fetched = self
+                .0
+                .get_document(url, executor_authz::MAX_DOCUMENT_BYTES)
+                .await
+                .map_err(|failure| failure.message)?;
+            Ok(executor_authz::FetchedDocument {
+                body: fetched.body,
+                cache_control: fetched.cache_control,
+            })
+        })
+    }
+}

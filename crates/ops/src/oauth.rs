@@ -35,7 +35,8 @@ pub struct GrantInfo {
 pub struct ClientInfo {
     pub id: String,
     pub client_name: Option<String>,
-    /// `registered` (dynamic registration) or `preregistered`.
+    /// `registered` (dynamic registration), `preregistered` or
+    /// `metadata_document` (its id is the URL of a client ID metadata document).
     pub origin: String,
     /// `none`, `client_secret_post` or `client_secret_basic`.
     pub auth_method: String,

@@ -63,6 +63,14 @@ pub struct HttpSuccess {
     pub held: Option<HostHold>,
 }
 
+/// A document as [`HttpClient::get_document`] read it.
+#[derive(Debug)]
+pub struct FetchedDocument {
+    pub body: Vec<u8>,
+    /// Its `Cache-Control`, every field joined.
+    pub cache_control: Option<String>,
+}
+
 /// What one call carries through sending and reading.
 struct Call<'a> {
     redactor: &'a Redactor,
@@ -110,6 +118,20 @@ pub enum ClientSetupError {
 
 impl HttpClient {
     pub fn new(config: HttpConfig) -> Result<Self, ClientSetupError> {
+        Self::with_redirects(config, redirect_policy())
+    }
+
+    /// A client that follows no redirect at all (a 3xx is the answer): for
+    /// a document that must be served at exactly the URL that names it, a
+    /// client ID metadata document (SPEC §4).
+    pub fn without_redirects(config: HttpConfig) -> Result<Self, ClientSetupError> {
+        Self::with_redirects(config, reqwest::redirect::Policy::none())
+    }
+
+    fn with_redirects(
+        config: HttpConfig,
+        redirects: reqwest::redirect::Policy,
+    ) -> Result<Self, ClientSetupError> {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls_config()?)
             .dns_resolver(Arc::new(GuardedResolver {
@@ -117,7 +139,7 @@ impl HttpClient {
             }))
             // A proxy would resolve the target itself, bypassing the guard.
             .no_proxy()
-            .redirect(redirect_policy())
+            .redirect(redirects)
             .connect_timeout(config.header_timeout)
             .build()
             .map_err(ClientSetupError::Client)?;
@@ -230,6 +252,17 @@ impl HttpClient {
     /// GETs a document (an API description) through the same client, SSRF
     /// guard and timeouts as tool calls; at most `max_bytes`.
     pub async fn fetch_document(&self, url: &str, max_bytes: usize) -> Result<String, HttpFailure> {
+        let document = self.get_document(url, max_bytes).await?;
+        Ok(String::from_utf8_lossy(&document.body).into_owned())
+    }
+
+    /// GETs a document with the headers that say how long to keep it; a
+    /// non-2xx answer (a 3xx on a client without redirects) fails.
+    pub async fn get_document(
+        &self,
+        url: &str,
+        max_bytes: usize,
+    ) -> Result<FetchedDocument, HttpFailure> {
         let parsed =
             Url::parse(url).map_err(|e| HttpFailure::invalid(format!("not a URL: {e}")))?;
         self.check_target(&parsed)?;
@@ -255,14 +288,24 @@ impl HttpClient {
                 )
             });
         }
-        let (bytes, truncated) = self.read_body(response, max_bytes).await?;
+        let cache_control = response
+            .headers()
+            .get_all(reqwest::header::CACHE_CONTROL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (body, truncated) = self.read_body(response, max_bytes).await?;
         if truncated {
             return Err(HttpFailure::upstream(
                 format!("the document is larger than {max_bytes} bytes"),
                 false,
             ));
         }
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        Ok(FetchedDocument {
+            body,
+            cache_control: (!cache_control.is_empty()).then_some(cache_control),
+        })
     }
 
     /// The guarded client itself, for a protocol that reads its answers on

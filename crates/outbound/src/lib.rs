@@ -26,8 +26,8 @@ mod redact;
 mod request;
 
 pub use client::{
-    ClientSetupError, HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES, MAX_REDIRECTS,
-    names_json,
+    ClientSetupError, FetchedDocument, HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES,
+    MAX_REDIRECTS, names_json,
 };
 pub use credential::{Connection, Credential, CredentialSource, Refusal, Retry, renewed};
 pub use failure::{

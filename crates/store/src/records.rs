@@ -397,6 +397,10 @@ pub enum OAuthClientOrigin {
     Registered,
     /// `executor oauth clients add`: kept until deleted.
     Preregistered,
+    /// A client ID metadata document: the id is the document's https URL,
+    /// and the record is the last good copy of what it said; deleted when
+    /// unused, like a registered client.
+    MetadataDocument,
 }
 
 impl OAuthClientOrigin {
@@ -404,6 +408,7 @@ impl OAuthClientOrigin {
         match self {
             OAuthClientOrigin::Registered => "registered",
             OAuthClientOrigin::Preregistered => "preregistered",
+            OAuthClientOrigin::MetadataDocument => "metadata_document",
         }
     }
 
@@ -411,6 +416,7 @@ impl OAuthClientOrigin {
         match text {
             "registered" => Some(OAuthClientOrigin::Registered),
             "preregistered" => Some(OAuthClientOrigin::Preregistered),
+            "metadata_document" => Some(OAuthClientOrigin::MetadataDocument),
             _ => None,
         }
     }

@@ -521,6 +521,12 @@ pub trait OAuthStore: Send + Sync + 'static {
 
     async fn find_oauth_client(&self, id: &str) -> StoreResult<Option<OAuthClientRecord>>;
 
+    /// Saves what a client ID metadata document says (its origin is
+    /// [`OAuthClientOrigin::MetadataDocument`]): inserted, or its redirect
+    /// URIs and name replaced, its creation and last use kept. False, and
+    /// nothing written, when the id belongs to a client of another origin.
+    async fn save_metadata_client(&self, client: OAuthClientRecord) -> StoreResult<bool>;
+
     /// Every client, newest first (at most [`MAX_OAUTH_LISTED`]).
     async fn list_oauth_clients(&self) -> StoreResult<Vec<OAuthClientRecord>>;
 

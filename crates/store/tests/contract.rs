@@ -89,6 +89,7 @@ contract!(
     concurrent_refreshes_of_one_token_within_the_grace_all_issue,
     deleting_a_client_revokes_its_grants_and_stops_its_exchanges,
     oauth_gc_deletes_what_has_lapsed_and_keeps_the_rest,
+    a_metadata_document_client_is_saved_again_and_never_takes_another_clients_id,
     a_login_link_is_redeemed_once_before_its_deadline,
     console_sessions_are_found_touched_switched_and_collected,
 );
@@ -2939,18 +2940,84 @@ async fn deleting_a_client_revokes_its_grants_and_stops_its_exchanges(t: TestSto
     );
 }
 
+/// `save_metadata_client`: a document fetched again replaces the redirect
+/// URIs and name and keeps the creation and last use; an id that a
+/// registered or preregistered client holds is never overwritten.
+async fn a_metadata_document_client_is_saved_again_and_never_takes_another_clients_id(
+    t: TestStore,
+) {
+    let s = t.store();
+    let url = "https://app.test/oauth/client.json";
+    let first = OAuthClientRecord {
+        secret_hash: Some(vec![1; 32]),
+        auth_method: "client_secret_basic".into(),
+        ..oauth_client(url, OAuthClientOrigin::MetadataDocument, 10)
+    };
+    assert!(s.save_metadata_client(first).await.unwrap());
+    let saved = s.find_oauth_client(url).await.unwrap().unwrap();
+    assert_eq!(saved.origin, OAuthClientOrigin::MetadataDocument);
+    assert_eq!(saved.secret_hash, None, "always a public client");
+    assert_eq!(saved.auth_method, "none");
+    assert_eq!(saved.created_at_ms, 10);
+
+    let again = OAuthClientRecord {
+        redirect_uris: vec!["https://app.test/new-cb".into()],
+        client_name: None,
+        created_at_ms: 99,
+        ..oauth_client(url, OAuthClientOrigin::MetadataDocument, 99)
+    };
+    assert!(s.save_metadata_client(again).await.unwrap());
+    let saved = s.find_oauth_client(url).await.unwrap().unwrap();
+    assert_eq!(
+        saved.redirect_uris,
+        vec!["https://app.test/new-cb".to_string()]
+    );
+    assert_eq!(saved.client_name, None);
+    assert_eq!(saved.created_at_ms, 10, "created when first saved");
+
+    s.insert_oauth_client(oauth_client(
+        "https://taken.test/c",
+        OAuthClientOrigin::Registered,
+        5,
+    ))
+    .await
+    .unwrap();
+    let squatter = OAuthClientRecord {
+        redirect_uris: vec!["https://evil.test/cb".into()],
+        ..oauth_client(
+            "https://taken.test/c",
+            OAuthClientOrigin::MetadataDocument,
+            6,
+        )
+    };
+    assert!(!s.save_metadata_client(squatter).await.unwrap());
+    let kept = s
+        .find_oauth_client("https://taken.test/c")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.origin, OAuthClientOrigin::Registered);
+    assert!(
+        !kept
+            .redirect_uris
+            .contains(&"https://evil.test/cb".to_string())
+    );
+}
+
 /// `gc_oauth`: lapsed codes; registered clients unused 7 days after
 /// registration or 90 days after their last use (their grants revoked, not
 /// yet deleted), never preregistered ones; lapsed refresh tokens; access
 /// tokens a day past their deadline; grants a day past their revocation
 /// or deadline, with their refresh tokens. What is younger stays.
 async fn oauth_gc_deletes_what_has_lapsed_and_keeps_the_rest(t: TestStore) {
-    use OAuthClientOrigin::{Preregistered, Registered};
+    use OAuthClientOrigin::{MetadataDocument, Preregistered, Registered};
     let s = t.store();
     let owner = s.ensure_account("gc@o.test", None).await.unwrap();
     let now = 1_000 * DAY;
     for (id, origin, created) in [
         ("reg_unused", Registered, now - 8 * DAY),
+        ("https://doc.test/unused", MetadataDocument, now - 8 * DAY),
+        ("https://doc.test/new", MetadataDocument, now - 2 * DAY),
         ("reg_new", Registered, now - 2 * DAY),
         ("pre_unused", Preregistered, now - 100 * DAY),
         ("reg_used", Registered, now - 20 * DAY),
@@ -2995,13 +3062,15 @@ async fn oauth_gc_deletes_what_has_lapsed_and_keeps_the_rest(t: TestStore) {
     api.id = "api_old".into();
     s.insert_token(api).await.unwrap();
 
-    // Codes: 3 exchanged + "late"; clients: reg_unused, reg_idle; refresh
-    // tokens: i0 (lapsed), o0 (its grant revoked); access tokens: u0, i0,
-    // o0; grants: gr_old.
-    assert_eq!(s.gc_oauth(now).await.unwrap(), 4 + 2 + 2 + 3 + 1);
+    // Codes: 3 exchanged + "late"; clients: reg_unused, reg_idle and the
+    // unused document's; refresh tokens: i0 (lapsed), o0 (its grant
+    // revoked); access tokens: u0, i0, o0; grants: gr_old.
+    assert_eq!(s.gc_oauth(now).await.unwrap(), 4 + 3 + 2 + 3 + 1);
 
     for (id, kept) in [
         ("reg_unused", false),
+        ("https://doc.test/unused", false),
+        ("https://doc.test/new", true),
         ("reg_new", true),
         ("pre_unused", true),
         ("reg_used", true),

@@ -12,10 +12,11 @@ use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use executor_store::{OAuthClientRecord, OAuthCodeRecord, Principal, now_ms};
+use executor_store::{OAuthClientOrigin, OAuthClientRecord, OAuthCodeRecord, Principal, now_ms};
 use serde::Deserialize;
 use url::Url;
 
+use crate::cimd::{DocumentError, is_document_url};
 use crate::endpoints::same_origin;
 use crate::endpoints::signin::{org_name, see_other};
 use crate::pages::{error_page, escape, hidden, page, unavailable_page};
@@ -203,19 +204,7 @@ async fn check(
             "The request names no client (client_id is missing).",
         )));
     };
-    let client = match server.store.find_oauth_client(client_id).await {
-        Ok(Some(c)) => c,
-        Ok(None) => {
-            return Err(Stop::Page(error_page(
-                StatusCode::BAD_REQUEST,
-                "This client is not registered with this server. Remove the server from the \
-                 client and add it again, so that the client registers anew.",
-            )));
-        }
-        Err(e) => {
-            return Err(Stop::Page(unavailable_page("read a client", &e)));
-        }
-    };
+    let client = client_of(server, client_id).await.map_err(Stop::Page)?;
     let (redirect, redirect_uri) = match_redirect(&client, params.redirect_uri.as_deref())
         .ok_or_else(|| {
             Stop::Page(error_page(
@@ -266,6 +255,46 @@ async fn check(
     }
     checked.challenge = params.code_challenge.clone().unwrap_or_default();
     Ok(checked)
+}
+
+/// The client `client_id` names: the one its metadata document describes
+/// (fetched when due) for an https URL, else a registered or preregistered
+/// one; an error page when there is none.
+async fn client_of(
+    server: &AuthorizationServer,
+    client_id: &str,
+) -> Result<OAuthClientRecord, Response> {
+    if let Some(documents) = &server.documents
+        && is_document_url(client_id)
+    {
+        return documents
+            .client(server.store.as_ref(), client_id)
+            .await
+            .map_err(|e| match e {
+                DocumentError::Store(e) => unavailable_page("read a client", &e),
+                DocumentError::Busy => error_page(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+                e => {
+                    tracing::info!(client_id, error = %e, "a client metadata document was refused");
+                    error_page(
+                        StatusCode::BAD_REQUEST,
+                        &format!(
+                            "The sign-in cannot go on: {e}. Nothing of it was kept, so once the \
+                             document is fixed, signing in again fetches it anew."
+                        ),
+                    )
+                }
+            });
+    }
+    match server.store.find_oauth_client(client_id).await {
+        // With documents off, a client one described is unknown.
+        Ok(Some(c)) if c.origin != OAuthClientOrigin::MetadataDocument => Ok(c),
+        Ok(_) => Err(error_page(
+            StatusCode::BAD_REQUEST,
+            "This client is not registered with this server. Remove the server from the \
+             client and add it again, so that the client registers anew.",
+        )),
+        Err(e) => Err(unavailable_page("read a client", &e)),
+    }
 }
 
 /// The registered URI a presented one matches, and the presented one
@@ -389,6 +418,19 @@ async fn consent_page(
         .client_name
         .as_deref()
         .unwrap_or("An unnamed client");
+    let provenance = match checked.client.origin {
+        OAuthClientOrigin::MetadataDocument => {
+            let host = Url::parse(&checked.client.id)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string))
+                .unwrap_or_default();
+            format!(
+                "(described by a document at <b>{}</b>, verified)",
+                escape(&host)
+            )
+        }
+        _ => "(name given by the client, unverified)".to_string(),
+    };
     let host = checked.redirect.host().unwrap_or(checked.redirect.as_str());
     let this_machine = if checked.redirect.is_loopback() {
         "<p class=\"box warn\">The answer goes to a program on <b>this machine</b> \
@@ -418,8 +460,7 @@ async fn consent_page(
         StatusCode::OK,
         "Allow access?",
         &format!(
-            "<div class=box><p><b>{name}</b> <span class=muted>(name given by the client, \
-             unverified)</span> asks to:</p><ul><li>Use this server's MCP tools, acting as you</li>\
+            "<div class=box><p><b>{name}</b> <span class=muted>{provenance}</span> asks to:</p><ul><li>Use this server's MCP tools, acting as you</li>\
              {offline}</ul><p>It will receive the answer at <code>{host}</code>.</p></div>\
              {this_machine}<form method=post action=\"{prefix}/authorize\">{carried}{csrf}{org_field}\
              <button name=decision value=allow>Allow</button>\

@@ -15,12 +15,14 @@ pub(crate) async fn metadata(
     headers: HeaderMap,
 ) -> Response {
     let issuer = server.config.origin.for_request(&headers);
-    open_cors(Json(document(&issuer)).into_response())
+    let documents = server.documents.is_some();
+    open_cors(Json(document(&issuer, documents)).into_response())
 }
 
-/// The metadata of the server whose issuer is `issuer`.
-pub fn document(issuer: &str) -> Value {
-    json!({
+/// The metadata of the server whose issuer is `issuer`; `documents`: it
+/// fetches client ID metadata documents.
+pub fn document(issuer: &str, documents: bool) -> Value {
+    let mut document = json!({
         "issuer": issuer,
         "authorization_endpoint": format!("{issuer}/authorize"),
         "token_endpoint": format!("{issuer}/token"),
@@ -34,5 +36,9 @@ pub fn document(issuer: &str) -> Value {
         "revocation_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
         "scopes_supported": SCOPES,
         "authorization_response_iss_parameter_supported": true,
-    })
+    });
+    if documents {
+        document["client_id_metadata_document_supported"] = json!(true);
+    }
+    document
 }

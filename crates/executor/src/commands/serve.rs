@@ -15,7 +15,7 @@ use executor_wire::App;
 
 use crate::AnyResult;
 use crate::cli::{GlobalOpts, ServeOpts};
-use crate::wiring::{operations_of, wire_engine};
+use crate::wiring::{ClientDocuments, operations_of, wire_engine};
 
 pub(crate) async fn serve(
     store: Arc<dyn Store>,
@@ -70,9 +70,17 @@ pub(crate) async fn serve(
         login_callback,
     );
     let tokens: Arc<TokenCache> = Default::default();
-    let authz = opts
-        .oauth_on()
-        .then(|| executor_authz::AuthorizationServer::new(store.clone(), opts.authz(local)));
+    let authz = match opts.oauth_on() {
+        true => {
+            let documents = ClientDocuments::fetcher(opts.engine.client_documents())?;
+            Some(executor_authz::AuthorizationServer::new(
+                store.clone(),
+                opts.authz(local),
+                Some(documents),
+            ))
+        }
+        false => None,
+    };
     if let Some(authz) = &authz {
         let holder = executor_store::tokens::random_id(8);
         background.push(tokio::spawn(authz.clone().run_gc(holder, stopped)));

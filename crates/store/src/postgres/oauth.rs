@@ -51,6 +51,27 @@ impl OAuthStore for PgStore {
         Ok(())
     }
 
+    async fn save_metadata_client(&self, c: OAuthClientRecord) -> StoreResult<bool> {
+        let saved = self
+            .execute(
+                &format!(
+                    "INSERT INTO oauth_clients ({OAUTH_CLIENT_COLUMNS}) \
+                     VALUES ($1, NULL, 'none', $2, $3, 'metadata_document', $4, NULL) \
+                     ON CONFLICT (id) DO UPDATE SET redirect_uris = excluded.redirect_uris, \
+                     client_name = excluded.client_name \
+                     WHERE oauth_clients.origin = 'metadata_document'"
+                ),
+                &[
+                    &c.id,
+                    &redirect_uris_to_json(&c.redirect_uris),
+                    &c.client_name.as_deref().map(pg_text),
+                    &c.created_at_ms,
+                ],
+            )
+            .await?;
+        Ok(saved > 0)
+    }
+
     async fn find_oauth_client(&self, id: &str) -> StoreResult<Option<OAuthClientRecord>> {
         self.query_opt(
             &format!("SELECT {OAUTH_CLIENT_COLUMNS} FROM oauth_clients WHERE id = $1"),
@@ -384,7 +405,7 @@ impl OAuthStore for PgStore {
             // then read again: used now, it is no longer stale.
             let stale: Vec<String> = tx
                 .query(
-                    "DELETE FROM oauth_clients WHERE origin = 'registered' \
+                    "DELETE FROM oauth_clients WHERE origin <> 'preregistered' \
                      AND ((last_used_at IS NULL AND created_at <= $1) OR last_used_at <= $2) \
                      RETURNING id",
                     &[

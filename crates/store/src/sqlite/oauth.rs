@@ -37,6 +37,29 @@ impl OAuthStore for SqliteStore {
             .await
     }
 
+    async fn save_metadata_client(&self, c: OAuthClientRecord) -> StoreResult<bool> {
+        self.writer
+            .write(move |conn| {
+                let saved = conn.execute(
+                    &format!(
+                        "INSERT INTO oauth_clients ({OAUTH_CLIENT_COLUMNS}) \
+                         VALUES (?1, NULL, 'none', ?2, ?3, 'metadata_document', ?4, NULL) \
+                         ON CONFLICT (id) DO UPDATE SET redirect_uris = excluded.redirect_uris, \
+                         client_name = excluded.client_name \
+                         WHERE oauth_clients.origin = 'metadata_document'"
+                    ),
+                    params![
+                        c.id,
+                        redirect_uris_to_json(&c.redirect_uris),
+                        c.client_name,
+                        c.created_at_ms,
+                    ],
+                )?;
+                Ok(saved > 0)
+            })
+            .await
+    }
+
     async fn find_oauth_client(&self, id: &str) -> StoreResult<Option<OAuthClientRecord>> {
         self.read_one(
             &format!("SELECT {OAUTH_CLIENT_COLUMNS} FROM oauth_clients WHERE id = ?1"),
@@ -303,7 +326,7 @@ impl OAuthStore for SqliteStore {
                     )?;
                 let stale: Vec<String> = conn
                     .prepare_cached(
-                        "SELECT id FROM oauth_clients WHERE origin = 'registered' \
+                        "SELECT id FROM oauth_clients WHERE origin <> 'preregistered' \
                          AND ((last_used_at IS NULL AND created_at <= ?1) OR last_used_at <= ?2)",
                     )?
                     .query_map(
