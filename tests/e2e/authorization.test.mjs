@@ -4,14 +4,18 @@
 // registration, sign-in with a one-time link or a pasted API token, consent,
 // codes, tokens at /mcp (and not at /api/v1), refresh rotation with its
 // grace, reuse, revocation by the client and by the operator, and the
-// client quirks the issue lists, one test each.
+// client quirks the issue lists, one test each. The official TypeScript
+// SDK's whole flow runs with a real browser instead (chromium, browser.mjs):
+// sign-in, the consent page and the redirect to the client's listener.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHash, randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
-import { startServer, post, rpc, initSession, sleep, connectSdk, openGet } from "./harness.mjs";
+import http from "node:http";
+import { startServer, post, rpc, initSession, sleep, connectSdk, openGet, within } from "./harness.mjs";
+import { launchBrowser, signIn as signInChromium, approve } from "./browser.mjs";
+import { Browser as HttpBrowser, hiddenFields, pkce } from "./oauth-http.mjs";
 
 const EMAIL = "oauth-owner@example.com";
 const GRACE_S = 2;
@@ -34,50 +38,10 @@ after(async () => {
 
 // ------------------------------------------------------------ helpers
 
-const b64url = (buf) => buf.toString("base64url");
-const pkce = () => {
-  const verifier = b64url(randomBytes(32));
-  return { verifier, challenge: b64url(createHash("sha256").update(verifier).digest()) };
-};
-
-const unescapeHtml = (s) =>
-  s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
-
-/** The hidden fields of the page's (first) form. */
-const hiddenFields = (html) => {
-  const fields = {};
-  for (const m of html.matchAll(/<input type=hidden name="([^"]*)" value="([^"]*)">/g)) {
-    fields[unescapeHtml(m[1])] = unescapeHtml(m[2]);
-  }
-  return fields;
-};
-
-/** A browser: a cookie jar, and redirects handed back instead of followed. */
-class Browser {
+/** The cookie-keeping browser of oauth-http.mjs, on this file's server. */
+class Browser extends HttpBrowser {
   constructor(origin = srv.base) {
-    this.origin = origin;
-    this.cookies = new Map();
-  }
-  async go(path, { method = "GET", form, origin } = {}) {
-    const headers = {};
-    const cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-    if (cookie) headers.cookie = cookie;
-    let body;
-    if (form) {
-      body = new URLSearchParams(form).toString();
-      headers["content-type"] = "application/x-www-form-urlencoded";
-      headers.origin = origin ?? this.origin;
-    }
-    const res = await fetch(new URL(path, this.origin), { method, headers, body, redirect: "manual" });
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(";");
-      const at = pair.indexOf("=");
-      const [name, value] = [pair.slice(0, at), pair.slice(at + 1)];
-      if (/Max-Age=0/i.test(c)) this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
-    const text = await res.text();
-    return { status: res.status, headers: res.headers, text, location: res.headers.get("location") };
+    super(origin);
   }
 }
 
@@ -159,6 +123,23 @@ const connect = async ({ redirect = REDIRECT, presented = "http://127.0.0.1:4915
 };
 
 const mcpStatus = async (bearer) => (await post(srv, rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } }), { bearer })).status;
+
+/**
+ * `send()`'s answer once a revocation made by another process (the CLI)
+ * has reached this server: on SQLite the very next request sees it; on
+ * Postgres it arrives with the store's change notice (LISTEN/NOTIFY),
+ * milliseconds after the commit, so a request racing the notice is
+ * retried for up to a second — and the time it took is asserted.
+ */
+const afterRevocation = async (send, refused = (res) => res.status === 401) => {
+  const started = Date.now();
+  let res = await send();
+  while (srv.pg && !refused(res) && Date.now() - started < 1000) {
+    await sleep(10);
+    res = await send();
+  }
+  return res;
+};
 
 // ------------------------------------------------------------ documents
 
@@ -520,14 +501,16 @@ test("RFC 7009: the client revokes its refresh token and the whole grant stops",
   assert.equal(unknown.status, 200);
 });
 
-test("the operator revokes a grant from the CLI: its tokens stop at once, also on a live session", async () => {
+test("the operator revokes a grant from the CLI: its tokens stop at once (Postgres: with the change notice), also on a live session", async () => {
   const { tokens } = await connect();
   const session = await initSession(srv, tokens.access_token);
   const listed = srv.cli(["oauth", "grants", "list", "--email", EMAIL, "--data-dir", srv.dataDir]);
   const grantId = listed.split("\n").find((l) => l.includes("active"))?.split("\t")[0];
   assert.ok(grantId?.startsWith("gr_"), listed);
   srv.cli(["oauth", "grants", "revoke", grantId, "--data-dir", srv.dataDir]);
-  const res = await post(srv, rpc("tools/list"), { bearer: tokens.access_token, sessionId: session.sessionId, protocolVersion: session.protocolVersion });
+  const res = await afterRevocation(() =>
+    post(srv, rpc("tools/list"), { bearer: tokens.access_token, sessionId: session.sessionId, protocolVersion: session.protocolVersion }),
+  );
   assert.equal(res.status, 401);
   assert.match(res.headers["www-authenticate"], /invalid_token/);
 });
@@ -572,7 +555,8 @@ test("the management API lists and revokes the org's grants; another org sees no
   assert.ok(grant, JSON.stringify(listed));
   assert.equal(grant.clientName, "e2e client");
   assert.equal(grant.redirectHost, "127.0.0.1");
-  assert.ok(!JSON.stringify(listed).includes(tokens.access_token.split("_")[2]));
+  // The secret is all after the id (it may contain "_" itself).
+  assert.ok(!JSON.stringify(listed).includes(tokens.access_token.split("_").slice(2).join("_")));
   const clients = await (await api("/oauth/clients")).json();
   assert.ok(clients.items.some((c) => c.id === client.client_id));
   // Another org: 404 for the grant, and the client is not among its own.
@@ -619,18 +603,52 @@ test("a signed-in browser calls the management API with its cookie, and unsafe m
   secrets.push((await withToken.json()).token);
 });
 
-/** The official SDK's OAuth client provider, kept in memory; the browser step is `browser`. */
+/**
+ * A native client's loopback listener for the authorization response (RFC
+ * 8252 §7.3), as the SDK's users run one: it keeps the URL of every
+ * request to /callback and answers the browser with a page.
+ */
+const callbackListener = async () => {
+  const received = [];
+  let arrived;
+  const first = new Promise((r) => (arrived = r));
+  const server = http.createServer((req, res) => {
+    const url = `http://127.0.0.1:${server.address().port}${req.url}`;
+    if (new URL(url).pathname === "/callback") {
+      received.push(url);
+      arrived(url);
+    }
+    res.writeHead(200, { "content-type": "text/plain" }).end("Signed in; you can close this tab.");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    redirectUrl: `http://127.0.0.1:${server.address().port}/callback`,
+    received,
+    first,
+    close: () => new Promise((r) => server.close(r)),
+  };
+};
+
+/**
+ * The official SDK's OAuth client provider, kept in memory. Its browser
+ * step is a person's: chromium (signed in beforehand) opens the URL, the
+ * consent page is read and allowed, and the code arrives at the listener.
+ */
 class MemoryProvider {
-  constructor(browser) {
-    this.browser = browser;
+  constructor(page, listener) {
+    this.page = page;
+    this.listener = listener;
     this.saved = {};
     this.redirects = [];
   }
   get redirectUrl() {
-    return "http://127.0.0.1:33418/callback";
+    return this.listener.redirectUrl;
   }
   get clientMetadata() {
     return { client_name: "SDK e2e", redirect_uris: [this.redirectUrl], grant_types: ["authorization_code", "refresh_token"], response_types: ["code"], token_endpoint_auth_method: "none" };
+  }
+  state() {
+    return "sdk-state-1";
   }
   clientInformation() {
     return this.saved.client;
@@ -647,10 +665,16 @@ class MemoryProvider {
   }
   async redirectToAuthorization(url) {
     this.redirects.push(url);
-    const page = await this.browser.go(url.toString());
-    assert.equal(page.status, 200, page.text);
-    const res = await this.browser.go("/authorize", { method: "POST", form: { ...hiddenFields(page.text), decision: "allow" } });
-    this.code = new URL(res.location).searchParams.get("code");
+    const back = await approve(this.page, url.toString(), { clientName: "SDK e2e", redirectHost: "127.0.0.1" });
+    assert.equal(back.status, 200, "the client's listener answered the browser");
+    const received = await within(this.listener.first, 5000, "the listener received no callback");
+    assert.equal(received, back.url, "the listener got what the browser was sent to");
+    const params = new URL(received).searchParams;
+    assert.equal(params.get("state"), "sdk-state-1");
+    assert.equal(params.get("iss"), srv.base);
+    assert.equal(params.get("error"), null);
+    this.code = params.get("code");
+    assert.ok(this.code, received);
     secrets.push(this.code);
   }
   saveCodeVerifier(v) {
@@ -677,30 +701,46 @@ const sdkConnect = async (provider) => {
   return { client, transport };
 };
 
-test("the official TypeScript SDK client: registers, authorizes, lists tools, runs execute, refreshes, and loses access on revoke", async () => {
-  const provider = new MemoryProvider(await signIn(new Browser()));
-  const { client } = await sdkConnect(provider);
-  assert.equal(provider.redirects.length, 1, "one browser step");
-  const auth = provider.redirects[0];
-  assert.equal(auth.searchParams.get("code_challenge_method"), "S256");
-  assert.equal(auth.searchParams.get("resource"), `${srv.base}/mcp`);
-  assert.ok((await client.listTools()).tools.some((t) => t.name === "execute"));
-  const ran = await client.callTool({ name: "execute", arguments: { code: "return 'sdk-' + (20 + 22);" } });
-  assert.match(JSON.stringify(ran), /sdk-42/);
-  // Past the access token's life, the SDK refreshes on its 401 and goes on.
-  const first = provider.saved.tokens.access_token;
-  await sleep(ACCESS_TTL_S * 1000 + 300);
-  const again = await client.callTool({ name: "execute", arguments: { code: "return 7;" } });
-  assert.match(JSON.stringify(again), /7/);
-  assert.notEqual(provider.saved.tokens.access_token, first, "refreshed");
-  assert.equal(provider.redirects.length, 1, "no second browser step");
-  await client.close();
-  // Revoked from the CLI: access stops at once.
-  const listed = srv.cli(["oauth", "grants", "list", "--email", EMAIL, "--data-dir", srv.dataDir]);
-  const grantId = listed.split("\n").find((l) => l.includes("SDK e2e") && l.includes("active"))?.split("\t")[0];
-  assert.ok(grantId, listed);
-  srv.cli(["oauth", "grants", "revoke", grantId, "--data-dir", srv.dataDir]);
-  assert.equal(await mcpStatus(provider.saved.tokens.access_token), 401);
+test("the official TypeScript SDK client with chromium: registers, authorizes, lists tools, runs execute, refreshes, and loses access on revoke", async () => {
+  const listener = await callbackListener();
+  const chromium = await launchBrowser();
+  try {
+    await signInChromium(chromium.page, loginLink());
+    const provider = new MemoryProvider(chromium.page, listener);
+    const { client } = await sdkConnect(provider);
+    assert.equal(provider.redirects.length, 1, "one browser step");
+    assert.equal(listener.received.length, 1, "one callback");
+    const auth = provider.redirects[0];
+    assert.equal(auth.searchParams.get("code_challenge_method"), "S256");
+    assert.equal(auth.searchParams.get("resource"), `${srv.base}/mcp`);
+    assert.equal(auth.searchParams.get("redirect_uri"), listener.redirectUrl);
+    assert.ok(provider.saved.client.client_id.startsWith("cl_"), "registered dynamically");
+    assert.ok((await client.listTools()).tools.some((t) => t.name === "execute"));
+    const ran = await client.callTool({ name: "execute", arguments: { code: "return 'sdk-' + (20 + 22);" } });
+    assert.match(JSON.stringify(ran), /sdk-42/);
+    // Past the access token's life, the SDK refreshes on its 401 and goes on.
+    const first = provider.saved.tokens.access_token;
+    await sleep(ACCESS_TTL_S * 1000 + 300);
+    const again = await client.callTool({ name: "execute", arguments: { code: "return 7;" } });
+    assert.match(JSON.stringify(again), /7/);
+    assert.notEqual(provider.saved.tokens.access_token, first, "refreshed");
+    assert.equal(provider.redirects.length, 1, "no second browser step");
+    await client.close();
+    // Revoked from the CLI: access stops at once, and the refresh token
+    // is dead too (the access token alone could also have just expired).
+    const listed = srv.cli(["oauth", "grants", "list", "--email", EMAIL, "--data-dir", srv.dataDir]);
+    const grantId = listed.split("\n").find((l) => l.includes("SDK e2e") && l.includes("active"))?.split("\t")[0];
+    assert.ok(grantId, listed);
+    const { access_token, refresh_token } = provider.saved.tokens;
+    assert.equal(await mcpStatus(access_token), 200, "working before the revoke");
+    srv.cli(["oauth", "grants", "revoke", grantId, "--data-dir", srv.dataDir]);
+    assert.equal(await afterRevocation(() => mcpStatus(access_token), (status) => status === 401), 401);
+    const refreshed = await token({ grant_type: "refresh_token", refresh_token, client_id: provider.saved.client.client_id });
+    assert.equal(refreshed.json.error, "invalid_grant", JSON.stringify(refreshed.json));
+  } finally {
+    await chromium.close();
+    await listener.close();
+  }
 });
 
 test("codes, tokens, client secrets and login links never appear in the server log or the store", async () => {

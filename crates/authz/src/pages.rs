@@ -63,9 +63,13 @@ pub fn page_headers(response: &mut Response) {
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // No Referer leaves for another site (the client gets none from the
+    // consent page), but not `no-referrer`: under it a browser sends
+    // `Origin: null` with the page's own form POSTs, which the same-origin
+    // check must refuse.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
