@@ -45,8 +45,11 @@ pub use cimd::{
 pub use endpoints::metadata::document as metadata_document;
 pub use endpoints::same_origin;
 pub use origin::PublicOrigin;
+pub use pages::html_headers;
 pub use secrets::preregistered_client;
-pub use server::{AuthorizationServer, AuthzConfig, CODE_TTL, REFRESH_GRACE, SCOPES, router};
+pub use server::{
+    AuthorizationServer, AuthzConfig, CODE_TTL, REFRESH_GRACE, SCOPES, router, sign_in_router,
+};
 pub use signin::{IDLE_TIMEOUT, LOGIN_LINK_TTL, SignedIn, mint_login_link, signed_in};
 
 pub use pkce::{PkceError, check_challenge, s256, verify_s256};

@@ -52,6 +52,13 @@ pub fn page(status: StatusCode, title: &str, body: &str) -> Response {
 
 /// The headers of every page this crate renders.
 pub fn page_headers(response: &mut Response) {
+    html_headers(response, CSP);
+}
+
+/// The headers of a page of this server's (sign-in, consent, the
+/// console): HTML under `csp`, never framed, never cached, no Referer to
+/// another site, no content sniffing.
+pub fn html_headers(response: &mut Response, csp: &'static str) {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -59,7 +66,7 @@ pub fn page_headers(response: &mut Response) {
     );
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
+        HeaderValue::from_static(csp),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -203,8 +203,7 @@ impl RegistrationWindow {
 }
 
 /// The authorization server's routes: the RFC 8414 document, `/register`,
-/// `/authorize`, `/token`, `/revoke`, and browser sign-in under
-/// `/console/login` and `/console/logout`.
+/// `/authorize`, `/token` and `/revoke` (`--oauth on`).
 pub fn router(server: Arc<AuthorizationServer>) -> Router {
     Router::new()
         .route(
@@ -228,6 +227,14 @@ pub fn router(server: Arc<AuthorizationServer>) -> Router {
             "/revoke",
             post(endpoints::revoke::revoke).options(preflight),
         )
+        .with_state(server)
+}
+
+/// Browser sign-in, `/console/login` and `/console/logout` (SPEC §14):
+/// the consent page's and the console's, so served whether or not the
+/// OAuth endpoints are.
+pub fn sign_in_router(server: Arc<AuthorizationServer>) -> Router {
+    Router::new()
         .route(
             "/console/login",
             get(endpoints::signin::login_page).post(endpoints::signin::login),

@@ -109,7 +109,8 @@ pub struct IntegrationSummary {
     pub base_url: Option<String>,
     /// The URL or path it was read from (`(uploaded)` for a document).
     pub source: String,
-    /// Whether the server can serve it: `ready`, `needs login`, or why not.
+    /// Whether the server can serve it: `ok` (with a note after it, at
+    /// times), `needs login`, or `unavailable: ` and why.
     pub status: String,
     pub updated_at_ms: i64,
 }

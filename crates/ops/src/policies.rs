@@ -144,26 +144,52 @@ impl Operations {
     /// The action the rules give `path`, and the rule that gives it: what a
     /// call of that tool would meet now.
     pub async fn evaluate_policy(&self, actor: &Actor, path: &str) -> OpResult<PolicyEvaluation> {
-        let path = path.trim();
+        let mut evaluated = self.evaluate_policies(actor, &[path.to_string()]).await?;
+        evaluated
+            .pop()
+            .ok_or_else(|| OpError::internal("evaluate a policy", "one path gave no answer"))
+    }
+
+    /// [`Operations::evaluate_policy`] for many paths at once (a page of
+    /// tools), reading the rules and the catalog once; in `paths`' order.
+    pub async fn evaluate_policies(
+        &self,
+        actor: &Actor,
+        paths: &[String],
+    ) -> OpResult<Vec<PolicyEvaluation>> {
         let rules = self.list_policies(actor).await?;
+        let patterns: Vec<(Policy, Option<Pattern>)> = rules
+            .into_iter()
+            .map(|r| {
+                let pattern = r.pattern.parse::<Pattern>().ok();
+                (r, pattern)
+            })
+            .collect();
         let catalog = self.parts.catalogs.catalog(&actor.org_id).await;
-        let tool = catalog.get(path);
-        let rule = rules.into_iter().find(|r| {
-            r.pattern
-                .parse::<Pattern>()
-                .is_ok_and(|pattern| pattern.matches(path))
-        });
-        let action = match &rule {
-            Some(rule) => rule.action,
-            None if tool.is_some_and(|t| t.requires_approval) => PolicyAction::RequireApproval,
-            None => PolicyAction::Allow,
-        };
-        Ok(PolicyEvaluation {
-            path: path.to_string(),
-            action,
-            rule,
-            tool_exists: tool.is_some(),
-        })
+        Ok(paths
+            .iter()
+            .map(|path| {
+                let path = path.trim();
+                let tool = catalog.get(path);
+                let rule = patterns
+                    .iter()
+                    .find(|(_, p)| p.as_ref().is_some_and(|p| p.matches(path)))
+                    .map(|(r, _)| r.clone());
+                let action = match &rule {
+                    Some(rule) => rule.action,
+                    None if tool.is_some_and(|t| t.requires_approval) => {
+                        PolicyAction::RequireApproval
+                    }
+                    None => PolicyAction::Allow,
+                };
+                PolicyEvaluation {
+                    path: path.to_string(),
+                    action,
+                    rule,
+                    tool_exists: tool.is_some(),
+                }
+            })
+            .collect())
     }
 }
 

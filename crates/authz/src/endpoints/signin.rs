@@ -119,10 +119,11 @@ async fn signed_in_page(server: &AuthorizationServer, session: &SignedIn) -> Res
         "Signed in",
         &format!(
             "<p>This browser is signed in to the org <b>{}</b>.</p>\
-             <form method=post action=\"{}/console/logout\">{}<button>Sign out</button></form>",
+             <p><a href=\"{prefix}/console\">Open the console</a></p>\
+             <form method=post action=\"{prefix}/console/logout\">{}<button>Sign out</button></form>",
             escape(&org),
-            escape(server.config.origin.path()),
             hidden("csrf", &session.csrf),
+            prefix = escape(server.config.origin.path()),
         ),
     )
 }

@@ -70,39 +70,41 @@ pub(crate) async fn serve(
         login_callback,
     );
     let tokens: Arc<TokenCache> = Default::default();
-    let authz = match opts.oauth_on() {
-        true => {
-            let documents = ClientDocuments::fetcher(opts.engine.client_documents())?;
-            Some(executor_authz::AuthorizationServer::new(
-                store.clone(),
-                opts.authz(local),
-                Some(documents),
-            ))
-        }
-        false => None,
-    };
-    if let Some(authz) = &authz {
-        let holder = executor_store::tokens::random_id(8);
-        background.push(tokio::spawn(authz.clone().run_gc(holder, stopped)));
-    }
+    // Sign-in serves the console and the consent page alike: the
+    // authorization server always runs; `--oauth off` leaves its OAuth
+    // endpoints out.
+    let documents = ClientDocuments::fetcher(opts.engine.client_documents())?;
+    let authz =
+        executor_authz::AuthorizationServer::new(store.clone(), opts.authz(local), Some(documents));
+    let holder = executor_store::tokens::random_id(8);
+    background.push(tokio::spawn(authz.clone().run_gc(holder, stopped)));
     let api = executor_api::router(ApiState {
-        ops,
+        ops: ops.clone(),
         tokens: tokens.clone(),
         limits: Arc::new(opts.api_rate_limits()),
         streams: Default::default(),
         draining: sessions.draining(),
         public: opts.public_origin(local),
     });
+    let console = executor_console::router(executor_console::ConsoleState {
+        ops,
+        public: opts.public_origin(local),
+        draining: sessions.draining(),
+        live: Default::default(),
+    });
+    let mut extra = api
+        .merge(executor_authz::sign_in_router(authz.clone()))
+        .merge(console);
+    if opts.oauth_on() {
+        extra = extra.merge(executor_authz::router(authz));
+    }
     let app = App {
         sessions,
         oauth: Some(Arc::new(callbacks)),
         in_flight: executor_wire::InFlight::default(),
         tokens,
         config: Arc::new(opts.wire(local)),
-        extra: Some(match &authz {
-            Some(authz) => api.merge(executor_authz::router(authz.clone())),
-            None => api,
-        }),
+        extra: Some(extra),
     };
     tracing::info!(%local, "executor listening; MCP at http://{local}/mcp");
     // SPEC §11: on SIGTERM, drain: `/healthz` turns 503, new `/mcp`
