@@ -158,6 +158,32 @@ COMMIT;
 const sqlite = (db, sql) => run("sqlite3", ["-batch", "-bail", db], { input: sql });
 const psql = (url, sql) => run("psql", [url, "-v", "ON_ERROR_STOP=1", "-qAt", "-f", "-"], { input: sql });
 
+/** A server on the store `storeArgs` name: { base, stop(), stderr() }. */
+const serve = async (storeArgs, extra) => {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, ...storeArgs,
+    "--api-rate", "1000000", "--api-burst", "1000000", "--execution-retention-days", "365"], {
+    stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "warn", ...extra },
+  });
+  let stderr = "";
+  child.stderr.on("data", (d) => { if (stderr.length < 1e6) stderr += d; });
+  undo.push(() => { if (child.exitCode === null) child.kill("SIGKILL"); });
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`server exited: ${stderr}`);
+    try { if ((await fetch(`${base}/healthz`)).ok) break; } catch {}
+    if (i > 300) throw new Error(`server not healthy: ${stderr}`);
+    await sleep(100);
+  }
+  const stop = async () => {
+    if (child.exitCode !== null) return;
+    child.kill("SIGTERM");
+    await Promise.race([new Promise((r) => child.once("exit", r)), sleep(5000)]);
+    if (child.exitCode === null) child.kill("SIGKILL");
+  };
+  return { base, stop, stderr: () => stderr };
+};
+
 /** A store with its seeded rows and a server on it. */
 const setUp = async (store) => {
   const dataDir = mkdtempSync(join(tmpdir(), `executor-bench-api-${store}-`));
@@ -208,28 +234,8 @@ const setUp = async (store) => {
     : `${(Number(query(`SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size();`)) / 1e6).toFixed(0)} MB`;
   log(`${store}: seeded (executions|tool calls) ${counted} in ${seedSeconds.toFixed(1)} s, ${size}`);
 
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const child = spawn(BIN, ["serve", "--listen", `127.0.0.1:${port}`, ...storeArgs,
-    "--api-rate", "1000000", "--api-burst", "1000000", "--execution-retention-days", "365"], {
-    stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "warn", ...extra },
-  });
-  let stderr = "";
-  child.stderr.on("data", (d) => { if (stderr.length < 1e6) stderr += d; });
-  undo.push(() => { if (child.exitCode === null) child.kill("SIGKILL"); });
-  for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`server exited: ${stderr}`);
-    try { if ((await fetch(`${base}/healthz`)).ok) break; } catch {}
-    if (i > 300) throw new Error(`server not healthy: ${stderr}`);
-    await sleep(100);
-  }
-  const stop = async () => {
-    if (child.exitCode !== null) return;
-    child.kill("SIGTERM");
-    await Promise.race([new Promise((r) => child.once("exit", r)), sleep(5000)]);
-    if (child.exitCode === null) child.kill("SIGKILL");
-  };
-  return { store, base, token, org, account, now, query, seedSeconds, size, stop, stderr: () => stderr };
+  const { base, stop, stderr } = await serve(storeArgs, extra);
+  return { store, base, token, org, account, now, query, seedSeconds, size, stop, stderr, dataDir, dbUrl, extra, storeArgs };
 };
 
 /** GET an API path as JSON; throws on a non-200. */
@@ -262,7 +268,7 @@ const wrk = ({ url, headers, method = "GET", body, seconds, conns = CONNS, threa
     const non2xx = Number(out.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0);
     const sock = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/);
     const errors = non2xx + (sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0);
-    resolve({ p50: at(50), p99: at(99), rps: Number(out.match(/Requests\/sec:\s+([\d.]+)/)?.[1]), errors });
+    resolve({ p50: at(50), p90: at(90), p99: at(99), rps: Number(out.match(/Requests\/sec:\s+([\d.]+)/)?.[1]), errors });
   });
 });
 
@@ -434,15 +440,164 @@ const mcp = async (t) => {
   };
 };
 
+// ---- 4. the console's pages (issue 39)
+
+/** A console session on `t`: a login link redeemed, its cookie. */
+const consoleCookie = async (t) => {
+  const storeArgs = ["--data-dir", t.dataDir, ...(t.dbUrl ? ["--database-url", t.dbUrl] : [])];
+  const link = run(BIN, ["console", "login-link", "--email", "bench@example.com", "--public-url", t.base, ...storeArgs], { env: t.extra }).trim();
+  const page = await (await fetch(link)).text();
+  const fields = Object.fromEntries([...page.matchAll(/<input type=hidden name="([^"]*)" value="([^"]*)">/g)].map((m) => [m[1], m[2].replace(/&amp;/g, "&")]));
+  const res = await fetch(`${t.base}/console/login`, {
+    method: "POST", redirect: "manual", body: new URLSearchParams(fields),
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: t.base },
+  });
+  const cookie = res.headers.getSetCookie().map((c) => c.split(";")[0]).find((c) => c.includes("executor_session"));
+  if (!cookie) throw new Error(`console sign-in: ${res.status}`);
+  return cookie;
+};
+
+const consolePages = async (t) => {
+  const cookie = await consoleCookie(t);
+  const get = async (path) => {
+    const res = await fetch(`${t.base}${path}`, { headers: { cookie } });
+    const body = await res.text();
+    if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${body.slice(0, 300)}`);
+    return body;
+  };
+  const first = await get("/console/executions");
+  const id = first.match(/\/console\/executions\/(exec_[^"]+)"/)?.[1];
+  if (!id) throw new Error("no execution on the console's first page");
+  // The stylesheet and the script every page loads (cached after the first).
+  const assets = [...first.matchAll(/(?:href|src)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1]);
+  let assetBytes = 0;
+  for (const a of assets) assetBytes += Buffer.byteLength(await (await fetch(`${t.base}${a}`)).text());
+  const pages = [
+    ["Integrations", "/console/integrations"],
+    ["Policies", "/console/policies"],
+    ["Approvals", "/console/approvals"],
+    ["Executions, first page", "/console/executions"],
+    ["Executions, status=error", "/console/executions?status=error"],
+    ["Execution detail (10 tool calls)", `/console/executions/${id}`],
+    ["Activity, first page", "/console/activity"],
+    [`Activity, tool=github. (prefix)`, "/console/activity?tool=github."],
+    ["Clients", "/console/clients"],
+    ["Connect a client", "/console/connect"],
+  ];
+  const rows = [];
+  for (const [name, path] of pages) {
+    const html = Buffer.byteLength(await get(path));
+    const load = { url: `${t.base}${path}`, headers: { cookie } };
+    if (WARMUP > 0) await wrk({ ...load, seconds: WARMUP });
+    const r = await wrk({ ...load, seconds: DURATION });
+    if (r.errors) throw new Error(`${path}: ${r.errors} failed requests`);
+    log(`${t.store}: console ${name}: p50 ${f2(r.p50)} ms, p90 ${f2(r.p90)} ms, p99 ${f2(r.p99)} ms, ${html} B of HTML`);
+    rows.push({ store: t.store, name, path, html, weight: html + assetBytes, ...r });
+  }
+  return rows;
+};
+
+// ---- 5. a paused call to the open Approvals page (issue 39)
+
+const LATENCY_TRIALS = Number(env("LATENCY_TRIALS", 10));
+const TARGET_APPEAR_MS = Number(env("TARGET_APPEAR_MS", 1000));
+
+/** The events of a console live stream: waitFor(pred) resolves with the first event's time whose data passes. */
+const liveStream = async (base, cookie) => {
+  const controller = new AbortController();
+  const res = await fetch(`${base}/console/approvals/live`, { headers: { cookie }, signal: controller.signal });
+  if (res.status !== 200) throw new Error(`live stream: ${res.status}`);
+  const waiters = [];
+  let last = null;
+  (async () => {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for await (const chunk of res.body) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let at;
+        while ((at = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, at);
+          buffer = buffer.slice(at + 2);
+          const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+          if (!data) continue;
+          last = { data, at: performance.now() };
+          for (const w of [...waiters]) if (w.pred(data)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(last.at); }
+        }
+      }
+    } catch {}
+  })();
+  return {
+    waitFor: (pred, ms = 10_000) => new Promise((resolve, reject) => {
+      if (last && pred(last.data)) return resolve(last.at);
+      const w = { pred, resolve };
+      waiters.push(w);
+      setTimeout(() => { const i = waiters.indexOf(w); if (i >= 0) { waiters.splice(i, 1); reject(new Error("no such live event in time")); } }, ms);
+    }),
+    close: () => controller.abort(),
+  };
+};
+
+const approvalLatency = async (t) => {
+  const cookie = await consoleCookie(t);
+  const gated = "executor.coreTools.connections.list";
+  const rule = await fetch(`${t.base}/api/v1/policies`, {
+    method: "POST", headers: { authorization: `Bearer ${t.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ pattern: gated, action: "require_approval", position: 0 }),
+  });
+  if (rule.status !== 201) throw new Error(`policy: ${rule.status} ${await rule.text()}`);
+  const peer = await serve(t.storeArgs, t.extra);
+  const init = await fetch(`${t.base}/mcp`, {
+    method: "POST", headers: mcpHeaders(t),
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench-console", version: "1" } } }),
+  });
+  await init.text();
+  const sid = init.headers.get("mcp-session-id");
+  await (await fetch(`${t.base}/mcp`, { method: "POST", headers: mcpHeaders(t, sid), body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) })).text();
+  const rows = [];
+  try {
+    for (const [where, base] of [["the same node", t.base], ["another node", peer.base]]) {
+      const live = await liveStream(base, cookie);
+      await live.waitFor(() => true);
+      const times = [];
+      for (let i = 0; i < LATENCY_TRIALS; i++) {
+        const body = JSON.stringify({ jsonrpc: "2.0", id: 10 + i, method: "tools/call", params: { name: "execute", arguments: { code: `return await tools.${gated}({});` } } });
+        const res = await fetch(`${t.base}/mcp`, { method: "POST", headers: mcpHeaders(t, sid), body });
+        const text = await res.text();
+        const paused = performance.now();
+        const id = text.match(/exec_[0-9a-f-]{36}/)?.[0];
+        if (!id) throw new Error(`execute did not pause: ${text.slice(0, 300)}`);
+        const seen = await live.waitFor((data) => data.includes(id));
+        times.push(Math.max(0, seen - paused));
+        const decided = await fetch(`${t.base}/api/v1/executions/${id}/resume`, {
+          method: "POST", headers: { authorization: `Bearer ${t.token}`, "content-type": "application/json" }, body: JSON.stringify({ action: "decline" }),
+        });
+        await decided.text();
+        await live.waitFor((data) => !data.includes(id));
+        await sleep(137); // trials start at different points of the poll
+      }
+      live.close();
+      const row = { store: t.store, where, p50: pct(times, 0.5), max: Math.max(...times), trials: times.length };
+      log(`${t.store}: paused call to the open Approvals page on ${where}: p50 ${f2(row.p50)} ms, max ${f2(row.max)} ms`);
+      rows.push(row);
+    }
+  } finally {
+    await peer.stop();
+  }
+  return rows;
+};
+
 // ---- the run
 
-if (!PARTS.some((p) => ["lists", "cursors", "mcp"].includes(p))) throw new Error(`BENCH=${PARTS}: lists, cursors, mcp`);
-const listRows = [], walks = [], mcps = [], seeds = [];
+if (!PARTS.some((p) => ["lists", "cursors", "mcp", "console"].includes(p))) throw new Error(`BENCH=${PARTS}: lists, cursors, mcp, console`);
+const listRows = [], walks = [], mcps = [], seeds = [], consoleRows = [], latencyRows = [];
 const loadAtStart = loadavg()[0];
 for (const store of STORES) {
   const t = await setUp(store);
   seeds.push(t);
   if (PARTS.includes("lists")) listRows.push(...(await lists(t)));
+  if (PARTS.includes("console")) consoleRows.push(...(await consolePages(t)));
+  if (PARTS.includes("console")) latencyRows.push(...(await approvalLatency(t)));
   if (PARTS.includes("mcp") && MCP_STORES.includes(store)) mcps.push(await mcp(t));
   // Last: the walk's writers add rows.
   if (PARTS.includes("cursors")) walks.push(...(await cursors(t)));
@@ -462,6 +617,25 @@ if (listRows.length) {
     const ok = r.p99 < TARGET_P99_MS;
     if (!ok) failures.push(`${r.store} ${r.name}: p99 ${f2(r.p99)} ms`);
     console.log(`${r.store.padEnd(9)}${r.name.padEnd(50)}${f2(r.p50).padStart(8)}${f2(r.p99).padStart(9)}${r.rps.toFixed(0).padStart(8)}   ${ok ? "yes" : "NO"}`);
+  }
+}
+const TARGET_PAGE_MS = Number(env("TARGET_PAGE_MS", 50));
+const TARGET_PAGE_BYTES = Number(env("TARGET_PAGE_BYTES", 100_000));
+if (consoleRows.length) {
+  console.log(`\nConsole pages, signed in (cookie), same load as above; weight = the page's HTML + the stylesheet and the script, uncompressed`);
+  console.log(`${"store".padEnd(9)}${"page".padEnd(36)}${"p50 ms".padStart(8)}${"p90 ms".padStart(8)}${"p99 ms".padStart(9)}${"req/s".padStart(8)}${"weight B".padStart(10)}   p99 < ${TARGET_PAGE_MS} ms, < ${TARGET_PAGE_BYTES / 1000} kB`);
+  for (const r of consoleRows) {
+    const ok = r.p99 < TARGET_PAGE_MS && r.weight < TARGET_PAGE_BYTES;
+    if (!ok) failures.push(`${r.store} console ${r.name}: p99 ${f2(r.p99)} ms, ${r.weight} B`);
+    console.log(`${r.store.padEnd(9)}${r.name.padEnd(36)}${f2(r.p50).padStart(8)}${f2(r.p90).padStart(8)}${f2(r.p99).padStart(9)}${r.rps.toFixed(0).padStart(8)}${String(r.weight).padStart(10)}   ${ok ? "yes" : "NO"}`);
+  }
+}
+if (latencyRows.length) {
+  console.log(`\nFrom an agent's paused call to its card in an open Approvals page (the page's live stream), ${LATENCY_TRIALS} trials`);
+  for (const r of latencyRows) {
+    const ok = r.max < TARGET_APPEAR_MS;
+    if (!ok) failures.push(`${r.store} approvals on ${r.where}: max ${f2(r.max)} ms`);
+    console.log(`${r.store.padEnd(9)}${`page served by ${r.where}`.padEnd(36)}p50 ${f2(r.p50).padStart(8)} ms   max ${f2(r.max).padStart(8)} ms   max < ${TARGET_APPEAR_MS} ms: ${ok ? "yes" : "NO"}`);
   }
 }
 if (walks.length) {

@@ -2,8 +2,8 @@
 //! its tool, a bounded preview of its arguments, its session and its
 //! deadline, and Approve / Decline. The inbox follows a server-sent event
 //! stream (`/console/approvals/live`) that sends the list again whenever
-//! it changes — read from the store each second, so a call paused on any
-//! node appears; without JavaScript the page is read and reloaded by hand.
+//! it changes — read from the store every half second, so a call paused on
+//! any node appears; without JavaScript the page is read and reloaded by hand.
 //! Each call has a stable URL, `/console/approvals/<executionId>`.
 
 use std::collections::HashMap;
@@ -25,8 +25,9 @@ use crate::format;
 use crate::layout::{self, Section};
 use crate::viewer::{Posted, Viewer};
 
-/// How often a live inbox reads the waiting list.
-const LIVE_POLL: Duration = Duration::from_secs(1);
+/// How often a live inbox reads the waiting list: a call paused on any
+/// node shows within this (SPEC §14's target: under a second).
+const LIVE_POLL: Duration = Duration::from_millis(500);
 /// How long one live stream lasts; the browser's `EventSource` reconnects.
 const LIVE_LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// Live streams one console session may hold (a few tabs), and all
