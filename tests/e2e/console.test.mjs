@@ -224,7 +224,7 @@ test("console: an agent's paused call appears in Approvals without a reload and 
     const detail = await page.locator("main").innerText();
     assert.match(detail, /completed/);
     assert.match(detail, /shop\.items\.createItem/);
-    assert.match(detail, /approved after/);
+    assert.match(detail, /approved by acc_\w+ in the console after/);
     assert.ok(detail.includes("<script>alert(1)</script>"), "the result shows the upstream's text as text");
     await inspect("execution-detail");
     await page.goto(url("/console/activity?tool=shop."));

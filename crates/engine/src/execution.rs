@@ -15,7 +15,7 @@ use executor_sandbox::{AgentError, RunOutcome};
 use executor_call::{Action, ApprovalRequest, args_preview};
 
 use crate::admission::Slot;
-use executor_store::{Fence, Principal, Store, now_ms};
+use executor_store::{ApprovalChannel, Fence, Principal, Store, now_ms};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -129,11 +129,51 @@ pub(crate) struct ApprovalGate {
     /// Set once a call has waited for a human: from then on the run's
     /// answer may go to another caller than the one that started it.
     has_paused: AtomicBool,
-    /// Who decided each decided call (an account id), for the audit trail:
-    /// set before the decision is handed over, read by the call once it
-    /// has it. A call decided where nobody is known (a posted decision, a
-    /// window that closed) has no entry.
-    deciders: Mutex<HashMap<usize, String>>,
+    /// Who decided each decided call, and through what, for the audit
+    /// trail: set before the decision is handed over, read by the call
+    /// once it has it. A call whose window closed has no entry.
+    deciders: Mutex<HashMap<usize, Decider>>,
+}
+
+/// Who decided a call that waited for approval (an account, when known)
+/// and through what (SPEC §14: the console, `resume`, the client, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decider {
+    pub by: Option<String>,
+    pub via: ApprovalChannel,
+}
+
+impl Decider {
+    pub fn new(by: Option<String>, via: ApprovalChannel) -> Self {
+        Decider { by, via }
+    }
+
+    /// A decision posted for another process, as the store keeps it: the
+    /// action, then the channel and the account (`accept console acc_1`).
+    pub(crate) fn posted_text(action: Action, decider: &Decider) -> String {
+        let text = format!(
+            "{} {} {}",
+            action.as_str(),
+            decider.via.as_str(),
+            decider.by.as_deref().unwrap_or("")
+        );
+        text.trim_end().to_string()
+    }
+
+    /// A posted decision read back: its action, and who posted it when the
+    /// text says (a bare action, as older processes post it, says nobody).
+    pub(crate) fn parse_posted(text: &str) -> Option<(Action, Option<Decider>)> {
+        let mut words = text.split_whitespace();
+        let action = words.next()?.parse::<Action>().ok()?;
+        let decider = words
+            .next()
+            .and_then(|via| via.parse::<ApprovalChannel>().ok())
+            .map(|via| Decider {
+                by: words.next().map(str::to_string),
+                via,
+            });
+        Some((action, decider))
+    }
 }
 
 /// Call `index` waiting for a human in [`ApprovalGate::decide`]; dropping
@@ -195,14 +235,14 @@ impl ApprovalGate {
     }
 
     /// Notes who decides call `index` (before the decision is handed over).
-    pub(crate) fn set_decider(&self, index: usize, decided_by: Option<String>) {
-        if let (Some(who), Ok(mut deciders)) = (decided_by, self.deciders.lock()) {
-            deciders.insert(index, who);
+    pub(crate) fn set_decider(&self, index: usize, decider: Option<Decider>) {
+        if let (Some(decider), Ok(mut deciders)) = (decider, self.deciders.lock()) {
+            deciders.insert(index, decider);
         }
     }
 
     /// Who decided call `index`, when known.
-    pub(crate) fn decider(&self, index: usize) -> Option<String> {
+    pub(crate) fn decider(&self, index: usize) -> Option<Decider> {
         self.deciders.lock().ok()?.get(&index).cloned()
     }
 
@@ -678,7 +718,7 @@ pub(crate) struct LiveExecution {
     /// posted from outside (`executor resume`) then answers through
     /// `posted` instead of a `resume`.
     pub(crate) asked_inline: AtomicBool,
-    pub(crate) posted: watch::Sender<Option<Action>>,
+    pub(crate) posted: watch::Sender<Option<(Action, Option<Decider>)>>,
     /// A task keeps the saved state's journal current while paused.
     pub(crate) persisting: AtomicBool,
 }

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use executor_sandbox::{AgentError, HeldAnswer, HostBridge};
-use executor_store::{ApprovalDecision, PolicyRecord, StoreError, ToolCallOutcome, now_ms};
+use executor_store::{
+    ApprovalChannel, ApprovalDecision, PolicyRecord, StoreError, ToolCallOutcome, now_ms,
+};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use serde_json::{Value, json};
@@ -66,6 +68,8 @@ pub struct CallAudit {
     pub approval: Option<ApprovalDecision>,
     /// The account that decided, when known.
     pub decided_by: Option<String>,
+    /// How it was decided, when an approval was asked.
+    pub decided_via: Option<ApprovalChannel>,
     pub approval_wait: Duration,
     /// A decline's reason (`declined`, `cancelled`, `approval_timeout`)
     /// when a decline made the call throw.
@@ -334,12 +338,21 @@ impl BridgeInner {
             // The operator calling one tool by name approves it by calling.
             audit.approval = Some(ApprovalDecision::Approved);
             audit.decided_by = Some(self.ctx.principal.account_id.clone());
+            audit.decided_via = Some(ApprovalChannel::Caller);
         } else if action == PolicyAction::RequireApproval {
             // Measured apart: the wait is not the call's duration.
             let waiting = Instant::now();
             let decision = self.gate.decide(index, path, &args).await;
             audit.approval_wait = waiting.elapsed();
-            audit.decided_by = self.gate.decider(index);
+            let decider = self.gate.decider(index);
+            audit.decided_by = decider.as_ref().and_then(|d| d.by.clone());
+            // Nobody decided a call whose window closed: it timed out.
+            audit.decided_via = decider.map(|d| d.via).or(match &decision {
+                Decision::Decline {
+                    reason: "approval_timeout",
+                } => Some(ApprovalChannel::Timeout),
+                _ => None,
+            });
             match decision {
                 Decision::Accept => audit.approval = Some(ApprovalDecision::Approved),
                 Decision::Decline { reason } => {

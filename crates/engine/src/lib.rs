@@ -29,7 +29,7 @@ pub use core_tools::entries as core_tool_entries;
 pub use describe::ToolDescription;
 pub use engine::{CoreTool, Engine, EngineConfig, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
-pub use execution::{ExecutionState, PendingApproval};
+pub use execution::{Decider, ExecutionState, PendingApproval};
 pub use invoke::{MAX_ARG_NAME_BYTES, MAX_ARG_NAMES, arg_names, outcome_of_code};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;

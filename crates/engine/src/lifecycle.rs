@@ -38,8 +38,8 @@ use std::time::{Duration, Instant};
 use executor_call::{Action, ApprovalMode, ApprovalPrompt, CallContext, Reply, args_preview};
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
-    ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice, StoreError,
-    next_notice, now_ms,
+    ApprovalChannel, ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice,
+    StoreError, next_notice, now_ms,
 };
 use futures::FutureExt;
 use serde_json::Value;
@@ -49,8 +49,8 @@ use crate::admission::Slot;
 use crate::engine::Engine;
 use crate::envelope::{self, internal_error_id};
 use crate::execution::{
-    ApprovalGate, Decision, ExecutionState, LiveExecution, PendingApproval, PendingCall, Reader,
-    ResumeRefusal, RunEvent, RunLease, SavedExecution, approval_request, paused_envelope,
+    ApprovalGate, Decider, Decision, ExecutionState, LiveExecution, PendingApproval, PendingCall,
+    Reader, ResumeRefusal, RunEvent, RunLease, SavedExecution, approval_request, paused_envelope,
 };
 use crate::invoke::policy_set;
 use crate::invoke::{CatalogAtStart, ExecutionBridge};
@@ -190,19 +190,29 @@ impl Engine {
             live.asked_inline.store(true, Ordering::Release);
             let mut posted = live.posted.subscribe();
             // Who decided: the caller's human when the client answered;
-            // unknown for a decision posted from outside.
+            // for a decision posted from outside, whoever posted it.
             let asked = async {
-                let posted = async { posted.wait_for(Option::is_some).await.ok().and_then(|a| *a) };
+                let posted = async {
+                    posted
+                        .wait_for(Option::is_some)
+                        .await
+                        .ok()
+                        .and_then(|a| a.clone())
+                };
+                let native = Decider::new(
+                    Some(ctx.principal.account_id.clone()),
+                    ApprovalChannel::Native,
+                );
                 tokio::select! {
-                    action = prompt.ask(request) => action.map(|a| (a, Some(ctx.principal.account_id.clone()))),
-                    Some(action) = posted => Some((action, None)),
+                    action = prompt.ask(request) => action.map(|a| (a, Some(native))),
+                    Some((action, decider)) = posted => Some((action, decider)),
                 }
             };
             let asked = tokio::time::timeout(window, asked).await;
             live.posted.send_replace(None);
             let action = match asked {
-                Ok(Some((action, decided_by))) => {
-                    live.gate.set_decider(pending.index, decided_by);
+                Ok(Some((action, decider))) => {
+                    live.gate.set_decider(pending.index, decider);
                     action
                 }
                 // The client could not ask: nobody approved, so it is cancelled.
@@ -247,7 +257,7 @@ impl Engine {
     async fn start(
         &self,
         saved: SavedExecution,
-        decision: Option<(Decision, Option<String>)>,
+        decision: Option<(Decision, Option<Decider>)>,
         slot: Slot,
         claimed: Option<(Fence, i64)>,
         reply: Reply,
@@ -260,7 +270,7 @@ impl Engine {
             .await
             .map_err(|e| failed_internally("could not read policies", &e))?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let (decision, decided_by) = decision.unzip();
+        let (decision, decider) = decision.unzip();
         // Decisions already given (their calls may not have answered before
         // the restart), then the one for the pending call.
         let preset: Vec<(usize, Decision)> = saved
@@ -291,7 +301,7 @@ impl Engine {
         }
         let gate = Arc::new(gate);
         if let Some(pending) = saved.state.pending() {
-            gate.set_decider(pending.index, decided_by.flatten());
+            gate.set_decider(pending.index, decider.flatten());
         }
         let ctx = saved.owner_context();
         // The sandbox's memory cap bounds what its answers may hold on the host.
@@ -446,8 +456,11 @@ impl Engine {
     /// again: `resume`, a retried `input_required`. The audit trail records
     /// `ctx`'s account as who decided.
     pub async fn decide(&self, ctx: &CallContext, id: &str, action: Action) -> ToolOutcome {
-        let decided_by = Some(ctx.principal.account_id.clone());
-        self.decide_as(ctx, id, action, decided_by, self.reader(ctx))
+        let decider = Decider::new(
+            Some(ctx.principal.account_id.clone()),
+            ApprovalChannel::Resume,
+        );
+        self.decide_as(ctx, id, action, Some(decider), self.reader(ctx))
             .await
     }
 
@@ -459,17 +472,14 @@ impl Engine {
         ctx: &CallContext,
         id: &str,
         action: Action,
-        decided_by: Option<String>,
+        decider: Option<Decider>,
         reader: Reader,
     ) -> ToolOutcome {
         // A paused run still in memory waits inside its tool call; after a
         // restart the run is replayed with the decision preset instead.
         let (live, replayed) = match self.executions.get(id) {
             Some(live) => (live, false),
-            None => match self
-                .restore(ctx, id, action, decided_by.clone(), reader)
-                .await
-            {
+            None => match self.restore(ctx, id, action, decider.clone(), reader).await {
                 Ok(live) => (live, true),
                 Err(answer) => return answer,
             },
@@ -490,7 +500,7 @@ impl Engine {
         }
         let index = saved.state.pending().map_or(0, |p| p.index);
         if !replayed {
-            live.gate.set_decider(index, decided_by);
+            live.gate.set_decider(index, decider);
             if !live.gate.answer(index, decision_of(action)) {
                 return ResumeRefusal::Expired.outcome(id);
             }
@@ -585,29 +595,27 @@ impl Engine {
                 if only.as_ref().is_some_and(|id| *id != saved.id) {
                     continue;
                 }
-                let action = match self.store.take_execution_decision(&saved.id).await {
-                    Ok(Some(action)) => action.parse::<Action>(),
+                let posted = match self.store.take_execution_decision(&saved.id).await {
+                    Ok(Some(text)) => Decider::parse_posted(&text),
                     Ok(None) => continue,
                     Err(e) => {
                         tracing::warn!(error = %e, "could not read posted decisions");
                         continue;
                     }
                 };
-                let Ok(action) = action else {
+                let Some((action, decider)) = posted else {
                     tracing::warn!(execution = %saved.id, "ignoring a malformed posted decision");
                     continue;
                 };
                 if live.asked_inline.load(Ordering::Acquire) {
-                    live.posted.send_replace(Some(action));
+                    live.posted.send_replace(Some((action, decider)));
                     continue;
                 }
                 let engine = self.clone();
-                // Who posted it is not known here: the store keeps the
-                // action alone.
                 tokio::spawn(async move {
                     let ctx = saved.owner_context();
                     engine
-                        .decide_as(&ctx, &saved.id, action, None, Reader::Shell)
+                        .decide_as(&ctx, &saved.id, action, decider, Reader::Shell)
                         .await;
                 });
             }
@@ -620,13 +628,14 @@ impl Engine {
     /// or pauses again; when no server takes it within `wait` (none is
     /// running, or none holds the run since a restart), it is taken back
     /// and applied here by replay. With no `wait`, it is applied at once:
-    /// here when no live node holds the run, else handed to its holder. Who
-    /// decided is not known here (None in the audit trail).
+    /// here when no live node holds the run, else handed to its holder.
+    /// `decider` is who decided and through what, for the audit trail.
     pub async fn resume_from_outside(
         &self,
         id: &str,
         action: Action,
         wait: Duration,
+        decider: Decider,
     ) -> ToolOutcome {
         let saved = match self.load_saved(id, None).await {
             Ok(saved) => saved,
@@ -639,10 +648,10 @@ impl Engine {
         let owner = saved.owner_context();
         if wait.is_zero() {
             return self
-                .decide_as(&owner, id, action, None, Reader::Shell)
+                .decide_as(&owner, id, action, Some(decider), Reader::Shell)
                 .await;
         }
-        if let Err(answer) = self.post_decision(id, action).await {
+        if let Err(answer) = self.post_decision(id, action, &decider).await {
             return answer;
         }
         // Taken by a server within `wait`: follow the run until it settles
@@ -677,7 +686,7 @@ impl Engine {
                 // Nobody took it: apply it in this process.
                 Ok(Some(_)) => {
                     return self
-                        .decide_as(&owner, id, action, None, Reader::Shell)
+                        .decide_as(&owner, id, action, Some(decider.clone()), Reader::Shell)
                         .await;
                 }
                 Ok(None) => {
@@ -741,7 +750,7 @@ impl Engine {
         ctx: &CallContext,
         id: &str,
         action: Action,
-        decided_by: Option<String>,
+        decider: Option<Decider>,
         reader: Reader,
     ) -> Result<Arc<LiveExecution>, ToolOutcome> {
         let saved = self.load_saved(id, Some(&ctx.principal.org_id)).await?;
@@ -774,7 +783,10 @@ impl Engine {
                         self.evict(&holder.id).await;
                         continue;
                     }
-                    match self.hand_to_holder(id, action, &holder.id, reader).await {
+                    match self
+                        .hand_to_holder(id, action, decider.as_ref(), &holder.id, reader)
+                        .await
+                    {
                         Handed::Answered(answer) => return Err(answer),
                         Handed::HolderGone => self.evict(&holder.id).await,
                     }
@@ -806,7 +818,7 @@ impl Engine {
         let live = self
             .start(
                 saved,
-                Some((decision_of(action), decided_by)),
+                Some((decision_of(action), decider)),
                 slot,
                 Some(claimed),
                 Reply::Direct,
@@ -840,6 +852,7 @@ impl Engine {
         &self,
         id: &str,
         action: Action,
+        decider: Option<&Decider>,
         holder: &str,
         reader: Reader,
     ) -> Handed {
@@ -851,7 +864,11 @@ impl Engine {
             },
             Err(answer) => return answered(answer),
         };
-        if let Err(answer) = self.post_decision(id, action).await {
+        let unknown = Decider::new(None, ApprovalChannel::Resume);
+        if let Err(answer) = self
+            .post_decision(id, action, decider.unwrap_or(&unknown))
+            .await
+        {
             return answered(answer);
         }
         let give_up = Instant::now() + HOLDER_TAKES_DECISION + 2 * self.node().ttl();
@@ -914,10 +931,15 @@ impl Engine {
     }
 
     /// Posts a decision for the process holding the run to apply.
-    async fn post_decision(&self, id: &str, action: Action) -> Result<(), ToolOutcome> {
+    async fn post_decision(
+        &self,
+        id: &str,
+        action: Action,
+        decider: &Decider,
+    ) -> Result<(), ToolOutcome> {
         match self
             .store
-            .post_execution_decision(id, action.as_str())
+            .post_execution_decision(id, &Decider::posted_text(action, decider))
             .await
         {
             Ok(true) => Ok(()),

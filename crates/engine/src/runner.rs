@@ -255,6 +255,7 @@ fn tool_call_record(ctx: &CallContext, id: &str, call: ToolCallTrace) -> ToolCal
         policy_rule: call.audit.policy_rule,
         approval: call.audit.approval,
         decided_by: call.audit.decided_by,
+        decided_via: call.audit.decided_via,
         approval_wait_ms: millis(call.audit.approval_wait),
         arg_names: call.arg_names,
         started_at_ms: call.started_at_ms,

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use executor_call::{Action, CallContext};
 use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_engine::{CoreTool, Engine, EngineConfig};
+use executor_engine::{CoreTool, Decider, Engine, EngineConfig};
 use executor_store::{
-    ApprovalDecision, PageRequest, PolicyAction, PolicyRecord, SqliteStore, Store, ToolCallFilter,
-    ToolCallOutcome, ToolCallRecord,
+    ApprovalChannel, ApprovalDecision, PageRequest, PolicyAction, PolicyRecord, SqliteStore, Store,
+    ToolCallFilter, ToolCallOutcome, ToolCallRecord,
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -260,6 +260,7 @@ async fn an_approved_call_records_who_decided_and_its_wait_apart() {
         approved.decided_by.as_deref(),
         Some(a.principal.account_id.as_str())
     );
+    assert_eq!(approved.decided_via, Some(ApprovalChannel::Resume));
     assert_eq!(approved.policy_action, Some(PolicyAction::RequireApproval));
     assert_eq!(approved.policy_rule.as_deref(), Some("pol_ask"));
     assert!(approved.approval_wait_ms >= 400, "{approved:?}");
@@ -304,7 +305,7 @@ async fn a_decision_on_an_execution_that_no_longer_waits_says_why() {
         );
     }
     let outside = engine_on(w.store.clone())
-        .resume_from_outside(&id, Action::Decline, Duration::ZERO)
+        .resume_from_outside(&id, Action::Decline, Duration::ZERO, shell())
         .await
         .into_result();
     assert!(
@@ -331,7 +332,7 @@ async fn a_decision_on_an_execution_that_no_longer_waits_says_why() {
     );
     let outside = w
         .engine
-        .resume_from_outside(finished, Action::Accept, Duration::ZERO)
+        .resume_from_outside(finished, Action::Accept, Duration::ZERO, shell())
         .await
         .into_result();
     assert!(text(&outside).contains("has finished"), "{outside}");
@@ -365,7 +366,7 @@ async fn issue_37_a_run_paused_by_one_command_is_resumed_by_the_next_at_once() {
     // `executor resume`: another process (an engine of its own).
     let started = Instant::now();
     let done = engine_on(w.store.clone())
-        .resume_from_outside(&id, Action::Accept, Duration::ZERO)
+        .resume_from_outside(&id, Action::Accept, Duration::ZERO, shell())
         .await
         .into_result();
     assert_eq!(
@@ -378,10 +379,11 @@ async fn issue_37_a_run_paused_by_one_command_is_resumed_by_the_next_at_once() {
         "applied at once, not after the pausing node's lease: {:?}",
         started.elapsed()
     );
-    // Decided from outside: who decided is not known.
+    // Decided from a shell that named nobody: how, not who.
     let listed = calls(&w.store, &a.principal.org_id).await;
     assert_eq!(listed[0].approval, Some(ApprovalDecision::Approved));
     assert_eq!(listed[0].decided_by, None);
+    assert_eq!(listed[0].decided_via, Some(ApprovalChannel::Cli));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -411,7 +413,12 @@ async fn a_server_applies_a_decision_from_a_shell_as_soon_as_it_is_posted() {
     assert!(text(&out).contains("`resume` tool"), "{out}");
     let started = Instant::now();
     let done = engine_on(w.store.clone())
-        .resume_from_outside(&id, Action::Accept, Duration::from_secs(5))
+        .resume_from_outside(
+            &id,
+            Action::Accept,
+            Duration::from_secs(5),
+            Decider::new(Some("acc_console".into()), ApprovalChannel::Console),
+        )
         .await
         .into_result();
     assert_eq!(
@@ -419,6 +426,14 @@ async fn a_server_applies_a_decision_from_a_shell_as_soon_as_it_is_posted() {
         json!({"n": 8}),
         "{done}"
     );
+    // Posted through the store, the decision kept who and how.
+    let listed = calls(&w.store, &a.principal.org_id).await;
+    let call = listed
+        .iter()
+        .find(|c| c.execution_id == id)
+        .expect("the call");
+    assert_eq!(call.decided_by.as_deref(), Some("acc_console"));
+    assert_eq!(call.decided_via, Some(ApprovalChannel::Console));
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "returned once the run settled: {:?}",
@@ -426,4 +441,9 @@ async fn a_server_applies_a_decision_from_a_shell_as_soon_as_it_is_posted() {
     );
     let _ = stop.send(true);
     server.await.unwrap();
+}
+
+/// A decision from a shell that names nobody (`executor resume`).
+fn shell() -> Decider {
+    Decider::new(None, ApprovalChannel::Cli)
 }

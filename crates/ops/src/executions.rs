@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use executor_call::{Action, ApprovalMode, CallContext};
-use executor_engine::{CoreTool, ToolOutcome};
-use executor_store::{ExecutionFilter, ExecutionRecord, ExecutionStatus, PageKey};
+use executor_engine::{CoreTool, Decider, ToolOutcome};
+use executor_store::{ApprovalChannel, ExecutionFilter, ExecutionRecord, ExecutionStatus, PageKey};
 
 use crate::paging::{Listed, PageAsk};
 use crate::tool_calls::ToolCall;
@@ -165,6 +165,7 @@ impl Operations {
         id: &str,
         action: &str,
         wait: Duration,
+        via: ApprovalChannel,
     ) -> OpResult<CallResult> {
         let action: Action = action
             .parse()
@@ -172,7 +173,9 @@ impl Operations {
         self.paused_execution_of(actor.map(|a| a.org_id.as_str()), id)
             .await?;
         let engine = self.engine()?;
-        let outcome = engine.resume_from_outside(id, action, wait).await;
+        // The audit trail says who decided, and through which surface.
+        let decider = Decider::new(actor.map(|a| a.account_id.clone()), via);
+        let outcome = engine.resume_from_outside(id, action, wait, decider).await;
         Ok(CallResult::of(outcome))
     }
 

@@ -3,7 +3,8 @@
 //! who gave it, its duration and its argument names (never their values).
 
 use executor_store::{
-    ApprovalDecision, PageKey, PolicyAction, ToolCallFilter, ToolCallOutcome, ToolCallRecord,
+    ApprovalChannel, ApprovalDecision, PageKey, PolicyAction, ToolCallFilter, ToolCallOutcome,
+    ToolCallRecord,
 };
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -53,6 +54,10 @@ pub struct ToolCall {
     pub approval: Option<ApprovalDecision>,
     /// The account that decided, when known.
     pub decided_by: Option<String>,
+    /// How it was decided: resume, native, console, api, cli, caller (the
+    /// operator's own call) or timeout; none when no approval was asked.
+    #[schema(value_type = Option<String>, example = "console")]
+    pub decided_via: Option<ApprovalChannel>,
     /// How long the call waited for a human.
     pub approval_wait_ms: i64,
     /// The top-level argument names; never their values.
@@ -76,6 +81,7 @@ impl From<ToolCallRecord> for ToolCall {
             policy_rule: r.policy_rule,
             approval: r.approval,
             decided_by: r.decided_by,
+            decided_via: r.decided_via,
             approval_wait_ms: r.approval_wait_ms,
             arg_names: r.arg_names,
             started_at_ms: r.started_at_ms,

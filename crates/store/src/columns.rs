@@ -10,7 +10,7 @@ pub(crate) const EXECUTION_COLUMNS: &str = "id, session_id, account_id, org_id, 
 /// result, logs and tool calls left out (a listing shows summaries; a
 /// record's tool calls alone are kilobytes).
 pub(crate) const EXECUTION_LIST_COLUMNS: &str = "id, session_id, account_id, org_id, code, status, CAST(NULL AS TEXT), error, '[]', '[]', started_at, duration_ms";
-pub(crate) const TOOL_CALL_COLUMNS: &str = "id, org_id, execution_id, session_id, account_id, tool_path, outcome, error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms";
+pub(crate) const TOOL_CALL_COLUMNS: &str = "id, org_id, execution_id, session_id, account_id, tool_path, outcome, error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms, decided_via";
 pub(crate) const TOKEN_COLUMNS: &str =
     "id, secret_hash, account_id, org_id, created_at, expires_at, revoked_at, grant_id";
 pub(crate) const CONNECTION_COLUMNS: &str =

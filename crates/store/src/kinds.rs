@@ -165,6 +165,27 @@ stored_words! {
 }
 
 stored_words! {
+    /// How a call's approval was decided (SPEC §14: who decided and how).
+    ApprovalChannel ("approval channel") {
+        /// The agent's `resume` tool.
+        Resume = "resume",
+        /// The client asked the person (native elicitation).
+        Native = "native",
+        /// The web console.
+        Console = "console",
+        /// The management API.
+        Api = "api",
+        /// `executor resume` at a shell.
+        Cli = "cli",
+        /// The operator's own call of one tool (`tools/call` over the API,
+        /// a tool run from the console): calling it approves it.
+        Caller = "caller",
+        /// Nobody decided within the approval window.
+        Timeout = "timeout",
+    }
+}
+
+stored_words! {
     /// How a connection's secret is presented to its API.
     CredentialKind ("credential kind") {
         /// Where the integration's security scheme says (header, query or
@@ -214,6 +235,7 @@ mod tests {
         round_trips(ExecutionStatus::ALL);
         round_trips(PolicyAction::ALL);
         round_trips(CredentialKind::ALL);
+        round_trips(ApprovalChannel::ALL);
         round_trips(IntegrationKind::ALL);
         round_trips(ToolCallOutcome::ALL);
         round_trips(ApprovalDecision::ALL);

@@ -39,8 +39,8 @@ mod writer;
 
 pub use error::{DatabaseError, StoreError, StoreResult};
 pub use kinds::{
-    ApprovalDecision, CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind,
-    PolicyAction, ToolCallOutcome, UnknownValue,
+    ApprovalChannel, ApprovalDecision, CredentialKind, ElicitationMode, ExecutionStatus,
+    IntegrationKind, PolicyAction, ToolCallOutcome, UnknownValue,
 };
 pub use node::{NODE_LEASE, NodeLease, Renewal};
 pub use paging::{BadCursor, MAX_PAGE_LIMIT, PageKey, PageRequest};

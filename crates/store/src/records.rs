@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::kinds::{
-    ApprovalDecision, CredentialKind, ElicitationMode, ExecutionStatus, IntegrationKind,
-    PolicyAction, ToolCallOutcome, UnknownValue,
+    ApprovalChannel, ApprovalDecision, CredentialKind, ElicitationMode, ExecutionStatus,
+    IntegrationKind, PolicyAction, ToolCallOutcome, UnknownValue,
 };
 
 /// Who a request acts for: an account inside an org.
@@ -198,6 +198,10 @@ pub struct ToolCallRecord {
     pub approval: Option<ApprovalDecision>,
     /// The account that decided, when known.
     pub decided_by: Option<String>,
+    /// How it was decided; None when no approval was asked, or in a record
+    /// written before this was kept.
+    #[serde(default)]
+    pub decided_via: Option<ApprovalChannel>,
     /// How long the call waited for a human (0 when it did not).
     pub approval_wait_ms: i64,
     /// The top-level argument names, sorted and bounded; never values.

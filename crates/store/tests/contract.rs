@@ -178,6 +178,7 @@ fn tool_call(execution: &str, org: &str, index: usize, path: &str, started: i64)
         policy_rule: Some("pol_1".into()),
         approval: Some(ApprovalDecision::Approved),
         decided_by: Some("acc_2".into()),
+        decided_via: Some(ApprovalChannel::Console),
         approval_wait_ms: 40,
         arg_names: vec!["a".into(), "b".into()],
         started_at_ms: started,

@@ -206,6 +206,12 @@ pub(crate) async fn decide(
 ) -> ApiResult<CallResult> {
     Ok(state
         .ops
-        .resume_execution(Some(&caller.actor), id, action.word(), DECISION_WAIT)
+        .resume_execution(
+            Some(&caller.actor),
+            id,
+            action.word(),
+            DECISION_WAIT,
+            executor_store::ApprovalChannel::Api,
+        )
         .await?)
 }

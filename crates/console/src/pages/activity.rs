@@ -6,7 +6,7 @@
 use axum::extract::{Query, State};
 use axum::response::Response;
 use executor_ops::{PageAsk, ToolCall, ToolCallQuery};
-use executor_store::ToolCallOutcome;
+use executor_store::{ApprovalChannel, ToolCallOutcome};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -119,6 +119,7 @@ pub(crate) fn table(viewer: &Viewer, calls: &[ToolCall], with_execution: bool) -
                                 @if let Some(decision) = c.approval {
                                     (decision.as_str())
                                     @if let Some(by) = &c.decided_by { " by " (by) }
+                                    @if let Some(via) = c.decided_via { " " (channel(via)) }
                                     " after " (format::duration(c.approval_wait_ms))
                                 } @else {
                                     "—"
@@ -134,5 +135,18 @@ pub(crate) fn table(viewer: &Viewer, calls: &[ToolCall], with_execution: bool) -
                 }
             }
         }
+    }
+}
+
+/// How a decision was made, as a phrase ("in the console").
+fn channel(via: ApprovalChannel) -> &'static str {
+    match via {
+        ApprovalChannel::Resume => "with resume",
+        ApprovalChannel::Native => "in the client",
+        ApprovalChannel::Console => "in the console",
+        ApprovalChannel::Api => "over the API",
+        ApprovalChannel::Cli => "at the shell",
+        ApprovalChannel::Caller => "by calling it",
+        ApprovalChannel::Timeout => "(nobody decided in time)",
     }
 }

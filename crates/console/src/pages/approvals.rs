@@ -136,7 +136,13 @@ pub(crate) async fn decide(
     };
     state
         .ops
-        .resume_execution(Some(&viewer.actor), &id, action, DECISION_WAIT)
+        .resume_execution(
+            Some(&viewer.actor),
+            &id,
+            action,
+            DECISION_WAIT,
+            executor_store::ApprovalChannel::Console,
+        )
         .await?;
     tracing::info!(execution_id = %id, decision = action, "decided in the console");
     Ok(Redirect::to(

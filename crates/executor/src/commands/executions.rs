@@ -114,7 +114,13 @@ pub(crate) async fn resume(
     wait: u64,
 ) -> AnyResult<()> {
     let result: CallResult = ops
-        .resume_execution(None, execution_id, action, Duration::from_secs(wait))
+        .resume_execution(
+            None,
+            execution_id,
+            action,
+            Duration::from_secs(wait),
+            executor_store::ApprovalChannel::Cli,
+        )
         .await?;
     print_result(result)
 }

@@ -275,7 +275,7 @@ impl GroupWrite for ExecutionRecords {
         let durations: Vec<i64> = rows.iter().map(|x| x.duration_ms).collect();
         let each = rows.iter().flat_map(|x| x.tool_calls.iter());
         let call = ToolCallColumns::of(each);
-        let params: [&(dyn ToSql + Sync); 28] = [
+        let params: [&(dyn ToSql + Sync); 29] = [
             &ids,
             &sessions,
             &accounts,
@@ -304,6 +304,7 @@ impl GroupWrite for ExecutionRecords {
             &call.arg_names,
             &call.started,
             &call.durations,
+            &call.decided_via,
         ];
         let client = checkout(&self.pool).await?;
         let statement = client
@@ -333,6 +334,7 @@ struct ToolCallColumns {
     arg_names: Vec<String>,
     started: Vec<i64>,
     durations: Vec<i64>,
+    decided_via: Vec<Option<String>>,
 }
 
 impl ToolCallColumns {
@@ -354,6 +356,7 @@ impl ToolCallColumns {
             arg_names: Vec::new(),
             started: Vec::new(),
             durations: Vec::new(),
+            decided_via: Vec::new(),
         };
         let text = |t: &str| pg_text(t).into_owned();
         for call in calls {
@@ -377,6 +380,8 @@ impl ToolCallColumns {
             ));
             c.started.push(call.started_at_ms);
             c.durations.push(call.duration_ms);
+            c.decided_via
+                .push(call.decided_via.map(|v| v.as_str().to_string()));
         }
         c
     }
@@ -492,16 +497,18 @@ pub(super) const INSERT_EXECUTIONS: &str = "WITH records AS (INSERT INTO executi
                  started_at = excluded.started_at, duration_ms = excluded.duration_ms), \
              stale AS (DELETE FROM tool_calls WHERE execution_id = ANY($1::text[]) AND NOT (id = ANY($13::text[]))), \
              calls AS (INSERT INTO tool_calls (id, org_id, execution_id, session_id, account_id, tool_path, outcome, \
-                 error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms) \
+                 error_code, policy_action, policy_rule, approval, decided_by, approval_wait_ms, arg_names, started_at, duration_ms, \
+                 decided_via) \
                  SELECT * FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], \
                                       $19::text[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], \
-                                      $25::int8[], $26::text[], $27::int8[], $28::int8[]) \
+                                      $25::int8[], $26::text[], $27::int8[], $28::int8[], $29::text[]) \
                  ON CONFLICT (id) DO UPDATE SET org_id = excluded.org_id, execution_id = excluded.execution_id, \
                  session_id = excluded.session_id, account_id = excluded.account_id, tool_path = excluded.tool_path, \
                  outcome = excluded.outcome, error_code = excluded.error_code, policy_action = excluded.policy_action, \
                  policy_rule = excluded.policy_rule, approval = excluded.approval, decided_by = excluded.decided_by, \
                  approval_wait_ms = excluded.approval_wait_ms, arg_names = excluded.arg_names, \
-                 started_at = excluded.started_at, duration_ms = excluded.duration_ms) \
+                 started_at = excluded.started_at, duration_ms = excluded.duration_ms, \
+                 decided_via = excluded.decided_via) \
              SELECT 1";
 
 /// A group of events, each written only while its node still holds its

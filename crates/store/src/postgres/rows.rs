@@ -211,6 +211,7 @@ pub(super) fn tool_call_from_row(r: &Row) -> StoreResult<ToolCallRecord> {
         arg_names: serde_json::from_str(names).unwrap_or_default(),
         started_at_ms: col(r, 14)?,
         duration_ms: col(r, 15)?,
+        decided_via: opt_word(r, 16)?,
     })
 }
 

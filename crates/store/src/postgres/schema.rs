@@ -313,6 +313,10 @@ CREATE TABLE console_sessions (
     token_id TEXT
 );
 "#,
+    // How each call's approval was decided (SQLite migration 18).
+    r#"
+ALTER TABLE tool_calls ADD COLUMN decided_via TEXT;
+"#,
 ];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).

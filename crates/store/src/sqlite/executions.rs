@@ -278,7 +278,7 @@ fn write_tool_calls(conn: &Connection, x: &ExecutionRecord) -> StoreResult<()> {
         .execute([&x.id])?;
     let mut insert = conn.prepare_cached(&format!(
         "INSERT OR REPLACE INTO tool_calls ({TOOL_CALL_COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
     ))?;
     for call in &x.tool_calls {
         let names = serde_json::to_string(&call.arg_names).unwrap_or_else(|_| "[]".into());
@@ -298,7 +298,8 @@ fn write_tool_calls(conn: &Connection, x: &ExecutionRecord) -> StoreResult<()> {
             call.approval_wait_ms,
             names,
             call.started_at_ms,
-            call.duration_ms
+            call.duration_ms,
+            call.decided_via,
         ])?;
     }
     Ok(())

@@ -352,6 +352,11 @@ CREATE TABLE console_sessions (
     token_id TEXT
 );
 "#,
+    // How each call's approval was decided (SPEC §14): resume, native,
+    // console, api, cli, caller or timeout; NULL in rows written before.
+    r#"
+ALTER TABLE tool_calls ADD COLUMN decided_via TEXT;
+"#,
 ];
 
 pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {

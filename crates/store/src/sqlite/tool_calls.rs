@@ -45,5 +45,6 @@ fn tool_call_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCallRecord>
         arg_names: serde_json::from_str(&names).unwrap_or_default(),
         started_at_ms: r.get(14)?,
         duration_ms: r.get(15)?,
+        decided_via: r.get(16)?,
     })
 }
