@@ -2,6 +2,8 @@
 //! and served with a long cache life: their URLs carry a hash of their
 //! bytes, so a new build is a new URL.
 
+use std::sync::LazyLock;
+
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -9,14 +11,20 @@ use axum::response::{IntoResponse, Response};
 const CSS: &str = include_str!("../assets/console.css");
 const JS: &str = include_str!("../assets/console.js");
 
+/// The paths, hashed once: every page names them.
+static CSS_PATH: LazyLock<String> =
+    LazyLock::new(|| format!("/console/assets/console.{}.css", short_hash(CSS)));
+static JS_PATH: LazyLock<String> =
+    LazyLock::new(|| format!("/console/assets/console.{}.js", short_hash(JS)));
+
 /// The stylesheet's path under the public URL's path.
-pub fn css_path() -> String {
-    format!("/console/assets/console.{}.css", short_hash(CSS))
+pub fn css_path() -> &'static str {
+    &CSS_PATH
 }
 
 /// The script's path under the public URL's path.
-pub fn js_path() -> String {
-    format!("/console/assets/console.{}.js", short_hash(JS))
+pub fn js_path() -> &'static str {
+    &JS_PATH
 }
 
 /// FNV-1a of `text`, enough to tell two builds' assets apart.
@@ -28,9 +36,10 @@ fn short_hash(text: &str) -> String {
 }
 
 pub(crate) async fn serve(Path(name): Path<String>) -> Response {
-    let (body, kind) = if format!("/console/assets/{name}") == css_path() {
+    let asked = format!("/console/assets/{name}");
+    let (body, kind) = if asked == css_path() {
         (CSS, "text/css; charset=utf-8")
-    } else if format!("/console/assets/{name}") == js_path() {
+    } else if asked == js_path() {
         (JS, "text/javascript; charset=utf-8")
     } else {
         return StatusCode::NOT_FOUND.into_response();

@@ -964,6 +964,32 @@ pub(crate) fn approval_request(
 
 #[cfg(test)]
 mod tests {
+    use super::Decider;
+
+    #[test]
+    fn a_posted_decision_says_who_and_how_and_a_bare_action_says_nobody() {
+        use executor_call::Action;
+        use executor_store::ApprovalChannel;
+        let console = Decider::new(Some("acc_1".into()), ApprovalChannel::Console);
+        let text = Decider::posted_text(Action::Accept, &console);
+        assert_eq!(text, "accept console acc_1");
+        assert_eq!(
+            Decider::parse_posted(&text),
+            Some((Action::Accept, Some(console)))
+        );
+        let cli = Decider::new(None, ApprovalChannel::Cli);
+        assert_eq!(Decider::posted_text(Action::Decline, &cli), "decline cli");
+        assert_eq!(
+            Decider::parse_posted("decline cli"),
+            Some((Action::Decline, Some(cli)))
+        );
+        assert_eq!(
+            Decider::parse_posted("accept"),
+            Some((Action::Accept, None))
+        );
+        assert_eq!(Decider::parse_posted("maybe"), None);
+    }
+
     use super::*;
 
     #[tokio::test]
