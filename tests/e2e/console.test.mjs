@@ -167,7 +167,20 @@ test("console: a person signs in, adds an integration from a file, sets its cred
   assert.match(await page.locator("main").innerText(), /The connection works/);
 
   await page.goto(url("/console/policies"));
-  await page.locator("form.inline").last().getByLabel("Pattern").fill("shop.*");
+  // The pattern is checked as it is typed, with the tools it matches.
+  const pattern = page.locator("#new-pattern");
+  await pattern.pressSequentially("shop..x");
+  await page.locator("#pattern-check .problem").waitFor();
+  assert.match(await page.locator("#pattern-check").innerText(), /cannot be saved/);
+  await pattern.fill("");
+  await pattern.pressSequentially("shop.items.*");
+  await page.locator("#pattern-check .check").waitFor();
+  const matches = await page.locator("#pattern-check").innerText();
+  assert.match(matches, /matches 2 tools/);
+  assert.match(matches, /shop\.items\.createItem/);
+  assert.match(matches, /shop\.items\.listItems/);
+  await inspect("policies-check");
+  await pattern.fill("shop.*");
   await page.locator("form.inline").last().getByLabel("Action").selectOption("require_approval");
   await page.getByRole("button", { name: "Add", exact: true }).click();
   await page.waitForURL(/\/console\/policies$/);
@@ -246,6 +259,66 @@ test("console: an agent's paused call appears in Approvals without a reload and 
   }
 });
 
+test("console approval mode: the paused text links the console, and the agent's resume waits for the human there", async () => {
+  const token = srv.mint(EMAIL);
+  const { client } = await connectSdk(srv, token, { query: "?elicitation_mode=console" });
+  try {
+    const { tools } = await client.listTools();
+    const resumeTool = tools.find((t) => t.name === "resume");
+    assert.deepEqual(resumeTool.inputSchema.required, ["executionId"], "resume takes no decision here");
+    assert.match(resumeTool.description, /does not decide/);
+
+    const code = `
+      const first = await tools.shop.items.createItem({ body: { name: "first" } });
+      try { await tools.shop.items.createItem({ body: { name: "second" } }); return "second ran"; }
+      catch (e) { return "first " + first.data.id + ", second refused: " + e.message; }`;
+    const paused = await client.callTool({ name: "execute", arguments: { code } });
+    const executionId = paused.structuredContent?.executionId;
+    assert.ok(executionId, JSON.stringify(paused));
+    const approvalUrl = `${srv.base}/console/approvals/${executionId}`;
+    assert.equal(paused.structuredContent.approvalUrl, approvalUrl);
+    assert.ok(paused.content[0].text.includes(approvalUrl), "the paused text carries the console URL");
+    assert.match(paused.content[0].text, /waits for their decision/);
+
+    // The agent's resume, even one that says accept, decides nothing: it waits.
+    let settled = false;
+    const waiting = client
+      .callTool({ name: "resume", arguments: { executionId, action: "accept" } })
+      .finally(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(settled, false, "resume waits for the console");
+    await page.goto(approvalUrl);
+    assert.match(await page.locator("main").innerText(), /shop\.items\.createItem/, "still waiting: the agent did not decide");
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page.waitForLoadState("load");
+    const next = await waiting;
+    assert.equal(next.structuredContent?.status, "waiting_for_interaction", JSON.stringify(next));
+    assert.equal(next.structuredContent.executionId, executionId);
+    assert.match(next.structuredContent.interaction.address, /shop\.items\.createItem/);
+    assert.ok(next.content[0].text.includes(approvalUrl), "the next pause links the console too");
+
+    // The second pause, declined in the console; resume returns the program's result.
+    const finishing = client.callTool({ name: "resume", arguments: { executionId } });
+    await page.goto(approvalUrl);
+    await page.getByRole("button", { name: "Decline" }).click();
+    await page.waitForLoadState("load");
+    const done = await finishing;
+    assert.equal(done.structuredContent?.status, "completed", JSON.stringify(done));
+    assert.match(done.structuredContent.result, /^first 7, second refused: .*declined/);
+    // A later resume sees the settled execution.
+    const again = await client.callTool({ name: "resume", arguments: { executionId } });
+    assert.deepEqual(again.structuredContent, done.structuredContent);
+
+    await page.goto(url(`/console/executions/${executionId}`));
+    const detail = await page.locator("main").innerText();
+    assert.match(detail, /approved by acc_\w+ in the console after/);
+    assert.match(detail, /declined by acc_\w+ in the console after/);
+    await inspect("execution-console-mode");
+  } finally {
+    await client.close().catch(() => {});
+  }
+});
+
 test("console: Connect a client and creating a token; pages read without JavaScript", async () => {
   await page.goto(url("/console/connect"));
   assert.match(await page.locator("main").innerText(), new RegExp(`claude mcp add --transport http executor ${srv.base}/mcp`));
@@ -279,6 +352,19 @@ test("console: an unsafe request without the session's CSRF token or from anothe
   const csrf = await page.evaluate(() => document.querySelector("input[name=csrf]").value);
   assert.equal((await post({ origin: "https://evil.example" }, `csrf=${csrf}&pattern=x.*&action=block`)).status, 403, "another origin");
   assert.equal((await post({ origin: srv.base }, `csrf=${csrf}&pattern=x.*&action=block`)).status, 303, "both: accepted");
+  // Without a script, Preview shows what a typed pattern matches, and saves nothing.
+  const before = (await (await fetch(url("/console/policies"), { headers: { cookie } })).text()).match(/<tr>/g).length;
+  const preview = await fetch(url("/console/policies/preview"), {
+    method: "POST",
+    headers: { cookie, origin: srv.base, "content-type": "application/x-www-form-urlencoded" },
+    body: `csrf=${csrf}&pattern=shop.*.createItem&action=block`,
+  });
+  assert.equal(preview.status, 200);
+  const previewed = await preview.text();
+  assert.match(previewed, /matches 1 tool/);
+  assert.match(previewed, /value="shop\.\*\.createItem"/, "the typed pattern stays in the form");
+  const after = (await (await fetch(url("/console/policies"), { headers: { cookie } })).text()).match(/<tr>/g).length;
+  assert.equal(after, before, "a preview adds no rule");
   const framed = await fetch(url("/console/policies"), { headers: { cookie } });
   assert.equal(framed.headers.get("x-frame-options"), "DENY");
 });

@@ -496,11 +496,11 @@ export const randomSessionId = () => randomBytes(16).toString("hex");
  * `listening()` resolves once the standalone GET stream the SDK opens after
  * `initialize` has delivered its priming event (so the server holds it).
  */
-export const connectSdk = async (srv, bearer, { sessionId, name = "executor-e2e" } = {}) => {
+export const connectSdk = async (srv, bearer, { sessionId, name = "executor-e2e", query = "" } = {}) => {
   const client = new Client({ name, version: "0.0.1" }, { capabilities: {} });
   let primed;
   const opened = new Promise((r) => (primed = r));
-  const transport = new StreamableHTTPClientTransport(new URL(srv.mcpUrl), {
+  const transport = new StreamableHTTPClientTransport(new URL(srv.mcpUrl + query), {
     sessionId,
     requestInit: { headers: { authorization: `Bearer ${bearer}` } },
     reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 200, reconnectionDelayGrowFactor: 1.5, maxRetries: 0 },

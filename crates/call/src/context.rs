@@ -22,4 +22,8 @@ pub enum ApprovalMode {
     /// API's `tools/call`, SPEC §13): the approval counts as given, by the
     /// caller; `block` still applies.
     GivenByCaller,
+    /// It pauses until someone decides in the console (a session opened
+    /// with `elicitation_mode=console`, SPEC §14): the agent's `resume`
+    /// does not decide, it waits for that decision.
+    InConsole,
 }

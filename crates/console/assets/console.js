@@ -2,7 +2,9 @@
 // live parts: an element with data-live follows that URL's server-sent
 // events, and each `pending` event's data (HTML rendered and escaped by
 // the server) replaces the element's content. The browser's EventSource
-// reconnects by itself when a stream ends.
+// reconnects by itself when a stream ends. A field with data-check is
+// checked as it is typed: that URL's answer for the value (HTML, escaped
+// by the server) fills the element the field is described by.
 "use strict";
 
 function followLive(element) {
@@ -32,6 +34,30 @@ function followLive(element) {
   });
 }
 
+function checkAsTyped(input) {
+  const target = document.getElementById(input.getAttribute("aria-describedby"));
+  if (!target) return;
+  let timer;
+  let latest = 0;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      const ticket = ++latest;
+      const url = new URL(input.dataset.check, window.location.href);
+      url.searchParams.set("pattern", input.value);
+      try {
+        const response = await fetch(url, { credentials: "same-origin" });
+        const html = await response.text();
+        // Only the answer for the latest value is shown.
+        if (ticket === latest && response.ok) target.innerHTML = html;
+      } catch {
+        // Offline: the form is still checked when it is sent.
+      }
+    }, 200);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   for (const element of document.querySelectorAll("[data-live]")) followLive(element);
+  for (const input of document.querySelectorAll("input[data-check]")) checkAsTyped(input);
 });

@@ -106,6 +106,8 @@ pub fn router(state: ConsoleState) -> Router {
         .route("/console/tools/{path}", get(integrations::tool))
         .route("/console/tools/{path}/run", post(setup::run_tool))
         .route("/console/policies", get(policies::list).post(policies::add))
+        .route("/console/policies/check", get(policies::check))
+        .route("/console/policies/preview", post(policies::preview))
         .route("/console/policies/{id}", post(policies::update))
         .route("/console/policies/{id}/move", post(policies::move_rule))
         .route("/console/policies/{id}/remove", post(policies::remove))

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use executor_sandbox::{Limits, Pool};
-use executor_store::{NODE_LEASE, NodeLease, Store};
+use executor_store::{ElicitationMode, NODE_LEASE, NodeLease, Store};
 use serde_json::{Value, json};
 
 use crate::admission::{Admission, Refused, ShareLimits};
@@ -17,7 +17,7 @@ use crate::metrics::EngineMetrics;
 use crate::outcome::ToolOutcome;
 use crate::policy_cache::PolicyCache;
 use crate::skills::SKILLS;
-use executor_call::{ApprovalPrompt, CallContext, Reply};
+use executor_call::{ApprovalMode, ApprovalPrompt, CallContext, Reply};
 use executor_catalog::{Catalog, CatalogSource, StaticCatalog};
 
 /// Integration namespaces listed in the `execute` description, at most.
@@ -44,6 +44,10 @@ pub struct EngineConfig {
     pub max_emitted_text_chars: usize,
     /// Longest argument preview of a paused call, in characters.
     pub max_approval_preview_chars: usize,
+    /// Where the console shows one paused execution, without its id
+    /// (`<public URL>/console/approvals/`): a console-mode session's
+    /// paused text links there (SPEC §14). None outside a server.
+    pub console_approvals_url: Option<String>,
 }
 
 /// SPEC §12's execution wall clock.
@@ -61,6 +65,7 @@ impl Default for EngineConfig {
             max_result_text_chars: MAX_RESULT_TEXT_CHARS,
             max_emitted_text_chars: MAX_EMITTED_TEXT_CHARS,
             max_approval_preview_chars: MAX_ARGS_PREVIEW_CHARS,
+            console_approvals_url: None,
         }
     }
 }
@@ -122,6 +127,8 @@ pub struct Engine {
     pub(crate) text_limits: TextLimits,
     /// Longest argument preview of a paused call, in characters.
     pub(crate) approval_preview_chars: usize,
+    /// See [`EngineConfig::console_approvals_url`].
+    pub(crate) console_approvals_url: Option<String>,
     /// This process as a node on the store: the holder of the paused runs
     /// in its memory (shared with the sessions in a server, see
     /// [`Engine::attach_node`]).
@@ -168,6 +175,7 @@ impl Engine {
                 emitted_chars: config.max_emitted_text_chars,
             },
             approval_preview_chars: config.max_approval_preview_chars,
+            console_approvals_url: config.console_approvals_url,
             node: std::sync::OnceLock::new(),
             holds_paused_runs: AtomicBool::new(false),
             policies: PolicyCache::default(),
@@ -187,8 +195,9 @@ impl Engine {
     /// (`executor call`; stdio and sessionless HTTP callers are agents
     /// without a session, in processes that hold their paused runs).
     pub(crate) fn reader(&self, ctx: &CallContext) -> Reader {
-        match (&ctx.session_id, self.holds_paused_runs()) {
-            (None, false) => Reader::Shell,
+        match (&ctx.session_id, self.holds_paused_runs(), ctx.approval) {
+            (None, false, _) => Reader::Shell,
+            (_, _, ApprovalMode::InConsole) => Reader::ConsoleAgent,
             _ => Reader::Agent,
         }
     }
@@ -259,7 +268,7 @@ impl Engine {
     }
 
     /// The `tools/list` entries. `native_elicitation` hides `resume`.
-    pub fn tool_definitions(&self, inventory: &[String], native_elicitation: bool) -> Vec<Value> {
+    pub fn tool_definitions(&self, inventory: &[String], mode: ElicitationMode) -> Vec<Value> {
         let mut tools = vec![
             json!({
                 "name": CoreTool::Execute.as_str(),
@@ -283,8 +292,8 @@ impl Engine {
                 }
             }),
         ];
-        if !native_elicitation {
-            tools.push(json!({
+        match mode {
+            ElicitationMode::Model => tools.push(json!({
                 "name": CoreTool::Resume.as_str(),
                 "description": "Continues an execution that paused for approval: accept runs the pending tool call, decline or cancel makes it throw.",
                 "inputSchema": {
@@ -297,7 +306,21 @@ impl Engine {
                     "required": ["executionId", "action"],
                     "additionalProperties": false
                 }
-            }));
+            })),
+            // The human decides in the console; `resume` only waits.
+            ElicitationMode::Console => tools.push(json!({
+                "name": CoreTool::Resume.as_str(),
+                "description": "Waits for the user's decision, made in the console, on an execution that paused for approval, and returns what happened next: the program's result, or its next pause. It does not decide.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "executionId": { "type": "string", "description": "The exec_… id from the paused result." }
+                    },
+                    "required": ["executionId"]
+                }
+            })),
+            // Asked inline; nothing for the agent to resume.
+            ElicitationMode::Native => {}
         }
         tools
     }

@@ -577,6 +577,7 @@ pub(crate) fn paused_envelope(
     pending: &PendingCall,
     max_preview_chars: usize,
     reader: Reader,
+    console_approvals_url: Option<&str>,
 ) -> Value {
     let preview = args_preview(&pending.args, max_preview_chars);
     let ttl_ms = (pending.expires_at_ms - now_ms()).max(0);
@@ -586,6 +587,15 @@ pub(crate) fn paused_envelope(
         Reader::Agent => format!(
             "Ask the user whether to run this call. Then call the `resume` tool with {{\"executionId\": \"{execution_id}\", \"action\": \"accept\"}} to run it, or \"decline\" to refuse it (the call then throws inside the program)."
         ),
+        Reader::ConsoleAgent => {
+            let place = match console_approvals_url {
+                Some(base) => format!("in the Executor console: {base}{execution_id}"),
+                None => "in the Executor console (Approvals)".to_string(),
+            };
+            format!(
+                "The user approves or declines this call {place}\nTell them, then call the `resume` tool with {{\"executionId\": \"{execution_id}\"}}: it waits for their decision and returns what the program did next."
+            )
+        }
         Reader::Shell => format!(
             "To run this call: executor resume {execution_id} --action accept\nTo refuse it (the call then throws inside the program): executor resume {execution_id} --action decline"
         ),
@@ -595,7 +605,7 @@ pub(crate) fn paused_envelope(
         path = pending.path,
         secs = ttl_ms / 1000,
     );
-    json!({
+    let mut envelope = json!({
         "content": [{ "type": "text", "text": text }],
         "structuredContent": {
             "status": "waiting_for_interaction",
@@ -604,7 +614,11 @@ pub(crate) fn paused_envelope(
             "ttlMs": ttl_ms,
             "interaction": { "kind": "form", "message": message, "address": pending.path, "args": pending.args },
         },
-    })
+    });
+    if let (Reader::ConsoleAgent, Some(base)) = (reader, console_approvals_url) {
+        envelope["structuredContent"]["approvalUrl"] = json!(format!("{base}{execution_id}"));
+    }
+    envelope
 }
 
 /// Who reads a paused envelope: an agent over MCP, told to call the
@@ -612,6 +626,10 @@ pub(crate) fn paused_envelope(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reader {
     Agent,
+    /// An agent whose session approves in the console
+    /// (`elicitation_mode=console`, SPEC §14): told where the human
+    /// decides, and that `resume` waits for it.
+    ConsoleAgent,
     Shell,
 }
 

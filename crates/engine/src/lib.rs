@@ -30,6 +30,8 @@ pub use describe::ToolDescription;
 pub use engine::{CoreTool, Engine, EngineConfig, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
 pub use execution::{Decider, ExecutionState, PendingApproval};
+/// How a session's approvals reach the human; it shapes its tool list.
+pub use executor_store::ElicitationMode;
 pub use invoke::{MAX_ARG_NAME_BYTES, MAX_ARG_NAMES, arg_names, outcome_of_code};
 pub use metrics::EngineMetrics;
 pub use normalize::normalize;

@@ -65,19 +65,6 @@ fn refusal(message: &str, logs: &[String]) -> ToolOutcome {
     ToolOutcome::Answered(envelope::tool_error(message, logs))
 }
 
-/// The run paused at `pending`, told to whoever reads it.
-fn paused(
-    execution_id: &str,
-    pending: &PendingCall,
-    max_preview_chars: usize,
-    reader: Reader,
-) -> ToolOutcome {
-    ToolOutcome::Paused(PausedCall {
-        request: approval_request(execution_id, pending, max_preview_chars),
-        envelope: paused_envelope(execution_id, pending, max_preview_chars, reader),
-    })
-}
-
 /// `Internal tool error [id]`, with the detail in the server log only.
 fn failed_internally(what: &str, detail: &dyn std::fmt::Display) -> ToolOutcome {
     let id = internal_error_id();
@@ -91,6 +78,11 @@ impl ResumeRefusal {
         ToolOutcome::Answered(self.envelope(execution_id))
     }
 }
+/// How often a console-mode `resume` looks at the run it waits for.
+const CONSOLE_DECISION_POLL: Duration = Duration::from_millis(250);
+/// How long past its deadline a waiting call may take to be declined by
+/// its holder's timeout before a console-mode `resume` stops waiting.
+const EXPIRY_GRACE_MS: i64 = 2_000;
 /// How often a server looks for decisions posted by `executor resume`.
 const POSTED_DECISION_POLL: Duration = Duration::from_millis(200);
 /// The same poll behind a store's decision notices, for a lost one.
@@ -106,6 +98,21 @@ const FOLLOW_RESUMED_RUN: Duration = Duration::from_secs(600);
 const HOLDER_TAKES_DECISION: Duration = Duration::from_secs(5);
 
 impl Engine {
+    /// The run paused at `pending`, told to whoever reads it.
+    fn paused(&self, execution_id: &str, pending: &PendingCall, reader: Reader) -> ToolOutcome {
+        let preview = self.approval_preview_chars;
+        ToolOutcome::Paused(PausedCall {
+            request: approval_request(execution_id, pending, preview),
+            envelope: paused_envelope(
+                execution_id,
+                pending,
+                preview,
+                reader,
+                self.console_approvals_url.as_deref(),
+            ),
+        })
+    }
+
     pub(crate) async fn execute(
         &self,
         ctx: &CallContext,
@@ -434,11 +441,17 @@ impl Engine {
         if let Err(e) = self.store.insert_execution(record).await {
             return failed_internally("could not record execution", &e);
         }
-        paused(&saved.id, pending, self.approval_preview_chars, reader)
+        self.paused(&saved.id, pending, reader)
     }
 
     /// `resume {executionId, action}` (SPEC §9).
     pub(crate) async fn resume(&self, ctx: &CallContext, args: &Value) -> ToolOutcome {
+        if ctx.approval == ApprovalMode::InConsole {
+            return match args.get("executionId").and_then(Value::as_str) {
+                Some(id) => self.await_console_decision(ctx, id).await,
+                None => refusal("resume expects { executionId: string }", &[]),
+            };
+        }
         let shape =
             "resume expects { executionId: string, action: \"accept\" | \"decline\" | \"cancel\" }";
         let Some(id) = args.get("executionId").and_then(Value::as_str) else {
@@ -449,6 +462,70 @@ impl Engine {
             _ => return refusal(shape, &[]),
         };
         self.decide(ctx, id, action).await
+    }
+
+    /// `resume` in console mode (SPEC §14): decides nothing, and waits for
+    /// the decision a human makes in the console on the call execution
+    /// `id` waits at — on this node or another, read from the run in
+    /// memory or its saved state — then answers what the run did next: its
+    /// result, or its next pause. The wait ends with the approval window
+    /// (the call is then declined by timeout, and the run goes on) and,
+    /// once decided, with the run's wall clock.
+    async fn await_console_decision(&self, ctx: &CallContext, id: &str) -> ToolOutcome {
+        let mut saved = match self.current_state(id, &ctx.principal.org_id).await {
+            Ok(saved) => saved,
+            Err(answer) => return answer,
+        };
+        if saved.owner != ctx.principal {
+            return ResumeRefusal::Forbidden.outcome(id);
+        }
+        let waited = saved.state.pending().map(|p| p.index);
+        // A decided run goes on for at most its wall clock.
+        let window = self.approval_window.saturating_add(self.wall_clock);
+        let give_up_at =
+            now_ms().saturating_add(i64::try_from(window.as_millis()).unwrap_or(i64::MAX));
+        loop {
+            match &saved.state {
+                ExecutionState::Settled { envelope, .. } => {
+                    return ToolOutcome::Answered(envelope.clone());
+                }
+                ExecutionState::Waiting(p) if Some(p.index) != waited => {
+                    return self.paused(id, p, Reader::ConsoleAgent);
+                }
+                // Nobody decided within the window.
+                ExecutionState::Waiting(p)
+                    if now_ms() > p.expires_at_ms.saturating_add(EXPIRY_GRACE_MS) =>
+                {
+                    return ResumeRefusal::Expired.outcome(id);
+                }
+                _ if now_ms() >= give_up_at => {
+                    let action = saved.decided.last().map_or(Action::Accept, |d| d.1);
+                    return ResumeRefusal::AlreadyDecided {
+                        action,
+                        settled: false,
+                    }
+                    .outcome(id);
+                }
+                // Still waiting for the human, or running after the decision.
+                _ => {}
+            }
+            tokio::time::sleep(CONSOLE_DECISION_POLL).await;
+            saved = match self.current_state(id, &ctx.principal.org_id).await {
+                Ok(saved) => saved,
+                Err(answer) => return answer,
+            };
+        }
+    }
+
+    /// Execution `id`'s state as it is now: the run in this process's
+    /// memory, else its saved state (held elsewhere, or by nobody).
+    async fn current_state(&self, id: &str, org: &str) -> Result<SavedExecution, ToolOutcome> {
+        match self.executions.get(id) {
+            Some(live) => live
+                .snapshot()
+                .ok_or_else(|| failed_internally("execution state lock poisoned", &"poisoned")),
+            None => self.load_saved(id, Some(org)).await,
+        }
     }
 
     /// Applies the human's decision on the call execution `id` waits at,
@@ -666,7 +743,7 @@ impl Engine {
                 }
                 match saved.state.pending() {
                     Some(next) if next.index != pending.index => {
-                        return paused(id, next, self.approval_preview_chars, Reader::Shell);
+                        return self.paused(id, next, Reader::Shell);
                     }
                     _ => {}
                 }
@@ -883,7 +960,7 @@ impl Engine {
                 if let Some(next) = saved.state.pending()
                     && next.index != pending_index
                 {
-                    return answered(paused(id, next, self.approval_preview_chars, reader));
+                    return answered(self.paused(id, next, reader));
                 }
             }
             if taken_at.is_some_and(|t| t.elapsed() >= FOLLOW_RESUMED_RUN) {

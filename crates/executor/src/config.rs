@@ -122,6 +122,7 @@ impl EngineOpts {
             max_result_text_chars: self.max_result_text_chars,
             max_emitted_text_chars: self.max_emitted_text_chars,
             max_approval_preview_chars: self.max_approval_preview_chars,
+            console_approvals_url: None,
         }
     }
 }

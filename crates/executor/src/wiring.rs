@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use executor_catalog::CatalogSource;
-use executor_engine::Engine;
+use executor_engine::{Engine, EngineConfig};
 use executor_integrations::{Credentials, Kinds, StoreCatalogs};
 use executor_oauth::OAuth;
 use executor_ops::{LoginCallback, Operations, Parts, SessionControl, Surface};
@@ -72,19 +72,22 @@ pub(crate) struct Wired {
     pub catalogs: Arc<dyn CatalogSource>,
 }
 
+/// `public_url` is a server's (its console links paused calls there);
+/// None for a command.
 pub(crate) fn wire_engine(
     store: Arc<dyn Store>,
     global: &GlobalOpts,
     opts: &EngineOpts,
+    public_url: Option<&str>,
 ) -> AnyResult<Wired> {
     let outbound = outbound(store.clone(), global, opts.http())?;
     let catalogs: Arc<dyn CatalogSource> =
         Arc::new(store_catalogs(store.clone(), &outbound, opts.upstream()));
-    let engine = Arc::new(Engine::with_catalogs(
-        store,
-        opts.engine(),
-        catalogs.clone(),
-    ));
+    let config = EngineConfig {
+        console_approvals_url: public_url.map(|url| format!("{url}/console/approvals/")),
+        ..opts.engine()
+    };
+    let engine = Arc::new(Engine::with_catalogs(store, config, catalogs.clone()));
     Ok(Wired {
         engine,
         outbound,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use executor_call::{CallContext, Reply};
-use executor_engine::{CoreTool, Engine, ToolCallError, ToolOutcome};
+use executor_engine::{CoreTool, ElicitationMode, Engine, ToolCallError, ToolOutcome};
 use serde_json::{Value, json};
 
 use crate::ProtocolVersion;
@@ -41,13 +41,13 @@ pub struct RequestScope<'a> {
 
 pub struct McpServer {
     engine: Arc<Engine>,
-    /// Tool lists by (inventory, native elicitation): sessions with the same
+    /// Tool lists by (inventory, elicitation mode): sessions with the same
     /// integrations share one snapshot instead of a copy each.
     tool_lists: Mutex<HashMap<ToolListKey, Arc<ToolList>>>,
 }
 
-/// (integration inventory, native elicitation).
-type ToolListKey = (Vec<String>, bool);
+/// (integration inventory, elicitation mode).
+type ToolListKey = (Vec<String>, ElicitationMode);
 
 /// Distinct tool lists kept; past this the cache starts over.
 const TOOL_LIST_CACHE: usize = 256;
@@ -85,9 +85,9 @@ impl McpServer {
     /// The tool list for a caller, built from the engine and the caller's
     /// integration inventory (used when a runtime is built, and per request
     /// on the sessionless path).
-    pub async fn build_tool_list(&self, org_id: &str, native_elicitation: bool) -> Arc<ToolList> {
+    pub async fn build_tool_list(&self, org_id: &str, mode: ElicitationMode) -> Arc<ToolList> {
         let inventory = self.engine.integration_inventory(org_id).await;
-        let key = (inventory, native_elicitation);
+        let key = (inventory, mode);
         let mut cache = self.tool_lists.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(list) = cache.get(&key) {
             return list.clone();
@@ -95,9 +95,7 @@ impl McpServer {
         if cache.len() >= TOOL_LIST_CACHE {
             cache.clear();
         }
-        let list = Arc::new(ToolList::new(
-            self.engine.tool_definitions(&key.0, native_elicitation),
-        ));
+        let list = Arc::new(ToolList::new(self.engine.tool_definitions(&key.0, mode)));
         cache.insert(key, list.clone());
         list
     }

@@ -55,7 +55,7 @@ pub use logins::{
 };
 pub use oauth::{ClientAdded, ClientInfo, GrantInfo};
 pub use paging::{Listed, MAX_PAGE, PageAsk};
-pub use policies::{NewPolicy, Policy, PolicyEvaluation};
+pub use policies::{MAX_PREVIEWED_TOOLS, NewPolicy, PatternPreview, Policy, PolicyEvaluation};
 pub use sessions::{SessionControl, SessionFuture, SessionInfo};
 pub use tokens::{MintedToken, NewToken, TokenInfo, TokenRevoked};
 pub use tool_calls::{ToolCall, ToolCallQuery};

@@ -63,7 +63,48 @@ pub struct PolicyEvaluation {
     pub tool_exists: bool,
 }
 
+/// The tools of the org's catalog a pattern matches now: what a rule
+/// with it would decide (before the rules above it have their say).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PatternPreview {
+    pub pattern: String,
+    /// All the matching tools.
+    pub total: usize,
+    /// The first [`MAX_PREVIEWED_TOOLS`] of them, in catalog order.
+    pub tools: Vec<String>,
+}
+
+/// Tools named by a [`PatternPreview`], at most.
+pub const MAX_PREVIEWED_TOOLS: usize = 20;
+
 impl Operations {
+    /// Checks `pattern` as a rule would be checked, and lists the tools it
+    /// matches: a bad pattern is the same error adding it gives.
+    pub async fn preview_pattern(&self, actor: &Actor, pattern: &str) -> OpResult<PatternPreview> {
+        check_pattern(pattern)?;
+        let pattern = pattern.trim();
+        let parsed = pattern
+            .parse::<Pattern>()
+            .map_err(|e| OpError::invalid("pattern", e.to_string()))?;
+        let catalog = self.parts.catalogs.catalog(&actor.org_id).await;
+        let mut matching = catalog
+            .groups()
+            .iter()
+            .flat_map(|g| g.tools())
+            .filter(|t| parsed.matches(&t.path));
+        let tools: Vec<String> = matching
+            .by_ref()
+            .take(MAX_PREVIEWED_TOOLS)
+            .map(|t| t.path.to_string())
+            .collect();
+        Ok(PatternPreview {
+            pattern: pattern.to_string(),
+            total: tools.len() + matching.count(),
+            tools,
+        })
+    }
+
     pub async fn add_policy(&self, actor: &Actor, input: NewPolicy) -> OpResult<Policy> {
         check_pattern(&input.pattern)?;
         let action =

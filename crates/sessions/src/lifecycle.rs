@@ -699,7 +699,6 @@ impl Sessions {
     }
 
     async fn build_runtime(&self, record: SessionRecord, fence: Fence) -> Runtime {
-        let native = record.elicitation_mode == ElicitationMode::Native;
         // Read before the tool list is built, so a change made meanwhile is
         // still picked up by the next refresh.
         let version = self
@@ -711,7 +710,7 @@ impl Sessions {
         let tools = self
             .inner
             .server
-            .build_tool_list(&record.owner.org_id, native)
+            .build_tool_list(&record.owner.org_id, record.elicitation_mode)
             .await;
         let config = &self.inner.config;
         let runtime = Runtime::new(

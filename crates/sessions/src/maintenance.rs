@@ -209,7 +209,7 @@ impl Sessions {
             let tools = self
                 .inner
                 .server
-                .build_tool_list(&org, rt.native_elicitation())
+                .build_tool_list(&org, rt.elicitation_mode())
                 .await;
             if rt.replace_tools(tools) {
                 rt.notify_listeners(&notification);

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use executor_call::CallContext;
+use executor_call::{ApprovalMode, CallContext};
 use executor_mcp::{ProtocolVersion, ToolList};
 use executor_store::{ElicitationMode, Fence, SessionRecord, now_ms};
 use serde_json::Value;
@@ -63,7 +63,10 @@ impl Runtime {
         let ctx = CallContext {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
-            approval: Default::default(),
+            approval: match record.elicitation_mode {
+                ElicitationMode::Console => ApprovalMode::InConsole,
+                ElicitationMode::Model | ElicitationMode::Native => ApprovalMode::AskAHuman,
+            },
         };
         let protocol_version = ProtocolVersion::negotiate(Some(&record.protocol_version));
         Runtime {
@@ -129,6 +132,10 @@ impl Runtime {
 
     pub fn native_elicitation(&self) -> bool {
         self.record.elicitation_mode == ElicitationMode::Native
+    }
+
+    pub fn elicitation_mode(&self) -> ElicitationMode {
+        self.record.elicitation_mode
     }
 
     pub(crate) fn touch(&self) {

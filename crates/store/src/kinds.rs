@@ -99,6 +99,9 @@ stored_words! {
         Model = "model",
         /// The client shows an MCP elicitation.
         Native = "native",
+        /// The human decides in the console; the agent's `resume` waits
+        /// for that decision (SPEC §14).
+        Console = "console",
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use executor_call::{CallContext, Reply};
+use executor_call::{ApprovalMode, CallContext, Reply};
 use executor_mcp::{
     Approvals, Incoming, McpServer, Message, Method as RpcMethod, ProtocolVersion, Request,
     RequestScope, RpcError,
@@ -37,6 +37,27 @@ impl McpQuery {
     /// The client opted in to native elicitation (SPEC §9).
     fn native(&self) -> bool {
         self.elicitation_mode.as_deref() == Some(ElicitationMode::Native.as_str())
+    }
+
+    /// The approval mode a client with these capabilities gets: native
+    /// when it asked and can, the console's when it asked for it (SPEC
+    /// §14), else model mode. Any other word is model mode, as before.
+    fn mode(&self, version: ProtocolVersion, capabilities: &Value) -> ElicitationMode {
+        if executor_mcp::native_mode(version, self.native(), capabilities) {
+            ElicitationMode::Native
+        } else if self.elicitation_mode.as_deref() == Some(ElicitationMode::Console.as_str()) {
+            ElicitationMode::Console
+        } else {
+            ElicitationMode::Model
+        }
+    }
+}
+
+/// Whether a caller in `mode` waits for the console's decision.
+fn approval_of(mode: ElicitationMode) -> ApprovalMode {
+    match mode {
+        ElicitationMode::Console => ApprovalMode::InConsole,
+        ElicitationMode::Model | ElicitationMode::Native => ApprovalMode::AskAHuman,
     }
 }
 
@@ -148,20 +169,10 @@ async fn initialize(
     let version = ProtocolVersion::negotiate(requested);
     let client_info = req.params.get("clientInfo").cloned().unwrap_or(Value::Null);
     let capabilities = req.params.get("capabilities").cloned().unwrap_or(json!({}));
-    let native = executor_mcp::native_mode(version, query.native(), &capabilities);
+    let mode = query.mode(version, &capabilities);
     let lease = app
         .sessions
-        .create(
-            principal,
-            version,
-            client_info,
-            capabilities,
-            if native {
-                ElicitationMode::Native
-            } else {
-                ElicitationMode::Model
-            },
-        )
+        .create(principal, version, client_info, capabilities, mode)
         .await?;
     let body = executor_mcp::result_response(&req.id, McpServer::initialize_result(version));
     let mut res = json_response(body);
@@ -245,26 +256,25 @@ async fn post_sessionless(
     let Message::Request(req) = message else {
         return Ok(StatusCode::ACCEPTED.into_response());
     };
-    let ctx = CallContext {
-        principal,
-        session_id: None,
-        approval: Default::default(),
-    };
-    if app.server().refused_for_load(&ctx, &req) {
-        return Err(WireError::Overloaded);
-    }
     // The client's capabilities ride in each request's `_meta` here.
     let capabilities = req
         .params
         .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities")
         .cloned()
         .unwrap_or(Value::Null);
-    let native =
-        executor_mcp::native_mode(ProtocolVersion::SESSIONLESS, query.native(), &capabilities);
+    let mode = query.mode(ProtocolVersion::SESSIONLESS, &capabilities);
+    let ctx = CallContext {
+        principal,
+        session_id: None,
+        approval: approval_of(mode),
+    };
+    if app.server().refused_for_load(&ctx, &req) {
+        return Err(WireError::Overloaded);
+    }
     // Only `tools/list` reads the list; other requests skip building it.
     let tools = if req.method == RpcMethod::ToolsList {
         app.server()
-            .build_tool_list(&ctx.principal.org_id, native)
+            .build_tool_list(&ctx.principal.org_id, mode)
             .await
     } else {
         Arc::default()
@@ -273,10 +283,9 @@ async fn post_sessionless(
         ctx: &ctx,
         protocol_version: ProtocolVersion::SESSIONLESS,
         tools,
-        approvals: if native {
-            Approvals::InputRequired
-        } else {
-            Approvals::Model
+        approvals: match mode {
+            ElicitationMode::Native => Approvals::InputRequired,
+            ElicitationMode::Model | ElicitationMode::Console => Approvals::Model,
         },
         reply: Reply::Direct,
     };

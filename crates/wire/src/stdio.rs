@@ -9,7 +9,7 @@ use executor_mcp::{
     Approvals, Incoming, McpServer, Message, Method, ProtocolVersion, RequestScope, error_response,
     result_response,
 };
-use executor_store::Principal;
+use executor_store::{ElicitationMode, Principal};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -20,7 +20,9 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
         approval: Default::default(),
     };
     let mut version = ProtocolVersion::NEWEST_SESSION_BASED;
-    let mut tools = server.build_tool_list(&ctx.principal.org_id, false).await;
+    let mut tools = server
+        .build_tool_list(&ctx.principal.org_id, ElicitationMode::Model)
+        .await;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
     while let Some(line) = lines.next_line().await? {
@@ -40,7 +42,9 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                         version = ProtocolVersion::negotiate(
                             req.params.get("protocolVersion").and_then(Value::as_str),
                         );
-                        tools = server.build_tool_list(&ctx.principal.org_id, false).await;
+                        tools = server
+                            .build_tool_list(&ctx.principal.org_id, ElicitationMode::Model)
+                            .await;
                         out.push(result_response(
                             &req.id,
                             McpServer::initialize_result(version),

@@ -28,6 +28,20 @@ pub(crate) async fn page(State(state): State<ConsoleState>, viewer: Viewer) -> R
         (client("stdio clients", "executor mcp --email you@example.com",
             "A client that starts a command instead of a URL runs this on this machine; it acts for the account named."))
         section.client {
+            h2 { "Where approvals are decided" }
+            p { "A call that needs approval pauses, and can always be decided in "
+                a href=(viewer.href("/console/approvals")) { "Approvals" } ". Who else may decide it depends on the URL the client uses:" }
+            dl {
+                dt { code { (mcp) } }
+                dd { "The agent asks you, then decides with its " code { "resume" } " tool." }
+                dt { code { (mcp) "?elicitation_mode=native" } }
+                dd { "A client that can show MCP elicitations asks you itself." }
+                dt { code { (mcp) "?elicitation_mode=console" } }
+                dd { "Only a person here decides: the agent is given the approval's link, and its "
+                    code { "resume" } " waits for your decision." }
+            }
+        }
+        section.client {
             h2 { "Claude.ai, Claude Desktop connectors and ChatGPT" }
             @if https {
                 p { "Add " code { (mcp) } " as a custom connector; the vendor's cloud reaches it and you log in here." }

@@ -105,7 +105,7 @@ fn engine_operations(
     global: &GlobalOpts,
     opts: &EngineOpts,
 ) -> AnyResult<Operations> {
-    let wired = wire_engine(store.clone(), global, opts)?;
+    let wired = wire_engine(store.clone(), global, opts, None)?;
     Ok(operations_of(store, &wired, opts, SHELL, None, None))
 }
 

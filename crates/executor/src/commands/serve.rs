@@ -22,9 +22,6 @@ pub(crate) async fn serve(
     global: &GlobalOpts,
     opts: ServeOpts,
 ) -> AnyResult<()> {
-    let wired = wire_engine(store.clone(), global, &opts.engine)?;
-    let outbound = &wired.outbound;
-    let server = Arc::new(McpServer::new(wired.engine.clone()));
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
         .map_err(|e| {
@@ -36,6 +33,9 @@ pub(crate) async fn serve(
         })?;
     let local = listener.local_addr()?;
     let public_url = super::login::public_url(&opts.public, local);
+    let wired = wire_engine(store.clone(), global, &opts.engine, Some(&public_url))?;
+    let outbound = &wired.outbound;
+    let server = Arc::new(McpServer::new(wired.engine.clone()));
     let login_callback = super::login::login_callback(&opts.public, &public_url);
     let node_url = opts.node_url(local, global.shared_store())?;
     let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));

@@ -15,7 +15,7 @@ pub(crate) async fn serve(
     global: &GlobalOpts,
     opts: StdioOpts,
 ) -> AnyResult<()> {
-    let wired = wire_engine(store.clone(), global, &opts.engine)?;
+    let wired = wire_engine(store.clone(), global, &opts.engine, None)?;
     let ops = operations_of(store, &wired, &opts.engine, SHELL, None, None);
     let principal = resolve_actor(&ops, &opts.actor).await?;
     say_who_acts(&ops, &principal).await;
