@@ -19,10 +19,12 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer, connectSdk, waitUntil } from "./harness.mjs";
+import { spawn } from "node:child_process";
+import { startServer, connectSdk, freePort, waitUntil } from "./harness.mjs";
 import { launchBrowser, signIn } from "./browser.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
+const OWN_UPSTREAM = join(here, "fixtures", "mcp-upstream.mjs");
 const SHOTS = join(here, "results", "console");
 const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const EMAIL = "console-owner@example.com";
@@ -139,6 +141,7 @@ test("console: a person signs in, adds an integration from a file, sets its cred
 
   await page.getByRole("link", { name: "Add an integration" }).click();
   await page.waitForURL(/\/console\/integrations\/new$/);
+  assert.equal(await page.locator("#add-stdio").count(), 0, "no stdio form on a server that starts no commands");
   await inspect("integrations-new");
   const file = join(work, "shop.json");
   writeFileSync(file, JSON.stringify(document()));
@@ -148,6 +151,7 @@ test("console: a person signs in, adds an integration from a file, sets its cred
   await page.waitForLoadState("load");
   assert.equal(await page.locator("h1").innerText(), "Preview");
   assert.match(await page.locator("main").innerText(), /shop\.items\.createItem/);
+  assert.match(await page.locator("dl.facts").innerText(), /Authentication\s+bearer token/);
   await inspect("integrations-preview");
   await page.getByRole("button", { name: "Add shop" }).click();
   await page.waitForURL(/\/console\/integrations\/shop$/);
@@ -156,6 +160,9 @@ test("console: a person signs in, adds an integration from a file, sets its cred
   assert.ok(main.includes("<script>alert(1)</script>"), "hostile text from the description renders as text");
   await inspect("integration-detail");
 
+  await page.goto(url("/console/integrations"));
+  assert.match(await page.locator("table").innerText(), /shop\s+openapi\s+2\s+missing credential/, "it declares a bearer token and has none");
+  await page.goto(url("/console/integrations/shop"));
   await page.locator("#cred-kind").selectOption("bearer");
   await page.locator("#cred-value").fill(SECRET);
   await page.getByRole("button", { name: "Save the credential" }).click();
@@ -165,6 +172,9 @@ test("console: a person signs in, adds an integration from a file, sets its cred
   await page.getByRole("button", { name: "Test the connection" }).click();
   await page.waitForLoadState("load");
   assert.match(await page.locator("main").innerText(), /The connection works/);
+
+  await page.goto(url("/console/integrations"));
+  assert.match(await page.locator("table").innerText(), /shop\s+openapi\s+2\s+ready/);
 
   await page.goto(url("/console/policies"));
   // The pattern is checked as it is typed, with the tools it matches.
@@ -316,6 +326,45 @@ test("console approval mode: the paused text links the console, and the agent's 
     await inspect("execution-console-mode");
   } finally {
     await client.close().catch(() => {});
+  }
+});
+
+test("console: an MCP server is probed (transport, auth) before it is added; the stdio form only where commands may start", async () => {
+  const other = await startServer({ args: ["--allow-stdio-integrations", "--allow-local-network"] });
+  const upstreamPort = await freePort();
+  const mcp = spawn(process.execPath, [OWN_UPSTREAM, "http", String(upstreamPort)], { stdio: ["ignore", "pipe", "inherit"] });
+  try {
+    await new Promise((resolve) => mcp.stdout.on("data", (d) => /listening/.test(String(d)) && resolve()));
+    const link = other.cli(["console", "login-link", "--email", EMAIL, "--public-url", other.base, "--data-dir", other.dataDir]).trim();
+    await signIn(page, link);
+    await page.goto(`${other.base}/console/integrations/new`);
+    await page.locator("#mcp-ns").fill("remote");
+    await page.locator("#mcp-url").fill(`http://127.0.0.1:${upstreamPort}/mcp`);
+    await page.getByRole("button", { name: "Probe" }).click();
+    await page.waitForLoadState("load");
+    const facts = await page.locator("dl.facts").innerText();
+    assert.match(facts, /Transport\s+streamable HTTP/);
+    assert.match(facts, /Authentication\s+none declared/);
+    assert.match(await page.locator("main").innerText(), /remote\.echo/);
+    await inspect("integrations-probe");
+
+    await page.goto(`${other.base}/console/integrations/new`);
+    await page.locator("#stdio-ns").fill("local");
+    await page.locator("#stdio-command").fill(process.execPath);
+    await page.locator("#stdio-args").fill(OWN_UPSTREAM);
+    await page.locator("#stdio-env").fill("UPSTREAM_TOKEN=tok-stdio-123");
+    await page.locator("#add-stdio").locator("..").getByRole("button", { name: "Add" }).click();
+    await page.waitForURL(/\/console\/integrations\/local$/);
+    const detail = await page.locator("main").innerText();
+    assert.match(detail, /Transport\s+stdio/);
+    assert.match(detail, /local\.echo/);
+    assert.ok(!(await page.content()).includes("tok-stdio-123"), "the environment is never shown back");
+    await inspect("integration-stdio");
+  } finally {
+    mcp.kill();
+    await other.cleanup();
+    // Back to the first server's session for the tests after this one.
+    await signIn(page, loginLink());
   }
 });
 

@@ -22,6 +22,21 @@ pub trait IntegrationLoader: Send + Sync + 'static {
     /// Whether a stored document can be served, for `integrations list`:
     /// "ok", or why not.
     fn status(&self, document: &str) -> String;
+
+    /// How the upstream asks to be authenticated, one phrase per way the
+    /// stored document declares ("bearer token", "API key in the X-Key
+    /// header"): shown before an integration is added, and an integration
+    /// that declares any and has no connection misses its credential.
+    /// Empty when it declares none (or the kind cannot tell).
+    fn auth(&self, _document: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// How the server reaches the upstream, for a kind with a choice
+    /// ("streamable HTTP", "stdio"); None otherwise.
+    fn transport(&self, _document: &str) -> Option<String> {
+        None
+    }
 }
 
 /// Why an integration's tools cannot be served: the error code its calls

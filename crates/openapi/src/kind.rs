@@ -7,7 +7,7 @@ use executor_catalog::{IntegrationLoader, LoadedIntegration, ToolInvoker, Unavai
 use executor_outbound::{CredentialSource, HttpClient};
 
 use crate::invoker::OpenApiInvoker;
-use crate::model::FORMAT;
+use crate::model::{AuthMethod, FORMAT};
 use crate::stored::{LoadError, format_of, load, upgrade};
 
 /// Loads stored OpenAPI records; their tools call through one HTTP client
@@ -57,5 +57,17 @@ impl IntegrationLoader for OpenApiKind {
             Ok(_) => "ok".to_string(),
             Err(e) => format!("unavailable: {e}"),
         }
+    }
+
+    /// The security schemes the API description declares.
+    fn auth(&self, document: &str) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        struct Declared {
+            #[serde(default)]
+            auth_methods: Vec<AuthMethod>,
+        }
+        serde_json::from_str::<Declared>(document)
+            .map(|d| d.auth_methods.iter().map(AuthMethod::describe).collect())
+            .unwrap_or_default()
     }
 }

@@ -124,6 +124,23 @@ pub enum AuthMethod {
 }
 
 impl AuthMethod {
+    /// The scheme as a person reads it, before adding the API.
+    pub fn describe(&self) -> String {
+        match self {
+            AuthMethod::ApiKeyHeader { name, .. } => format!("API key in the {name} header"),
+            AuthMethod::ApiKeyQuery { name, .. } => {
+                format!("API key in the {name} query parameter")
+            }
+            AuthMethod::ApiKeyCookie { name, .. } => format!("API key in the {name} cookie"),
+            AuthMethod::Bearer { .. } => "bearer token".to_string(),
+            AuthMethod::Basic { .. } => "basic (user name and password)".to_string(),
+            AuthMethod::OAuth2 { .. } => "OAuth 2.0 (a login)".to_string(),
+            AuthMethod::Other { kind, .. } => {
+                format!("{kind} (not supported: calls go without it)")
+            }
+        }
+    }
+
     /// The name the document gives the scheme (the key in
     /// `securitySchemes`/`securityDefinitions`).
     pub fn scheme(&self) -> &str {

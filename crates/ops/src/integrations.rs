@@ -1,12 +1,13 @@
 //! Integrations: add (OpenAPI, GraphQL, MCP), preview without saving,
 //! refresh, remove, list, get, and an integration's tools.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use executor_integrations::IntegrationKind;
 use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{Credential, CredentialSource, HttpClient};
-use executor_store::{IntegrationRecord, now_ms};
+use executor_store::{IntegrationRecord, PageRequest, ToolCallFilter, now_ms};
 use executor_upstream::{Discovery, Endpoint, HttpTransport, State};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -112,8 +113,62 @@ pub struct IntegrationSummary {
     /// Whether the server can serve it: `ok` (with a note after it, at
     /// times), `needs login`, or `unavailable: ` and why.
     pub status: String,
+    /// What an operator has to do about it, if anything (SPEC §14).
+    #[schema(value_type = String, example = "ready")]
+    pub state: IntegrationState,
+    /// How its upstream asks to be authenticated, one phrase per way its
+    /// description declares ("bearer token"); empty when it declares none.
+    pub auth: Vec<String>,
+    /// How the server reaches an MCP upstream ("streamable HTTP", "stdio").
+    pub transport: Option<String>,
     pub updated_at_ms: i64,
 }
+
+/// An integration's state, as the console and the API name it (SPEC §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntegrationState {
+    /// Its tools can be called.
+    Ready,
+    /// It waits for an OAuth login (`connections login`, Connect).
+    NeedsLogin,
+    /// It declares a way to authenticate and has no connection, or its
+    /// last call said no credential was set.
+    MissingCredential,
+    /// Its last call, among the org's latest, could not reach it.
+    Unreachable,
+    /// Its stored record cannot be served (`status` says why).
+    Unavailable,
+}
+
+impl IntegrationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrationState::Ready => "ready",
+            IntegrationState::NeedsLogin => "needs login",
+            IntegrationState::MissingCredential => "missing credential",
+            IntegrationState::Unreachable => "unreachable",
+            IntegrationState::Unavailable => "unavailable",
+        }
+    }
+
+    /// The state a kind's status text gives, before the connections and
+    /// the calls are looked at.
+    fn of_status(status: &str) -> Self {
+        if status.starts_with("ok") {
+            IntegrationState::Ready
+        } else if status == "needs login" {
+            IntegrationState::NeedsLogin
+        } else {
+            IntegrationState::Unavailable
+        }
+    }
+}
+
+/// The org's calls [`Operations::list_integrations`] reads for the last
+/// outcome of each integration: the latest ones, by the index every
+/// listing of calls uses.
+const RECENT_CALLS_READ: u32 = 200;
 
 /// What an add, preview or refresh did.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -273,9 +328,10 @@ impl Operations {
     /// The org's integrations, by namespace.
     pub async fn list_integrations(&self, actor: &Actor) -> OpResult<Vec<IntegrationSummary>> {
         let records = self.store().list_integrations(&actor.org_id, false).await?;
+        let seen = self.what_was_seen(actor).await?;
         let mut out = Vec::with_capacity(records.len());
         for record in records {
-            out.push(self.listed(actor, record).await?);
+            out.push(self.listed(actor, record, &seen).await?);
         }
         Ok(out)
     }
@@ -290,14 +346,48 @@ impl Operations {
             .into_iter()
             .find(|r| r.namespace == namespace)
             .ok_or_else(|| OpError::not_found(format_args!("integration {namespace:?}")))?;
-        self.listed(actor, record).await
+        let seen = self.what_was_seen(actor).await?;
+        self.listed(actor, record, &seen).await
     }
 
-    /// A listed record with its status, which needs its document.
+    /// The org's connections and the last outcome of each integration
+    /// among its latest calls: what a listed integration's state reads.
+    async fn what_was_seen(&self, actor: &Actor) -> OpResult<Seen> {
+        let connected = self
+            .store()
+            .list_connections(&actor.org_id)
+            .await?
+            .into_iter()
+            .map(|c| c.namespace)
+            .collect();
+        let calls = self
+            .store()
+            .list_tool_calls(
+                &actor.org_id,
+                &ToolCallFilter::default(),
+                &PageRequest::first(RECENT_CALLS_READ),
+            )
+            .await?;
+        let mut last_error = HashMap::new();
+        // Newest first: the first call of a namespace is its last outcome.
+        for call in calls {
+            let namespace = call.tool_path.split('.').next().unwrap_or_default();
+            if !last_error.contains_key(namespace) {
+                last_error.insert(namespace.to_string(), call.error_code);
+            }
+        }
+        Ok(Seen {
+            connected,
+            last_error,
+        })
+    }
+
+    /// A listed record with its state, which needs its document.
     async fn listed(
         &self,
         actor: &Actor,
         record: IntegrationRecord,
+        seen: &Seen,
     ) -> OpResult<IntegrationSummary> {
         let document = self
             .store()
@@ -305,7 +395,9 @@ impl Operations {
             .await?
             .map(|stored| stored.document)
             .unwrap_or_default();
-        Ok(self.summary_with(&record, &document))
+        let mut summary = self.summary_with(&record, &document);
+        summary.state = seen.state_of(&summary);
+        Ok(summary)
     }
 
     fn summary(&self, record: &IntegrationRecord) -> IntegrationSummary {
@@ -314,16 +406,22 @@ impl Operations {
 
     /// `record` as listed, its status read from `document`.
     fn summary_with(&self, record: &IntegrationRecord, document: &str) -> IntegrationSummary {
+        let loader = self.parts.kinds.of(record);
+        let status = match &loader {
+            Ok(loader) => loader.status(document),
+            Err(why) => format!("unavailable: {why}"),
+        };
+        let loader = loader.ok();
         IntegrationSummary {
             namespace: record.namespace.clone(),
             kind: record.kind.clone(),
             tool_count: record.tool_count,
             base_url: record.base_url.clone(),
             source: record.source.clone(),
-            status: match self.parts.kinds.of(record) {
-                Ok(loader) => loader.status(document),
-                Err(why) => format!("unavailable: {why}"),
-            },
+            status: status.clone(),
+            state: IntegrationState::of_status(&status),
+            auth: loader.map(|l| l.auth(document)).unwrap_or_default(),
+            transport: loader.and_then(|l| l.transport(document)),
             updated_at_ms: record.updated_at_ms,
         }
     }
@@ -740,6 +838,43 @@ impl Operations {
 const UPLOADED: &str = "(uploaded)";
 
 /// A CLI's `--spec`: a URL, else a path.
+/// What a listed integration's state reads beyond its record.
+struct Seen {
+    /// Namespaces with a connection.
+    connected: HashSet<String>,
+    /// The error code of each namespace's last call among the org's latest
+    /// (None: it succeeded).
+    last_error: HashMap<String, Option<String>>,
+}
+
+impl Seen {
+    fn state_of(&self, summary: &IntegrationSummary) -> IntegrationState {
+        if summary.state != IntegrationState::Ready {
+            return summary.state;
+        }
+        let connected = self.connected.contains(&summary.namespace);
+        if !connected && !summary.auth.is_empty() {
+            return IntegrationState::MissingCredential;
+        }
+        match self
+            .last_error
+            .get(&summary.namespace)
+            .and_then(Option::as_deref)
+        {
+            Some(CONNECTION_MISSING) => IntegrationState::MissingCredential,
+            Some(OAUTH_REAUTH_REQUIRED) => IntegrationState::NeedsLogin,
+            Some(INTEGRATION_UNAVAILABLE | UPSTREAM_TIMEOUT) => IntegrationState::Unreachable,
+            _ => IntegrationState::Ready,
+        }
+    }
+}
+
+/// The error codes (SPEC §7) a listed integration's state reads.
+const CONNECTION_MISSING: &str = "connection_missing";
+const OAUTH_REAUTH_REQUIRED: &str = "oauth_reauth_required";
+const INTEGRATION_UNAVAILABLE: &str = "integration_unavailable";
+const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
+
 pub fn document_source(spec: &str) -> DocumentSource {
     if spec.starts_with("http://") || spec.starts_with("https://") {
         DocumentSource::Url(spec.to_string())
@@ -788,4 +923,86 @@ fn http_url(text: &str, field: &'static str) -> OpResult<url::Url> {
 
 fn first_warnings(warnings: &[String]) -> Vec<String> {
     warnings.iter().take(MAX_WARNINGS).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(namespace: &str, status: &str, auth: &[&str]) -> IntegrationSummary {
+        IntegrationSummary {
+            namespace: namespace.into(),
+            kind: "openapi".into(),
+            tool_count: 1,
+            base_url: None,
+            source: String::new(),
+            status: status.into(),
+            state: IntegrationState::of_status(status),
+            auth: auth.iter().map(|a| a.to_string()).collect(),
+            transport: None,
+            updated_at_ms: 0,
+        }
+    }
+
+    fn seen(connected: &[&str], last: &[(&str, Option<&str>)]) -> Seen {
+        Seen {
+            connected: connected.iter().map(|c| c.to_string()).collect(),
+            last_error: last
+                .iter()
+                .map(|(ns, code)| (ns.to_string(), code.map(str::to_string)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_listed_integration_says_what_an_operator_has_to_do() {
+        let state = |i: &IntegrationSummary, s: &Seen| s.state_of(i);
+        let nothing = seen(&[], &[]);
+        assert_eq!(
+            state(&listed("a", "ok", &[]), &nothing),
+            IntegrationState::Ready
+        );
+        assert_eq!(
+            state(&listed("a", "needs login", &[]), &nothing),
+            IntegrationState::NeedsLogin
+        );
+        assert_eq!(
+            state(
+                &listed("a", "unavailable: damaged", &["bearer token"]),
+                &nothing
+            ),
+            IntegrationState::Unavailable
+        );
+        // Declares a credential: missing until a connection is set.
+        let bearer = listed("a", "ok", &["bearer token"]);
+        assert_eq!(
+            state(&bearer, &nothing),
+            IntegrationState::MissingCredential
+        );
+        assert_eq!(state(&bearer, &seen(&["a"], &[])), IntegrationState::Ready);
+        // The last call among the latest decides the rest; a later success clears it.
+        let open = listed("a", "ok", &[]);
+        for (code, expected) in [
+            ("integration_unavailable", IntegrationState::Unreachable),
+            ("upstream_timeout", IntegrationState::Unreachable),
+            ("connection_missing", IntegrationState::MissingCredential),
+            ("oauth_reauth_required", IntegrationState::NeedsLogin),
+            ("upstream_http_error", IntegrationState::Ready),
+        ] {
+            assert_eq!(
+                state(&open, &seen(&[], &[("a", Some(code))])),
+                expected,
+                "{code}"
+            );
+        }
+        assert_eq!(
+            state(&open, &seen(&[], &[("a", None)])),
+            IntegrationState::Ready
+        );
+        assert_eq!(
+            state(&open, &seen(&[], &[("b", Some("upstream_timeout"))])),
+            IntegrationState::Ready,
+            "another namespace's failure is not this one's"
+        );
+    }
 }

@@ -47,8 +47,8 @@ pub use executor_call::ApprovalMode;
 pub use executor_upstream::HttpTransport;
 pub use identity::{ActorChoice, LOCAL_OPERATOR, OrgInfo};
 pub use integrations::{
-    AddIntegration, DocumentSource, GraphqlSchemaSource, IntegrationAdded, IntegrationSummary,
-    MAX_SPEC_BYTES, McpEndpoint, Progress, UpdateIntegration, document_source,
+    AddIntegration, DocumentSource, GraphqlSchemaSource, IntegrationAdded, IntegrationState,
+    IntegrationSummary, MAX_SPEC_BYTES, McpEndpoint, Progress, UpdateIntegration, document_source,
 };
 pub use logins::{
     CallbackParams, LoginCallback, LoginFinished, LoginFlow, LoginStarted, LoginState, StartLogin,

@@ -59,4 +59,21 @@ impl IntegrationLoader for UpstreamKind {
             Err(why) => format!("unavailable: {why}"),
         }
     }
+
+    /// A server that answered with an OAuth challenge asks for a login;
+    /// what else it takes (a header) is not declared anywhere.
+    fn auth(&self, document: &str) -> Vec<String> {
+        match load(document) {
+            Ok(stored) if stored.state == State::NeedsLogin || stored.challenge.is_some() => {
+                vec!["OAuth 2.0 (a login)".to_string()]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn transport(&self, document: &str) -> Option<String> {
+        load(document)
+            .ok()
+            .map(|stored| stored.endpoint.transport_name())
+    }
 }

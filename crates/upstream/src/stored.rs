@@ -34,6 +34,25 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// How the server talks to it, as a person reads it.
+    pub fn transport_name(&self) -> String {
+        match self {
+            Endpoint::Http {
+                transport: HttpTransport::Auto,
+                ..
+            } => "streamable HTTP (legacy SSE if that fails)".into(),
+            Endpoint::Http {
+                transport: HttpTransport::StreamableHttp,
+                ..
+            } => "streamable HTTP".into(),
+            Endpoint::Http {
+                transport: HttpTransport::Sse,
+                ..
+            } => "legacy SSE".into(),
+            Endpoint::Stdio { .. } => "stdio (a command on this machine)".into(),
+        }
+    }
+
     /// How `integrations list` names the source: the URL, or the command
     /// line (never the environment, which may hold a token).
     pub fn source(&self) -> String {

@@ -6,7 +6,7 @@
 
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use executor_ops::{IntegrationSummary, PolicyEvaluation, ToolHit};
+use executor_ops::{IntegrationState, IntegrationSummary, PolicyEvaluation, ToolHit};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -38,18 +38,19 @@ pub(crate) async fn list(
     Ok(layout::page(&state, &viewer, Section::Integrations, "Integrations", body).await)
 }
 
-/// An integration's state as SPEC §14 names it: `ready` (the kinds say
-/// `ok …`), else what the kind says (`needs login`, `unavailable: …`).
-fn state_of(status: &str) -> (&'static str, &str) {
-    if status.starts_with("ok") {
-        ("state ready", "ready")
-    } else {
-        ("state attention", status)
+/// An integration's state as SPEC §14 names it (ready, needs login,
+/// missing credential, unreachable; unavailable with the reason), and
+/// its style.
+fn state_of(i: &IntegrationSummary) -> (&'static str, String) {
+    match i.state {
+        IntegrationState::Ready => ("state ready", "ready".into()),
+        IntegrationState::Unavailable => ("state attention", i.status.clone()),
+        other => ("state attention", other.as_str().into()),
     }
 }
 
 fn row(viewer: &Viewer, i: &IntegrationSummary) -> Markup {
-    let (state_class, state) = state_of(&i.status);
+    let (state_class, state) = state_of(i);
     html! {
         tr {
             td { a href=(viewer.href(&format!("/console/integrations/{}", i.namespace))) { (i.namespace) } }
@@ -113,7 +114,9 @@ pub(crate) async fn render_detail(
         @if let Some(notice) = notice { (notice) }
         dl.facts {
             dt { "Kind" } dd { (integration.kind) }
-            dt { "State" } dd { span class=(state_of(&integration.status).0) { (state_of(&integration.status).1) } }
+            dt { "State" } dd { span class=(state_of(&integration).0) { (state_of(&integration).1) } }
+            @if let Some(transport) = &integration.transport { dt { "Transport" } dd { (transport) } }
+            @if !integration.auth.is_empty() { dt { "Authentication" } dd { (integration.auth.join("; ")) } }
             dt { "Source" } dd { (integration.source) }
             @if let Some(base) = &integration.base_url { dt { "Base URL" } dd { code { (base) } } }
             dt { "Updated" } dd { (format::time(integration.updated_at_ms)) }

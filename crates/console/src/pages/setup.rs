@@ -1,7 +1,9 @@
 //! Changing integrations from the console (SPEC §14): add one — OpenAPI
-//! from a URL or an uploaded file, GraphQL, MCP over HTTP — after a
-//! preview of what it would bring (its tools, the import's warnings,
-//! whether it asks for a login first); refresh or remove one; set, test,
+//! from a URL or an uploaded file, GraphQL, MCP over HTTP, and MCP as a
+//! command when the server may start commands — after a preview of what
+//! it would bring (its tools, how it authenticates and is reached, the
+//! import's warnings, whether it asks for a login first); refresh or
+//! remove one; set, test,
 //! remove or log in a connection (secrets are write-only: a password
 //! field in, never a value out); run one tool with JSON arguments.
 
@@ -29,7 +31,7 @@ use crate::viewer::{Posted, PostedUpload, Viewer};
 const PREVIEW_LISTED: usize = 100;
 
 pub(crate) async fn new_page(State(state): State<ConsoleState>, viewer: Viewer) -> Response {
-    let body = add_forms(&viewer, None);
+    let body = add_forms(&viewer, None, stdio_allowed(&state));
     layout::page(
         &state,
         &viewer,
@@ -53,8 +55,15 @@ fn namespace_field(id: &str, value: &str) -> Markup {
     }
 }
 
-/// The three add forms; `error` is a problem with the last attempt.
-fn add_forms(viewer: &Viewer, error: Option<&str>) -> Markup {
+/// Whether this server starts commands for MCP integrations
+/// (`--allow-stdio-integrations`): the stdio form is shown only then.
+fn stdio_allowed(state: &ConsoleState) -> bool {
+    state.ops.surface().may_start_commands
+}
+
+/// The add forms; `error` is a problem with the last attempt; `stdio`:
+/// with the form of an MCP server started as a command.
+fn add_forms(viewer: &Viewer, error: Option<&str>, stdio: bool) -> Markup {
     let action = viewer.href("/console/integrations/new");
     html! {
         @if let Some(error) = error { p.problem role="alert" { (error) } }
@@ -109,6 +118,27 @@ fn add_forms(viewer: &Viewer, error: Option<&str>) -> Markup {
                 div.buttons {
                     button type="submit" name="intent" value="preview" { "Probe" }
                     button type="submit" name="intent" value="add" { "Add" }
+                }
+            }
+        }
+        @if stdio {
+            section.add aria-labelledby="add-stdio" {
+                h2 id="add-stdio" { "MCP server started as a command" }
+                p.muted { "This server starts the command on its own machine and speaks MCP on its stdin and stdout. "
+                    "Adding it starts it once to list its tools. Its environment is kept sealed and never shown again, so there is no probe." }
+                form.stack method="post" action=(action) enctype="multipart/form-data" {
+                    (csrf(viewer))
+                    input type="hidden" name="kind" value="mcp-stdio";
+                    (namespace_field("stdio-ns", ""))
+                    label for="stdio-command" { "Command" }
+                    input id="stdio-command" type="text" name="command" required placeholder="npx" size="40";
+                    label for="stdio-args" { "Arguments, one per line" }
+                    textarea id="stdio-args" name="args" rows="3" cols="50" placeholder="-y\n@modelcontextprotocol/server-everything" {}
+                    label for="stdio-env" { "Environment, NAME=value per line (optional)" }
+                    textarea id="stdio-env" name="env" rows="2" cols="50" autocomplete="off" spellcheck="false" {}
+                    div.buttons {
+                        button type="submit" name="intent" value="add" { "Add" }
+                    }
                 }
             }
         }
@@ -174,6 +204,40 @@ fn requested(upload: &PostedUpload) -> Result<AddIntegration, ConsoleError> {
                 endpoint: McpEndpoint::Http { url, transport },
             })
         }
+        "mcp-stdio" => {
+            let command = upload.field("command").trim().to_string();
+            if command.is_empty() {
+                return Err(missing("the command"));
+            }
+            let lines = |field: &str| -> Vec<String> {
+                upload
+                    .field(field)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            };
+            let env = lines("env")
+                .into_iter()
+                .map(|line| match line.split_once('=') {
+                    Some((name, value)) if !name.trim().is_empty() => {
+                        Ok((name.trim().to_string(), value.to_string()))
+                    }
+                    _ => Err(ConsoleError::BadForm(
+                        "each environment line is NAME=value".into(),
+                    )),
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(AddIntegration::Mcp {
+                namespace,
+                endpoint: McpEndpoint::Stdio {
+                    command,
+                    args: lines("args"),
+                    env,
+                },
+            })
+        }
         _ => Err(ConsoleError::BadForm(
             "the kind must be openapi, graphql or mcp".into(),
         )),
@@ -196,7 +260,7 @@ pub(crate) async fn add(
         {
             Ok(preview) => preview,
             Err(e) => {
-                let body = add_forms(viewer, Some(&e.message));
+                let body = add_forms(viewer, Some(&e.message), stdio_allowed(&state));
                 return Ok(layout::page(
                     &state,
                     viewer,
@@ -224,7 +288,7 @@ pub(crate) async fn add(
             ))
         }
         Err(e) => {
-            let body = add_forms(viewer, Some(&e.message));
+            let body = add_forms(viewer, Some(&e.message), stdio_allowed(&state));
             Ok(layout::page(
                 &state,
                 viewer,
@@ -258,8 +322,15 @@ fn preview_page(upload: &PostedUpload, preview: &IntegrationAdded) -> Markup {
             dt { "Kind" } dd { (i.kind) }
             dt { "Tools" } dd { (i.tool_count) }
             @if let Some(base) = &i.base_url { dt { "Base URL" } dd { code { (base) } } }
-            dt { "State" } dd { (i.status) }
+            @if let Some(transport) = &i.transport { dt { "Transport" } dd { (transport) } }
+            dt { "Authentication" } dd {
+                @if i.auth.is_empty() { "none declared" } @else { (i.auth.join("; ")) }
+            }
+            dt { "State" } dd { (i.state.as_str()) @if i.status != "ok" { " (" (i.status) ")" } }
             dt { "Read in" } dd { (format::duration(preview.elapsed_ms as i64)) }
+        }
+        @if !i.auth.is_empty() && !preview.needs_login {
+            p.notice { "Its calls need a credential: after adding it, set one on its page (or Connect, for OAuth)." }
         }
         @if preview.needs_login {
             p.notice { "This server asks for an OAuth login first: add it, then Connect on its page." }
