@@ -145,7 +145,7 @@ const resultOf = async (res) => {
   return body.result;
 };
 
-test("2026-07-28 native, raw: the requestState names the execution; forged or foreign state is refused", async () => {
+test("2026-07-28 native, raw: the requestState is signed for its caller; forged, changed or foreign state is refused", async () => {
   const first = await resultOf(await raw2026({ name: "execute", arguments: { code: GATED_CALL } }));
   assert.equal(first.resultType, "input_required", JSON.stringify(first));
   const ask = first.inputRequests.approval;
@@ -153,15 +153,22 @@ test("2026-07-28 native, raw: the requestState names the execution; forged or fo
   assert.equal(ask.params.mode, "form");
   assert.equal(typeof first.requestState, "string");
 
+  assert.match(first.requestState, /^executor\/v2\./, "a signed state");
+
   // Another tenant presenting the state is refused and changes nothing.
   const stranger = srv.mint("stranger-2026@example.com");
-  const foreign = await resultOf(await raw2026({ name: "execute", arguments: { code: GATED_CALL }, requestState: first.requestState, inputResponses: { approval: { action: "accept" } } }, stranger));
-  assert.equal(foreign.isError, true);
-  assert.equal(foreign.structuredContent.status, "execution_forbidden");
+  const foreign = JSON.parse((await raw2026({ name: "execute", arguments: { code: GATED_CALL }, requestState: first.requestState, inputResponses: { approval: { action: "accept" } } }, stranger)).body);
+  assert.equal(foreign.error?.code, -32602, JSON.stringify(foreign));
+  assert.match(foreign.error.message, /issued to another caller/);
 
-  // A forged state and a retry without the answer are invalid params.
+  // A forged or changed state, and a retry without the answer, are invalid params.
   const forged = JSON.parse((await raw2026({ name: "execute", arguments: { code: "1" }, requestState: "nope", inputResponses: { approval: { action: "accept" } } })).body);
   assert.equal(forged.error?.code, -32602, JSON.stringify(forged));
+  const [head, signature] = first.requestState.split(/\.(?=[^.]*$)/);
+  const changedState = `${head.slice(0, -2)}${head.endsWith("A") ? "B" : "A"}${head.slice(-1)}.${signature}`;
+  const tampered = JSON.parse((await raw2026({ name: "execute", arguments: { code: "1" }, requestState: changedState, inputResponses: { approval: { action: "accept" } } })).body);
+  assert.equal(tampered.error?.code, -32602, JSON.stringify(tampered));
+  assert.match(tampered.error.message, /changed|not issued/);
   const unanswered = JSON.parse((await raw2026({ name: "execute", arguments: { code: "1" }, requestState: first.requestState })).body);
   assert.equal(unanswered.error?.code, -32602, JSON.stringify(unanswered));
 

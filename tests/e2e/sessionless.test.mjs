@@ -4,8 +4,10 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { startServer, post, rpc, responseTo, clientInfo, SESSIONLESS_VERSION, SESSION_VERSIONS, EXECUTE_ONE } from "./harness.mjs";
+import { fileURLToPath } from "node:url";
+import { startServer, post, rpc, responseTo, clientInfo, drain, mcpHeaders, openStream, sleep, SESSIONLESS_VERSION, SESSION_VERSIONS, EXECUTE_ONE } from "./harness.mjs";
 
+const PETSTORE = fileURLToPath(new URL("./fixtures/petstore.yaml", import.meta.url));
 let srv, bearer;
 before(async () => {
   srv = await startServer();
@@ -127,10 +129,116 @@ describe("raw 2026-07-28 requests without a session id", () => {
     assert.equal(responseTo(call, 4)?.result?.content?.[0]?.text, "2", call.body);
   });
 
-  test("ping is answered", async () => {
-    const res = await send2026("ping", {}, 5);
-    assert.equal(res.status, 200, res.body);
-    assert.ok(responseTo(res, 5)?.result, res.body);
+  test("methods 2026-07-28 removed, and unknown ones: 404, -32601, with the request's id", async () => {
+    for (const [i, method] of ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "unknown/method"].entries()) {
+      const res = await send2026(method, {}, 500 + i);
+      assert.equal(res.status, 404, `${method}: ${res.body}`);
+      assert.equal(res.json.id, 500 + i, res.body);
+      assert.equal(res.json.error.code, -32601, res.body);
+    }
+  });
+
+  test("_meta must name the version and the client's capabilities: 400, -32602, with the id", async () => {
+    const cases = [
+      {},
+      { _meta: { "io.modelcontextprotocol/clientCapabilities": {} } },
+      { _meta: { "io.modelcontextprotocol/protocolVersion": SESSIONLESS_VERSION } },
+    ];
+    for (const [i, params] of cases.entries()) {
+      const res = await post(srv, rpc("server/discover", params, 110 + i), {
+        bearer, protocolVersion: SESSIONLESS_VERSION, extra: { "mcp-method": "server/discover" },
+      });
+      assert.equal(res.status, 400, res.body);
+      assert.deepEqual([res.json.id, res.json.error.code], [110 + i, -32602], res.body);
+    }
+  });
+
+  test("the headers repeat the body: missing, malformed or different → 400, -32020, with the id", async () => {
+    const call = rpc("tools/call", { ...EXECUTE_ONE, _meta: META }, 120);
+    const send = (extra, protocolVersion = SESSIONLESS_VERSION) => post(srv, call, { bearer, protocolVersion, extra });
+    for (const extra of [
+      { "mcp-name": "execute" }, // no Mcp-Method
+      { "mcp-method": "tools/list", "mcp-name": "execute" },
+      { "mcp-method": "tools/call" }, // no Mcp-Name
+      { "mcp-method": "tools/call", "mcp-name": "skills" },
+      { "mcp-method": "tools/call", "mcp-name": "=?base64?ZXhlY3V0ZQ?=" }, // bad padding
+    ]) {
+      const res = await send(extra);
+      assert.equal(res.status, 400, `${JSON.stringify(extra)}: ${res.body}`);
+      assert.deepEqual([res.json.id, res.json.error.code], [120, -32020], res.body);
+    }
+    const noVersion = await post(srv, call, { bearer, extra: { "mcp-method": "tools/call", "mcp-name": "execute" } });
+    assert.deepEqual([noVersion.status, noVersion.json?.error?.code], [400, -32020], noVersion.body);
+    // A name sent as Base64 is read as its text.
+    const encoded = await send({ "mcp-method": "tools/call", "mcp-name": `=?base64?${Buffer.from("execute").toString("base64")}?=` });
+    assert.equal(encoded.status, 200, encoded.body);
+    assert.equal(responseTo(encoded, 120)?.result?.structuredContent?.result, 1, encoded.body);
+  });
+
+  test("an unsupported version: 400, -32022, naming the versions served and the one asked", async () => {
+    const meta = { ...META, "io.modelcontextprotocol/protocolVersion": "v999.0.0" };
+    const res = await post(srv, rpc("server/discover", { _meta: meta }, 301), {
+      bearer, protocolVersion: "v999.0.0", extra: { "mcp-method": "server/discover" },
+    });
+    assert.equal(res.status, 400, res.body);
+    assert.equal(res.json.id, 301);
+    assert.equal(res.json.error.code, -32022);
+    assert.equal(res.json.error.data.requested, "v999.0.0");
+    assert.deepEqual(res.json.error.data.supported, [SESSIONLESS_VERSION, ...SESSION_VERSIONS]);
+    // The header and the body disagree: a mismatch.
+    const mixed = await post(srv, rpc("server/discover", { _meta: meta }, 302), {
+      bearer, protocolVersion: SESSIONLESS_VERSION, extra: { "mcp-method": "server/discover" },
+    });
+    assert.deepEqual([mixed.status, mixed.json.id, mixed.json.error.code], [400, 302, -32020], mixed.body);
+  });
+
+  test("subscriptions/listen: acknowledged first, every message tagged, tools/list_changed when the CLI adds an integration", async () => {
+    const listen = (id, notifications) =>
+      openStream(srv.mcpUrl, {
+        method: "POST",
+        headers: {
+          ...mcpHeaders({ bearer, protocolVersion: SESSIONLESS_VERSION }),
+          "content-type": "application/json",
+          "mcp-method": "subscriptions/listen",
+        },
+        body: rpc("subscriptions/listen", { _meta: META, notifications }, id),
+      });
+    const tools = await listen("tools-1", { toolsListChanged: true, promptsListChanged: true });
+    const prompts = await listen("prompts-1", { promptsListChanged: true });
+    try {
+      assert.equal(tools.status, 200);
+      assert.match(tools.headers["content-type"], /text\/event-stream/);
+      const data = (st) => st.events.filter((e) => e.data).map((e) => JSON.parse(e.data));
+      const ack = await tools.waitFor(() => data(tools)[0]);
+      assert.equal(ack.method, "notifications/subscriptions/acknowledged");
+      assert.deepEqual(ack.params.notifications, { toolsListChanged: true }, "only what the server has is honoured");
+      assert.equal(ack.params._meta["io.modelcontextprotocol/subscriptionId"], "tools-1");
+      const promptsAck = await prompts.waitFor(() => data(prompts)[0]);
+      assert.deepEqual(promptsAck.params.notifications, {});
+
+      srv.cli(["integrations", "add", "openapi", "--spec", PETSTORE, "--namespace", "pets", "--base-url", "http://127.0.0.1:9", "--data-dir", srv.dataDir]);
+      const changed = await tools.waitFor(() => data(tools).find((m) => m.method === "notifications/tools/list_changed"), 15_000);
+      assert.equal(changed.params._meta["io.modelcontextprotocol/subscriptionId"], "tools-1");
+      // The list it points to names the new integration.
+      const list = await send2026("tools/list", {}, 130);
+      assert.match(JSON.stringify(responseTo(list, 130).result.tools), /pets/);
+      await sleep(500);
+      assert.ok(!data(prompts).some((m) => m.method === "notifications/tools/list_changed"), "a stream that did not ask gets no tool notification");
+
+      // Bounded per (account, org): the GET streams' bound, 8 by default.
+      const more = [];
+      for (let i = 0; i < 6; i++) more.push(await listen(`more-${i}`, { toolsListChanged: true }));
+      try {
+        const over = await listen("over", { toolsListChanged: true });
+        await drain(over);
+        assert.equal(over.status, 429, over.text);
+      } finally {
+        for (const st of more) st.close();
+      }
+    } finally {
+      tools.close();
+      prompts.close();
+    }
   });
 
   test("each request is authenticated: none / bad / revoked bearer → 401", async () => {

@@ -215,6 +215,11 @@ impl Engine {
 
     /// Longest argument preview of a paused call: what a transport that
     /// asks the human itself cuts the arguments at.
+    /// How long a paused call waits for a human.
+    pub fn approval_window(&self) -> std::time::Duration {
+        self.approval_window
+    }
+
     pub fn approval_preview_chars(&self) -> usize {
         self.approval_preview_chars
     }

@@ -693,7 +693,9 @@ pub struct ServeOpts {
         default_value_t = executor_sessions::MAX_SESSIONS_PER_PRINCIPAL
     )]
     pub max_sessions_per_principal: usize,
-    /// Standalone GET streams one session may hold open; over it, 429.
+    /// Standalone GET streams one session may hold open, and 2026-07-28
+    /// `subscriptions/listen` streams one (account, org) may hold open;
+    /// over it, 429.
     #[arg(
         long,
         env = "EXECUTOR_MAX_GET_STREAMS_PER_SESSION",

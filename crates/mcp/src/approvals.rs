@@ -52,13 +52,11 @@ pub fn action_of(elicit_result: &Value) -> Option<Action> {
 
 /// Key of the one embedded request of an `input_required` result.
 const INPUT_KEY: &str = "approval";
-/// `requestState` names the paused execution. It is not trusted: the resume
-/// it leads to is authorised against the caller, like any `resume`.
-const STATE_PREFIX: &str = "executor/v1:";
 
 /// The `input_required` result asking the human about `request` (its
-/// arguments already cut at the preview length).
-pub(crate) fn input_required(request: &ApprovalRequest) -> Value {
+/// arguments already cut at the preview length), with `state` (the signed
+/// `requestState` that names its execution) for the retry to bring back.
+pub(crate) fn input_required(request: &ApprovalRequest, state: String) -> Value {
     json!({
         "resultType": "input_required",
         "inputRequests": {
@@ -67,20 +65,20 @@ pub(crate) fn input_required(request: &ApprovalRequest) -> Value {
                 "params": elicitation_params(ProtocolVersion::SESSIONLESS, request),
             }
         },
-        "requestState": format!("{STATE_PREFIX}{}", request.execution_id),
+        "requestState": state,
     })
 }
 
-/// The execution and action a retried `tools/call` carries, if it is one.
-pub(crate) fn retried(params: &Value) -> Result<Option<(String, Action)>, RpcError> {
+/// A retried `tools/call`: its `requestState` (not yet checked) and the
+/// human's answer; None for a first call. A state without the answer is
+/// refused (the client must say what the human chose).
+pub(crate) fn retried(params: &Value) -> Result<Option<(&str, Action)>, RpcError> {
     let Some(state) = params.get("requestState") else {
         return Ok(None);
     };
-    let execution_id = state
-        .as_str()
-        .and_then(|s| s.strip_prefix(STATE_PREFIX))
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| RpcError::invalid_params("requestState was not issued by this server"))?;
+    let state = state.as_str().ok_or_else(|| {
+        RpcError::invalid_params("requestState must be the string this server issued")
+    })?;
     let action = params
         .get("inputResponses")
         .and_then(|r| r.get(INPUT_KEY))
@@ -90,7 +88,7 @@ pub(crate) fn retried(params: &Value) -> Result<Option<(String, Action)>, RpcErr
                 "a retry with requestState needs inputResponses.{INPUT_KEY}: the elicitation's result ({{\"action\": \"accept\" | \"decline\" | \"cancel\"}})"
             ))
         })?;
-    Ok(Some((execution_id.to_string(), action)))
+    Ok(Some((state, action)))
 }
 
 #[cfg(test)]
@@ -109,21 +107,21 @@ mod tests {
     }
 
     #[test]
-    fn retries_name_their_execution_and_action() {
+    fn retries_carry_their_state_and_action() {
         let params = json!({
             "name": "execute",
-            "requestState": "executor/v1:exec_1",
+            "requestState": "executor/v2.x.y",
             "inputResponses": { "approval": { "action": "accept", "content": {} } },
         });
         assert_eq!(
             retried(&params).ok().flatten(),
-            Some(("exec_1".to_string(), Action::Accept))
+            Some(("executor/v2.x.y", Action::Accept))
         );
         assert_eq!(retried(&json!({ "name": "execute" })).ok(), Some(None));
         for bad in [
-            json!({ "requestState": "forged", "inputResponses": { "approval": { "action": "accept" } } }),
-            json!({ "requestState": "executor/v1:exec_1" }),
-            json!({ "requestState": "executor/v1:exec_1", "inputResponses": { "approval": { "action": "yes" } } }),
+            json!({ "requestState": 7, "inputResponses": { "approval": { "action": "accept" } } }),
+            json!({ "requestState": "executor/v2.x.y" }),
+            json!({ "requestState": "executor/v2.x.y", "inputResponses": { "approval": { "action": "yes" } } }),
         ] {
             assert!(retried(&bad).is_err(), "{bad}");
         }

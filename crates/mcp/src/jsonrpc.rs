@@ -99,8 +99,9 @@ impl Incoming {
 pub struct RpcError {
     pub code: i64,
     pub message: String,
-    /// What exactly was wrong, for the client's developer (`error.data`).
-    pub detail: Option<String>,
+    /// What exactly was wrong, for the client's developer (`error.data`):
+    /// a sentence, or the structure the specification gives an error.
+    pub data: Option<Value>,
 }
 
 impl RpcError {
@@ -121,7 +122,13 @@ impl RpcError {
         RpcError {
             code,
             message: message.into(),
-            detail: None,
+            data: None,
+        }
+    }
+    pub fn with_data(code: i64, message: impl Into<String>, data: Value) -> Self {
+        RpcError {
+            data: Some(data),
+            ..Self::new(code, message)
         }
     }
     pub fn parse_error() -> Self {
@@ -129,7 +136,7 @@ impl RpcError {
     }
     pub fn invalid_request(detail: &str) -> Self {
         RpcError {
-            detail: Some(detail.to_string()),
+            data: Some(json!(detail)),
             ..Self::new(Self::INVALID_REQUEST, "Invalid Request")
         }
     }
@@ -143,9 +150,9 @@ impl RpcError {
     /// clients show the message and not `data`.
     pub fn batch_too_large(len: usize, limit: usize) -> Self {
         RpcError {
-            detail: Some(format!(
+            data: Some(json!(format!(
                 "this batch has {len} messages; send at most {limit} per batch"
-            )),
+            ))),
             ..Self::new(
                 Self::INVALID_REQUEST,
                 format!("Invalid Request: a batch may hold at most {limit} messages"),
@@ -200,8 +207,8 @@ impl RpcError {
     /// The JSON-RPC `error` object.
     pub fn to_json(&self) -> Value {
         let mut e = json!({ "code": self.code, "message": self.message });
-        if let Some(d) = &self.detail {
-            e["data"] = json!(d);
+        if let Some(d) = &self.data {
+            e["data"] = d.clone();
         }
         e
     }
@@ -423,7 +430,14 @@ mod tests {
             refused.message.contains("at most 3 messages"),
             "{refused:?}"
         );
-        assert!(refused.detail.unwrap().contains("has 4 messages"));
+        assert!(
+            refused
+                .data
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .contains("has 4 messages")
+        );
         // A single message is not a batch, whatever the limit.
         assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 0).is_ok());
     }

@@ -4,7 +4,9 @@
 
 mod approvals;
 mod jsonrpc;
+mod request_state;
 mod server;
+mod stateless;
 mod tool_list;
 mod versions;
 
@@ -14,6 +16,11 @@ pub use jsonrpc::{
     elicitation_request, error_response, parse, result_response, result_response_text,
     tools_list_changed,
 };
+pub use request_state::{RequestStateKey, StateClaims};
 pub use server::{McpServer, RequestScope};
+pub use stateless::{
+    HEADER_MISMATCH, ListenMessages, Refusal, SUBSCRIPTIONS_LISTEN, StatelessHeaders,
+    UNSUPPORTED_VERSION, admit, listen_messages,
+};
 pub use tool_list::ToolList;
 pub use versions::{ProtocolVersion, UnsupportedVersion};

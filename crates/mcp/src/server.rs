@@ -13,6 +13,7 @@ use crate::approvals::{self, Approvals};
 use crate::jsonrpc::{
     Method, Request, RpcError, error_response, result_response, result_response_text,
 };
+use crate::request_state::{RequestStateKey, StateClaims};
 use crate::tool_list::ToolList;
 
 const LOG_LEVELS: [&str; 8] = [
@@ -44,6 +45,8 @@ pub struct McpServer {
     /// Tool lists by (inventory, elicitation mode): sessions with the same
     /// integrations share one snapshot instead of a copy each.
     tool_lists: Mutex<HashMap<ToolListKey, Arc<ToolList>>>,
+    /// Signs the `requestState` of `input_required` results.
+    state_key: RequestStateKey,
 }
 
 /// (integration inventory, elicitation mode).
@@ -53,11 +56,21 @@ type ToolListKey = (Vec<String>, ElicitationMode);
 const TOOL_LIST_CACHE: usize = 256;
 
 impl McpServer {
+    /// A server whose request states are good in this process only (see
+    /// [`McpServer::with_state_key`]).
     pub fn new(engine: Arc<Engine>) -> Self {
         McpServer {
             engine,
             tool_lists: Mutex::new(HashMap::new()),
+            state_key: RequestStateKey::random(),
         }
+    }
+
+    /// The key that signs `requestState`s: one every node shares, so that
+    /// a retry may reach any of them.
+    pub fn with_state_key(mut self, key: RequestStateKey) -> Self {
+        self.state_key = key;
+        self
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -66,6 +79,11 @@ impl McpServer {
 
     pub fn capabilities() -> Value {
         json!({ "tools": { "listChanged": true }, "logging": {} })
+    }
+
+    /// The server's `Implementation` (name, title, version).
+    pub fn server_info_json() -> Value {
+        Self::server_info()
     }
 
     fn server_info() -> Value {
@@ -191,20 +209,46 @@ impl McpServer {
             Approvals::InputRequired => {
                 // A retry carries the answer to our elicitation: it decides
                 // the execution its requestState names.
+                let principal = &scope.ctx.principal;
                 let outcome = match approvals::retried(params)? {
-                    Some((execution_id, action)) => {
+                    Some((state, action)) => {
+                        let execution_id = self.state_key.open(
+                            state,
+                            &principal.account_id,
+                            &principal.org_id,
+                            Method::ToolsCall.as_str(),
+                            now_ms(),
+                        )?;
                         engine.decide(scope.ctx, &execution_id, action).await
                     }
                     None => engine.call_tool(scope.ctx, tool, args).await,
                 };
                 return Ok(match outcome {
-                    ToolOutcome::Paused(paused) => approvals::input_required(&paused.request),
+                    ToolOutcome::Paused(paused) => {
+                        let window =
+                            i64::try_from(engine.approval_window().as_millis()).unwrap_or(i64::MAX);
+                        let state = self.state_key.sign(&StateClaims {
+                            execution_id: paused.request.execution_id.clone(),
+                            account_id: principal.account_id.clone(),
+                            org_id: principal.org_id.clone(),
+                            method: Method::ToolsCall.as_str().to_string(),
+                            expires_at_ms: now_ms().saturating_add(window),
+                        });
+                        approvals::input_required(&paused.request, state)
+                    }
                     ToolOutcome::Answered(result) => result,
                 });
             }
         };
         Ok(outcome.into_result())
     }
+}
+
+/// Milliseconds since the epoch (a request state's expiry).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Results on the sessionless revision carry `resultType`, and cacheable

@@ -12,6 +12,7 @@ mod parking;
 mod remote;
 mod runtime;
 mod streams;
+mod subscriptions;
 
 pub use lifecycle::{
     AcquireError, BUSY_CEILING, EXECUTION_RETENTION, Holder, MAX_GET_STREAMS_PER_SESSION,
@@ -23,3 +24,4 @@ pub use streams::{
     Listener, OutboundStream, SLOW_READER_BYTES, SseEvent, StreamLimit, mark_delivered,
     parse_event_id, replay,
 };
+pub use subscriptions::Subscription;

@@ -90,7 +90,8 @@ pub struct SessionsConfig {
     /// Live sessions (runtimes in memory) one (account, org) may hold, and
     /// sessions it may create within one idle timeout.
     pub max_sessions_per_principal: usize,
-    /// Standalone GET streams one session may hold open at once.
+    /// Standalone GET streams one session may hold open at once; also the
+    /// `subscriptions/listen` streams of one (account, org) at 2026-07-28.
     pub max_get_streams_per_session: usize,
     /// How long the delivered events of a POST stream stay in the log after
     /// its last event; replay cannot need them afterwards.
@@ -312,6 +313,8 @@ pub(crate) struct Inner {
     pub(crate) node: Arc<NodeLease>,
     /// GET streams here of sessions other nodes hold.
     pub(crate) remote: RemoteListeners,
+    /// The sessionless revision's listen streams, by org.
+    pub(crate) subscriptions: Arc<crate::subscriptions::Subscriptions>,
 }
 
 /// The one entry point to sessions. Cheap to clone.
@@ -337,6 +340,7 @@ impl Sessions {
                 draining: tokio::sync::watch::channel(false).0,
                 node,
                 remote: RemoteListeners::default(),
+                subscriptions: Arc::default(),
                 config,
             }),
         }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_store::{Notice, Renewal, next_notice, now_ms};
+use executor_store::{ElicitationMode, Notice, Renewal, next_notice, now_ms};
 
 use crate::lifecycle::{Sessions, Slot};
 use crate::runtime::Runtime;
@@ -221,6 +221,25 @@ impl Sessions {
                     tracing::warn!(error = %e, "could not announce a changed tool list");
                 }
             }
+        }
+        // The sessionless listen streams, by org.
+        for (org, seen) in self.inner.subscriptions.watched() {
+            let current = match versions.get(&org) {
+                Some(v) => *v,
+                None => match self.inner.store.catalog_version(&org).await {
+                    Ok(v) => *versions.entry(org.clone()).or_insert(v),
+                    Err(_) => continue,
+                },
+            };
+            if current == seen {
+                continue;
+            }
+            let tools = self
+                .inner
+                .server
+                .build_tool_list(&org, ElicitationMode::Model)
+                .await;
+            self.inner.subscriptions.update(&org, current, tools);
         }
     }
 

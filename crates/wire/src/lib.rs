@@ -19,6 +19,7 @@ mod oauth;
 mod post;
 mod request_stream;
 mod server;
+mod sessionless;
 mod sse;
 pub mod stdio;
 mod transport;

@@ -2,15 +2,12 @@
 //! or on their own SSE stream, `request_stream.rs`), and the requests of
 //! the sessionless revision.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use executor_call::{ApprovalMode, CallContext, Reply};
+use executor_call::ApprovalMode;
 use executor_mcp::{
-    Approvals, Incoming, McpServer, Message, Method as RpcMethod, ProtocolVersion, Request,
-    RequestScope, RpcError,
+    Incoming, McpServer, Message, Method as RpcMethod, ProtocolVersion, Refusal, Request, RpcError,
 };
 use executor_sessions::{AcquireError, Lease};
 use executor_store::tokens::random_id;
@@ -22,6 +19,7 @@ use crate::WireError;
 use crate::app::App;
 use crate::forward::{RequestParts, acquire_or_hand_over};
 use crate::request_stream::{scope_of, stream_one};
+use crate::sessionless;
 use crate::transport::{
     Accepts, VERSION_HEADER, check_content_type, header_str, json_response, json_text_response,
     read_body, read_bytes, set_session_header,
@@ -42,7 +40,7 @@ impl McpQuery {
     /// The approval mode a client with these capabilities gets: native
     /// when it asked and can, the console's when it asked for it (SPEC
     /// §14), else model mode. Any other word is model mode, as before.
-    fn mode(&self, version: ProtocolVersion, capabilities: &Value) -> ElicitationMode {
+    pub(crate) fn mode(&self, version: ProtocolVersion, capabilities: &Value) -> ElicitationMode {
         if executor_mcp::native_mode(version, self.native(), capabilities) {
             ElicitationMode::Native
         } else if self.elicitation_mode.as_deref() == Some(ElicitationMode::Console.as_str()) {
@@ -54,7 +52,7 @@ impl McpQuery {
 }
 
 /// Whether a caller in `mode` waits for the console's decision.
-fn approval_of(mode: ElicitationMode) -> ApprovalMode {
+pub(crate) fn approval_of(mode: ElicitationMode) -> ApprovalMode {
     match mode {
         ElicitationMode::Console => ApprovalMode::InConsole,
         ElicitationMode::Model | ElicitationMode::Native => ApprovalMode::AskAHuman,
@@ -104,12 +102,21 @@ pub(crate) async fn post(
     }
     check_content_type(headers)?;
     let incoming = read_body(app, headers, body).await?;
-    // Parsed once: an unsupported version is refused here.
+    // Parsed once: an unsupported version is refused here, with the
+    // request's id when there is one request.
     let version_header = match header_str(headers, VERSION_HEADER) {
-        Some(text) => Some(
-            text.parse::<ProtocolVersion>()
-                .map_err(|e| WireError::BadRequest(e.to_string()))?,
-        ),
+        Some(text) => match text.parse::<ProtocolVersion>() {
+            Ok(version) => Some(version),
+            Err(e) => {
+                return match &incoming {
+                    Incoming::Single(Message::Request(req)) => Ok(sessionless::refused(
+                        &req.id,
+                        Refusal::unsupported_version(text),
+                    )),
+                    _ => Err(WireError::BadRequest(e.to_string())),
+                };
+            }
+        },
         None => None,
     };
     let is_initialize = incoming.messages().iter().any(|m| {
@@ -126,37 +133,21 @@ pub(crate) async fn post(
             post_in_session(app, lease, incoming, accepts, caller.token_id).await
         }
         None => match incoming {
+            // First: at 2026-07-28 `initialize` is a method that is gone.
+            incoming if sessionless::is_sessionless(version_header, &incoming) => {
+                sessionless::post(app, principal, caller.token_id, incoming, query, headers).await
+            }
             Incoming::Single(Message::Request(req)) if req.method == RpcMethod::Initialize => {
                 initialize(app, principal, req, query).await
             }
             Incoming::Batch(_) if is_initialize => Err(WireError::Rpc(RpcError::invalid_request(
                 "initialize must not be part of a batch",
             ))),
-            incoming if is_sessionless(version_header, &incoming) => {
-                post_sessionless(app, principal, incoming, query).await
-            }
             _ => Err(WireError::BadRequest(
                 "Mcp-Session-Id header is required".into(),
             )),
         },
     }
-}
-
-/// A request of the sessionless revision: by header, by `_meta`, or by its
-/// method (`server/discover` exists only there).
-fn is_sessionless(version_header: Option<ProtocolVersion>, incoming: &Incoming) -> bool {
-    if version_header.is_some_and(ProtocolVersion::is_sessionless) {
-        return true;
-    }
-    let Incoming::Single(Message::Request(req)) = incoming else {
-        return false;
-    };
-    req.method == RpcMethod::ServerDiscover
-        || req
-            .params
-            .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
-            .and_then(Value::as_str)
-            == Some(ProtocolVersion::SESSIONLESS.as_str())
 }
 
 async fn initialize(
@@ -240,54 +231,4 @@ async fn post_in_session(
     };
     set_session_header(&mut res, &session_id);
     Ok(res)
-}
-
-async fn post_sessionless(
-    app: &App,
-    principal: Principal,
-    incoming: Incoming,
-    query: McpQuery,
-) -> Result<Response, WireError> {
-    let Incoming::Single(message) = incoming else {
-        return Err(WireError::Rpc(RpcError::invalid_request(
-            "batches are not supported on this protocol version",
-        )));
-    };
-    let Message::Request(req) = message else {
-        return Ok(StatusCode::ACCEPTED.into_response());
-    };
-    // The client's capabilities ride in each request's `_meta` here.
-    let capabilities = req
-        .params
-        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mode = query.mode(ProtocolVersion::SESSIONLESS, &capabilities);
-    let ctx = CallContext {
-        principal,
-        session_id: None,
-        approval: approval_of(mode),
-    };
-    if app.server().refused_for_load(&ctx, &req) {
-        return Err(WireError::Overloaded);
-    }
-    // Only `tools/list` reads the list; other requests skip building it.
-    let tools = if req.method == RpcMethod::ToolsList {
-        app.server()
-            .build_tool_list(&ctx.principal.org_id, mode)
-            .await
-    } else {
-        Arc::default()
-    };
-    let scope = RequestScope {
-        ctx: &ctx,
-        protocol_version: ProtocolVersion::SESSIONLESS,
-        tools,
-        approvals: match mode {
-            ElicitationMode::Native => Approvals::InputRequired,
-            ElicitationMode::Model | ElicitationMode::Console => Approvals::Model,
-        },
-        reply: Reply::Direct,
-    };
-    Ok(json_response(app.server().handle(&scope, &req).await))
 }

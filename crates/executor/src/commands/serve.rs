@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executor_api::ApiState;
-use executor_mcp::McpServer;
+use executor_mcp::{McpServer, RequestStateKey};
 use executor_ops::{SessionControl, SessionFuture};
 use executor_sessions::Sessions;
 use executor_store::tokens::TokenCache;
@@ -16,6 +16,9 @@ use executor_wire::App;
 use crate::AnyResult;
 use crate::cli::{GlobalOpts, ServeOpts};
 use crate::wiring::{ClientDocuments, operations_of, wire_engine};
+
+/// What the key that signs 2026-07-28 `requestState`s is derived for.
+const REQUEST_STATE_KEY_PURPOSE: &str = "executor/request-state/v1";
 
 pub(crate) async fn serve(
     store: Arc<dyn Store>,
@@ -35,7 +38,12 @@ pub(crate) async fn serve(
     let public_url = super::login::public_url(&opts.public, local);
     let wired = wire_engine(store.clone(), global, &opts.engine, Some(&public_url))?;
     let outbound = &wired.outbound;
-    let server = Arc::new(McpServer::new(wired.engine.clone()));
+    // Every node derives the same key from the store's secret key, so a
+    // retry of an `input_required` result may reach any of them.
+    let state_key = crate::wiring::load_secret_key(global)?.derive(REQUEST_STATE_KEY_PURPOSE);
+    let server = Arc::new(
+        McpServer::new(wired.engine.clone()).with_state_key(RequestStateKey::new(*state_key)),
+    );
     let login_callback = super::login::login_callback(&opts.public, &public_url);
     let node_url = opts.node_url(local, global.shared_store())?;
     let sessions = Sessions::new(store.clone(), server, opts.sessions(node_url));

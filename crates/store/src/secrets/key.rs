@@ -28,6 +28,8 @@ const KEY_FILE_READ_LIMIT: u64 = 1024;
 /// key schedule); with the `zeroize` feature of `aes-gcm` it is wiped on drop.
 pub struct SecretKey {
     cipher: Aes256Gcm,
+    /// The key itself, for the keys derived from it ([`SecretKey::derive`]).
+    raw: Zeroizing<[u8; KEY_LEN]>,
 }
 
 impl fmt::Debug for SecretKey {
@@ -122,12 +124,31 @@ impl SecretKey {
 
     fn from_bytes(bytes: &[u8]) -> Result<Self, SecretError> {
         // The length is checked by every caller; this is the last guard.
+        let wrong_length = || SecretError::InvalidKey {
+            origin: KeyOrigin::Env,
+            problem: KeyProblem::WrongLength(bytes.len()),
+        };
+        let raw: [u8; KEY_LEN] = bytes.try_into().map_err(|_| wrong_length())?;
         Aes256Gcm::new_from_slice(bytes)
-            .map(|cipher| SecretKey { cipher })
-            .map_err(|_| SecretError::InvalidKey {
-                origin: KeyOrigin::Env,
-                problem: KeyProblem::WrongLength(bytes.len()),
+            .map(|cipher| SecretKey {
+                cipher,
+                raw: Zeroizing::new(raw),
             })
+            .map_err(|_| wrong_length())
+    }
+
+    /// A key for `purpose` (HMAC-SHA256 of the purpose under this key):
+    /// one that signs rather than seals, the same in every process that
+    /// has this key, and of no use for opening a sealed secret.
+    pub fn derive(&self, purpose: &str) -> Zeroizing<[u8; 32]> {
+        use hmac::{Hmac, KeyInit, Mac};
+        let mut derived = Zeroizing::new([0u8; 32]);
+        // An HMAC takes a key of any length.
+        if let Ok(mut mac) = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.raw[..]) {
+            mac.update(purpose.as_bytes());
+            derived.copy_from_slice(&mac.finalize().into_bytes());
+        }
+        derived
     }
 }
 
@@ -446,6 +467,21 @@ mod tests {
                 .collect();
             assert_eq!(names, vec![KEY_FILE_NAME.to_string()]);
         }
+    }
+
+    #[test]
+    fn a_derived_key_is_the_same_for_one_key_and_purpose_only() {
+        let key = test_key();
+        let again = SecretKey::from_env_value(HEX_KEY).unwrap();
+        assert_eq!(
+            *key.derive("a"),
+            *again.derive("a"),
+            "every process with the key agrees"
+        );
+        assert_ne!(*key.derive("a"), *key.derive("b"), "purposes differ");
+        let other = SecretKey::from_env_value(&STANDARD.encode([9u8; 32])).unwrap();
+        assert_ne!(*key.derive("a"), *other.derive("a"), "keys differ");
+        assert_ne!(&key.derive("a")[..], &key.raw[..], "never the key itself");
     }
 
     #[test]
