@@ -82,11 +82,7 @@ impl McpServer {
     }
 
     /// The server's `Implementation` (name, title, version).
-    pub fn server_info_json() -> Value {
-        Self::server_info()
-    }
-
-    fn server_info() -> Value {
+    pub(crate) fn server_info() -> Value {
         json!({ "name": "executor", "title": "Executor", "version": env!("CARGO_PKG_VERSION") })
     }
 

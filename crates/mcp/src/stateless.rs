@@ -120,8 +120,7 @@ pub fn listen_messages(req: &Request) -> ListenMessages {
     } else {
         json!({})
     };
-    let mut meta =
-        json!({ "io.modelcontextprotocol/serverInfo": crate::McpServer::server_info_json() });
+    let mut meta = json!({ "io.modelcontextprotocol/serverInfo": crate::McpServer::server_info() });
     meta[SUBSCRIPTION_ID] = req.id.clone();
     ListenMessages {
         acknowledged: json!({
