@@ -447,3 +447,89 @@ async fn a_server_applies_a_decision_from_a_shell_as_soon_as_it_is_posted() {
 fn shell() -> Decider {
     Decider::new(None, ApprovalChannel::Cli)
 }
+
+/// A console-mode caller (SPEC §14, `elicitation_mode=console`): its
+/// `resume` decides nothing — even one that says accept — and answers
+/// once someone decides elsewhere; with nobody deciding, it stops waiting
+/// at the approval window (plus the holder's grace) with the expired
+/// refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_mode_resume_waits_for_the_decision_made_elsewhere() {
+    let dir = std::env::temp_dir().join(format!("executor-audit-console-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("executor.db")).unwrap());
+    let config = EngineConfig {
+        approval_window: Duration::from_secs(1),
+        console_approvals_url: Some("https://x.example/console/approvals/".into()),
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(Engine::with_catalogs(
+        store.clone(),
+        config,
+        Arc::new(StaticCatalog(Arc::new(Catalog::new(vec![ToolEntry {
+            path: "t.approve".into(),
+            description: None,
+            input_schema: None,
+            output_schema: None,
+            definitions: None,
+            requires_approval: true,
+            invoker: Arc::new(Echo),
+            slot: 0,
+        }])))),
+    ));
+    let a = CallContext {
+        approval: executor_call::ApprovalMode::InConsole,
+        ..ctx(&store, "a@example.com", Some("sess_c")).await
+    };
+    let code = "return (await tools.t.approve({ x: 1 })).data.x";
+
+    let paused = execute(&engine, &a, code).await;
+    let id = paused_id(&paused);
+    assert_eq!(
+        paused["structuredContent"]["approvalUrl"],
+        format!("https://x.example/console/approvals/{id}")
+    );
+    assert!(
+        text(&paused).contains("waits for their decision"),
+        "{paused}"
+    );
+    // Decided from outside (the console) while the agent's resume waits.
+    let waiting = tokio::spawn({
+        let (engine, a, id) = (engine.clone(), a.clone(), id.clone());
+        async move { resume(&engine, &a, &id, "decline").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "resume decides nothing and waits");
+    let console = Decider::new(
+        Some(a.principal.account_id.clone()),
+        ApprovalChannel::Console,
+    );
+    engine
+        .resume_from_outside(&id, Action::Accept, Duration::ZERO, console)
+        .await;
+    let answered = waiting.await.unwrap();
+    assert_eq!(
+        answered["structuredContent"]["status"], "completed",
+        "{answered}"
+    );
+    assert_eq!(
+        answered["structuredContent"]["result"], 1,
+        "the console's accept, not the agent's decline"
+    );
+
+    // Nobody decides: the wait ends with the window.
+    let paused = execute(&engine, &a, code).await;
+    let id = paused_id(&paused);
+    let started = Instant::now();
+    let expired = resume(&engine, &a, &id, "accept").await;
+    assert_eq!(
+        expired["structuredContent"]["status"], "execution_expired",
+        "{expired}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "it waited for the window"
+    );
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&dir);
+}
