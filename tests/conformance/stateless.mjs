@@ -10,8 +10,9 @@
 // Prints one line per scenario and exits non-zero on any failure.
 
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { checksUnder } from "./checks.mjs";
 
 const arg = (name) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -79,19 +80,6 @@ const SCENARIOS = {
     expected: ["localhost-host-rebinding-rejected", "localhost-host-valid-accepted"],
     leftOut: {},
   },
-};
-
-const checksUnder = (dir) => {
-  const checks = [];
-  const walk = (d) => {
-    for (const f of readdirSync(d)) {
-      const p = join(d, f);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (f === "checks.json") checks.push(...JSON.parse(readFileSync(p, "utf8")));
-    }
-  };
-  walk(dir);
-  return checks;
 };
 
 let failed = 0;

@@ -63,12 +63,22 @@ pub struct ApprovalRequest {
 
 impl ApprovalRequest {
     /// The request about a call of `address` with `args`, the arguments
-    /// shown as pretty JSON cut at `max_preview_chars` characters.
-    pub fn new(execution_id: &str, address: &str, args: &Value, max_preview_chars: usize) -> Self {
+    /// shown as pretty JSON cut at `max_preview_chars` characters, and the
+    /// integration's `question` when it asked one.
+    pub fn new(
+        execution_id: &str,
+        address: &str,
+        args: &Value,
+        question: Option<&str>,
+        max_preview_chars: usize,
+    ) -> Self {
         let preview = args_preview(args, max_preview_chars);
+        let asks = question
+            .map(|question| format!("\n\nThe integration asks: {question}"))
+            .unwrap_or_default();
         ApprovalRequest {
             execution_id: execution_id.to_string(),
-            message: format!("Approve {address}?\n\nArguments:\n{preview}"),
+            message: format!("Approve {address}?{asks}\n\nArguments:\n{preview}"),
         }
     }
 }

@@ -78,6 +78,31 @@ pub struct ToolInvocation {
     pub policies: Arc<Vec<PolicyRecord>>,
     /// The host memory the execution's answers may hold while parsed.
     pub budget: HostBudget,
+    /// Whom the integration's questions go to while the call runs (an
+    /// upstream MCP server's `input_required`, SPEC §8); None where nobody
+    /// can answer (the question is then declined).
+    pub questions: Option<Arc<dyn HumanQuestions>>,
+}
+
+/// An integration's question about the call in flight, put to the person
+/// who approves the execution's calls: the call pauses as an approval
+/// does (SPEC §9) and the decision comes back here. The engine implements
+/// it; a kind only asks.
+pub trait HumanQuestions: Send + Sync {
+    /// Asks `question` (the integration's own words) about the call.
+    fn ask(&self, question: String) -> BoxFuture<'static, HumanAnswer>;
+}
+
+/// What the person decided about an integration's question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HumanAnswer {
+    Accepted,
+    /// Declined, cancelled, or nobody decided in time (the reason).
+    Declined {
+        reason: &'static str,
+    },
+    /// Nobody could be asked (the execution cannot pause); why.
+    Unavailable(String),
 }
 
 /// What a tool returns: `{ok: true, data, http?}` …

@@ -26,9 +26,10 @@ mod validate;
 
 pub use budget::{BudgetError, HostBudget, HostHold};
 pub use catalog::{
-    Catalog, CatalogSource, IntegrationSummary, MAX_NAMESPACE_LEN, NewTool, RESERVED_NAMESPACES,
-    RouteHint, StaticCatalog, ToolEntry, ToolError, ToolGroup, ToolInvocation, ToolInvoker,
-    ToolResult, ToolSuccess, is_valid_namespace, namespace_problem, result_value,
+    Catalog, CatalogSource, HumanAnswer, HumanQuestions, IntegrationSummary, MAX_NAMESPACE_LEN,
+    NewTool, RESERVED_NAMESPACES, RouteHint, StaticCatalog, ToolEntry, ToolError, ToolGroup,
+    ToolInvocation, ToolInvoker, ToolResult, ToolSuccess, is_valid_namespace, namespace_problem,
+    result_value,
 };
 pub use loader::{IntegrationLoader, LoadedIntegration, Unavailable, load_stored, stored_format};
 pub use schema::{ComposeLimits, Definitions, SchemaInterner, SchemaText, ToolSchema, schema_text};

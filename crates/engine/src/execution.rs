@@ -49,6 +49,10 @@ pub struct PendingCall {
     pub args: Value,
     #[serde(rename = "expiresAtMs")]
     pub expires_at_ms: i64,
+    /// The integration's own question about the call (an upstream MCP
+    /// server's `input_required`, SPEC §8); None for a policy's approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
 }
 
 /// One answered tool call, for deterministic replay.
@@ -456,11 +460,13 @@ impl ApprovalGate {
     }
 
     /// Pauses the execution until a decision arrives or the window closes.
+    /// `question` is the integration's, when it asks about the call.
     pub(crate) fn decide(
         self: &Arc<Self>,
         index: usize,
         path: &str,
         args: &Value,
+        question: Option<String>,
     ) -> BoxFuture<'static, Decision> {
         let preset = self.preset.lock().ok().and_then(|mut p| p.remove(&index));
         if let Some(decision) = preset {
@@ -493,6 +499,7 @@ impl ApprovalGate {
             path: path.to_string(),
             args: args.clone(),
             expires_at_ms: now_ms() + self.window.as_millis() as i64,
+            question,
         };
         self.has_paused.store(true, Ordering::Release);
         let _ = self.events.send(RunEvent::Paused(pending));
@@ -582,7 +589,15 @@ pub(crate) fn paused_envelope(
     let preview = args_preview(&pending.args, max_preview_chars);
     let ttl_ms = (pending.expires_at_ms - now_ms()).max(0);
     let expires_at = iso8601(pending.expires_at_ms);
-    let message = format!("Approve {}?", pending.path);
+    let message = match &pending.question {
+        Some(question) => format!("Approve {}? It asks: {question}", pending.path),
+        None => format!("Approve {}?", pending.path),
+    };
+    let asks = pending
+        .question
+        .as_ref()
+        .map(|question| format!("\n\nThe integration asks: {question}"))
+        .unwrap_or_default();
     let next = match reader {
         Reader::Agent => format!(
             "Ask the user whether to run this call. Then call the `resume` tool with {{\"executionId\": \"{execution_id}\", \"action\": \"accept\"}} to run it, or \"decline\" to refuse it (the call then throws inside the program)."
@@ -601,7 +616,7 @@ pub(crate) fn paused_envelope(
         ),
     };
     let text = format!(
-        "Execution paused: Approve {path}?\n\nArguments:\n{preview}\n\nexecutionId: {execution_id}\nExpires at: {expires_at} (in {secs} s)\n\n{next}",
+        "Execution paused: Approve {path}?{asks}\n\nArguments:\n{preview}\n\nexecutionId: {execution_id}\nExpires at: {expires_at} (in {secs} s)\n\n{next}",
         path = pending.path,
         secs = ttl_ms / 1000,
     );
@@ -645,6 +660,8 @@ pub struct PendingApproval {
     pub tool_path: String,
     /// Its arguments as pretty JSON, cut at the approval preview length.
     pub args_preview: String,
+    /// The integration's question about the call, when it asked one.
+    pub question: Option<String>,
     /// The org's rule that matches the tool now; None: the tool's default.
     pub policy_rule: Option<String>,
     /// When the call paused (its expiry less this engine's approval window).
@@ -976,6 +993,7 @@ pub(crate) fn approval_request(
         execution_id,
         &pending.path,
         &pending.args,
+        pending.question.as_deref(),
         max_preview_chars,
     )
 }
@@ -1020,7 +1038,7 @@ mod tests {
             Duration::from_secs(60),
         ));
         let call = gate.call_started();
-        let decision = gate.decide(0, "a.b", &json!({}));
+        let decision = gate.decide(0, "a.b", &json!({}), None);
         assert!(gate.is_waiting(0) && gate.is_paused());
         // The call is aborted while it waits.
         drop(decision);
@@ -1048,6 +1066,7 @@ mod tests {
                     path: "a.b".into(),
                     args: json!({}),
                     expires_at_ms: 9,
+                    question: None,
                 }),
             ),
             (
@@ -1115,7 +1134,7 @@ mod tests {
         // waiting for a human.
         let running = gate.call_started();
         let _waiting_call = gate.call_started();
-        let decision = gate.decide(1, "a.b", &json!({}));
+        let decision = gate.decide(1, "a.b", &json!({}), None);
         assert!(gate.is_waiting(1));
         let until = gate.until_paused_or_idle();
         tokio::pin!(until);

@@ -19,7 +19,8 @@ use crate::execution::{ApprovalGate, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
 use executor_call::{ApprovalMode, CallContext};
 use executor_catalog::{
-    Catalog, HostBudget, HostHold, ToolError, ToolInvocation, ToolResult, result_value,
+    Catalog, HostBudget, HostHold, HumanAnswer, HumanQuestions, ToolError, ToolInvocation,
+    ToolResult, result_value,
 };
 
 /// Longest tool path accepted (SPEC §12).
@@ -255,6 +256,72 @@ impl HostBridge for ExecutionBridge {
     }
 }
 
+/// The engine's side of an integration's question about call `index`
+/// (SPEC §8): the call waits in the approval gate as a policy's approval
+/// does, with the question shown beside the call.
+struct CallQuestions {
+    gate: Arc<ApprovalGate>,
+    index: usize,
+    path: String,
+    args: Value,
+    approval: ApprovalMode,
+    /// How the latest question was decided, for the call's audit.
+    decided: Arc<Mutex<Option<QuestionDecided>>>,
+}
+
+struct QuestionDecided {
+    approval: ApprovalDecision,
+    by: Option<String>,
+    via: Option<ApprovalChannel>,
+    wait: Duration,
+}
+
+impl HumanQuestions for CallQuestions {
+    fn ask(&self, question: String) -> BoxFuture<'static, HumanAnswer> {
+        if self.approval == ApprovalMode::GivenByCaller {
+            // The operator's call by name approves the call, not a
+            // question they never saw.
+            let refusal = format!(
+                "{} asks: {question} — a call by name from the management API cannot answer it; run it from an agent or `executor call`",
+                self.path
+            );
+            return Box::pin(async move { HumanAnswer::Unavailable(refusal) });
+        }
+        let waiting = Instant::now();
+        let decision = self
+            .gate
+            .decide(self.index, &self.path, &self.args, Some(question));
+        let (gate, index) = (self.gate.clone(), self.index);
+        let decided = self.decided.clone();
+        Box::pin(async move {
+            let decision = decision.await;
+            let decider = gate.decider(index);
+            let (approval, answer) = match decision {
+                Decision::Accept => (ApprovalDecision::Approved, HumanAnswer::Accepted),
+                Decision::Decline { reason } => {
+                    (ApprovalDecision::Declined, HumanAnswer::Declined { reason })
+                }
+                Decision::Unavailable(why) => return HumanAnswer::Unavailable(why),
+            };
+            let via = decider.as_ref().map(|d| d.via).or(match &answer {
+                HumanAnswer::Declined {
+                    reason: "approval_timeout",
+                } => Some(ApprovalChannel::Timeout),
+                _ => None,
+            });
+            if let Ok(mut decided) = decided.lock() {
+                *decided = Some(QuestionDecided {
+                    approval,
+                    by: decider.and_then(|d| d.by),
+                    via,
+                    wait: waiting.elapsed(),
+                });
+            }
+            answer
+        })
+    }
+}
+
 impl BridgeInner {
     /// The call's answer, the host-budget room it holds (if any), and what
     /// decided it.
@@ -342,7 +409,7 @@ impl BridgeInner {
         } else if action == PolicyAction::RequireApproval {
             // Measured apart: the wait is not the call's duration.
             let waiting = Instant::now();
-            let decision = self.gate.decide(index, path, &args).await;
+            let decision = self.gate.decide(index, path, &args, None).await;
             audit.approval_wait = waiting.elapsed();
             let decider = self.gate.decider(index);
             audit.decided_by = decider.as_ref().and_then(|d| d.by.clone());
@@ -386,6 +453,14 @@ impl BridgeInner {
                 }
             }
         }
+        let questions = Arc::new(CallQuestions {
+            gate: self.gate.clone(),
+            index,
+            path: path.to_string(),
+            args: args.clone(),
+            approval: self.ctx.approval,
+            decided: Arc::default(),
+        });
         let invocation = ToolInvocation {
             tool: tool.clone(),
             args,
@@ -393,8 +468,18 @@ impl BridgeInner {
             catalog: catalog.clone(),
             policies: self.policy_records.clone(),
             budget: self.budget.clone(),
+            questions: Some(questions.clone()),
         };
-        Ok(tool.invoker.invoke(invocation).await)
+        let result = tool.invoker.invoke(invocation).await;
+        // The integration's questions were decided as an approval is: the
+        // audit trail says so (the last decision, its wait added).
+        if let Some(asked) = questions.decided.lock().ok().and_then(|mut d| d.take()) {
+            audit.approval = Some(asked.approval);
+            audit.decided_by = asked.by.or(audit.decided_by.take());
+            audit.decided_via = asked.via.or(audit.decided_via);
+            audit.approval_wait += asked.wait;
+        }
+        Ok(result)
     }
 
     fn record(

@@ -621,6 +621,7 @@ impl Engine {
                     account_id: saved.owner.account_id.clone(),
                     tool_path: call.path.clone(),
                     args_preview: args_preview(&call.args, self.approval_preview_chars),
+                    question: call.question.clone(),
                     paused_at_ms: call.expires_at_ms.saturating_sub(window),
                     expires_at_ms: call.expires_at_ms,
                 })

@@ -428,6 +428,7 @@ mod tests {
             catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
             policies: Arc::new(Vec::new()),
             budget: HostBudget::new(1 << 20),
+            questions: None,
         };
         invoker.invoke(call).await
     }

@@ -516,9 +516,11 @@ impl OAuth {
             .map_err(|_| OAuthError::Stored("the stored login is unreadable".into()))?;
         let server = &request.grant.server;
         // RFC 9207: the response names its issuer where the server says it
-        // will, and a named issuer must be ours (mix-up defence).
+        // will, and a named issuer must be ours (mix-up defence), compared
+        // as plain strings: no trailing slash, case or port folded away
+        // (RFC 9207 §2.4; MCP 2026-07-28).
         match (iss, server.issuer.as_deref()) {
-            (Some(iss), Some(issuer)) if !discovery::same_issuer(iss, issuer) => {
+            (Some(iss), Some(issuer)) if iss != issuer => {
                 return Err(OAuthError::Discovery(
                     "the authorization response names another issuer".into(),
                 ));

@@ -19,6 +19,8 @@ pub struct PendingApproval {
     pub tool_path: String,
     /// Its arguments as pretty JSON, cut at the preview length.
     pub args_preview: String,
+    /// The integration's question about the call, when it asked one.
+    pub question: Option<String>,
     /// The rule that asks for approval now (pol_…); none: the tool's
     /// default.
     pub policy_rule: Option<String>,
@@ -42,6 +44,7 @@ impl Operations {
                 account_id: p.account_id,
                 tool_path: p.tool_path,
                 args_preview: p.args_preview,
+                question: p.question,
                 policy_rule: p.policy_rule,
                 paused_at_ms: p.paused_at_ms,
                 expires_at_ms: p.expires_at_ms,

@@ -9,12 +9,12 @@ use std::time::Duration;
 use executor_outbound::{Credential, HttpClient, HttpFailure};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{ClientInitializeError, NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::{
     StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
 };
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use zeroize::Zeroizing;
 
 use crate::error::{GuardRefusal, OpenError};
@@ -62,8 +62,14 @@ impl Session {
 /// Our side of a session: it answers the upstream's requests (elicitation
 /// and sampling declined, no roots) and tells the pool when the upstream's
 /// tool list changed.
+#[derive(Clone)]
 pub struct UpstreamClient {
     on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Declares form elicitation: on 2026-07-28, where an upstream's
+    /// questions come back as `input_required` and are answered through
+    /// the approval path (`questions.rs`). A session of an older version
+    /// declares none: its server→client requests are declined.
+    answers_questions: bool,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -73,18 +79,44 @@ impl ClientHandler for UpstreamClient {
         }
     }
 
-    /// Sessions open with 2025-11-25, the newest version with the
-    /// `initialize` handshake: servers of every version since 2025-03-26
-    /// accept it (rmcp's default, 2026-07-28, is refused by most servers
-    /// deployed today and by the conformance suite's client scenarios).
+    /// The version an `initialize` handshake asks for (stdio, legacy SSE,
+    /// an older server's fallback); 2026-07-28 has no handshake.
     fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.answers_questions {
+            serde_json::from_value(serde_json::json!({ "elicitation": { "form": {} } }))
+                .unwrap_or_default()
+        } else {
+            ClientCapabilities::default()
+        };
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("executor", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_protocol_version(LEGACY_VERSION)
     }
 }
+
+/// The newest version with the `initialize` handshake: servers of every
+/// version since 2025-03-26 accept it.
+const LEGACY_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// How a streamable HTTP session starts first (SPEC §8): `server/discover`
+/// at 2026-07-28 (again at a version the server names when it refuses the
+/// first). A server that answers it as one of an older version does (see
+/// [`open_streamable_http`]) gets the `initialize` handshake at
+/// [`LEGACY_VERSION`] on a new connection, from a client that declares no
+/// elicitation. Stdio and legacy SSE sessions keep the handshake alone: a
+/// stdio server of an older SDK may leave a request before `initialize`
+/// unanswered, and every open would wait out the discovery's time.
+fn discover() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+/// How long a server may take to answer `server/discover` before it is
+/// taken for one of an older version (rmcp's own probe waits as long).
+const DISCOVER_WAIT: Duration = Duration::from_secs(10);
 
 /// Opens a session with the upstream at `endpoint`. `on_tools_changed`
 /// runs when the upstream says its tool list changed.
@@ -95,8 +127,10 @@ pub async fn open(
     http: &HttpClient,
     on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
 ) -> Result<Session, OpenError> {
-    let on_tools_changed_again = on_tools_changed.clone();
-    let client = UpstreamClient { on_tools_changed };
+    let client = UpstreamClient {
+        on_tools_changed,
+        answers_questions: false,
+    };
     match endpoint {
         Endpoint::Stdio { command, args, env } => {
             let child =
@@ -127,14 +161,16 @@ pub async fn open(
                 // SSE only when the transport failed: a 401/403 is about
                 // the credential, and SSE would answer it the same.
                 HttpTransport::Auto => {
-                    let streamable =
-                        open_streamable_http(url, reqwest.clone(), headers.clone(), max, client)
-                            .await;
+                    let streamable = open_streamable_http(
+                        url,
+                        reqwest.clone(),
+                        headers.clone(),
+                        max,
+                        client.clone(),
+                    )
+                    .await;
                     match streamable {
                         Err(OpenError::Unavailable(first)) => {
-                            let client = UpstreamClient {
-                                on_tools_changed: on_tools_changed_again,
-                            };
                             open_sse(url, reqwest, headers, max, client).await.map_err(
                                 |e| match e {
                                     OpenError::Unavailable(second) => OpenError::Unavailable(
@@ -159,6 +195,84 @@ async fn open_streamable_http(
     max_response_bytes: usize,
     client: UpstreamClient,
 ) -> Result<Session, OpenError> {
+    let modern = UpstreamClient {
+        answers_questions: true,
+        ..client.clone()
+    };
+    let discovering = start_streamable_http(
+        url,
+        reqwest.clone(),
+        headers.clone(),
+        max_response_bytes,
+        modern,
+        discover(),
+    );
+    let opened = tokio::time::timeout(DISCOVER_WAIT, discovering)
+        .await
+        .unwrap_or(Err(Opening::Refused(Box::new(
+            ClientInitializeError::Cancelled,
+        ))));
+    match opened {
+        // A server of an older version gets the handshake on a new
+        // connection.
+        Err(Opening::Refused(refused)) if answered_as_an_older_server(&refused) => {
+            start_streamable_http(
+                url,
+                reqwest,
+                headers,
+                max_response_bytes,
+                client,
+                ClientLifecycleMode::Initialize,
+            )
+            .await
+            .map_err(|e| e.into_open_error(url))
+        }
+        other => other.map_err(|e| e.into_open_error(url)),
+    }
+}
+
+/// Whether `server/discover` was answered as a server of an older version
+/// answers it: with an error (a method it does not know; a 4xx without a
+/// session, which rmcp turns into one), with something else than a
+/// discovery result (an empty result, an error of no request, a bare 202
+/// that leaves the request unanswered), or not in time.
+fn answered_as_an_older_server(refused: &ClientInitializeError) -> bool {
+    matches!(
+        refused,
+        ClientInitializeError::JsonRpcError(_)
+            | ClientInitializeError::ExpectedInitResult(_)
+            | ClientInitializeError::ExpectedInitResponse(_)
+            | ClientInitializeError::UncorrelatedErrorResponse { .. }
+            | ClientInitializeError::ConnectionClosed(_)
+            | ClientInitializeError::Cancelled
+    )
+}
+
+/// Why a streamable HTTP session did not start.
+enum Opening {
+    Failed(OpenError),
+    Refused(Box<ClientInitializeError>),
+}
+
+impl Opening {
+    fn into_open_error(self, url: &str) -> OpenError {
+        match self {
+            Opening::Failed(error) => error,
+            Opening::Refused(e) => {
+                OpenError::Unavailable(format!("cannot open an MCP session with {url}: {e}"))
+            }
+        }
+    }
+}
+
+async fn start_streamable_http(
+    url: &str,
+    reqwest: reqwest::Client,
+    headers: HashMap<HeaderName, HeaderValue>,
+    max_response_bytes: usize,
+    client: UpstreamClient,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Session, Opening> {
     let config = StreamableHttpClientTransportConfig::with_uri(url)
         .max_json_response_size(max_response_bytes)
         .reinit_on_expired_session(true)
@@ -167,25 +281,51 @@ async fn open_streamable_http(
     let http = UpstreamHttp::new(reqwest, refusal.clone());
     let listening = http.listening();
     let transport = StreamableHttpClientTransport::with_client(http, config);
-    let service = within_open_timeout(client.serve(transport))
-        .await?
+    let opening = client.serve_with_lifecycle(transport, lifecycle);
+    let service = within_open_timeout(opening)
+        .await
+        .map_err(Opening::Failed)?
         .map_err(|e| {
             if let Some(failure) = refusal.failure() {
-                OpenError::Target(failure)
+                Opening::Failed(OpenError::Target(failure))
             } else if e.is_authorization_required() || e.auth_challenge().is_some() {
-                OpenError::NeedsLogin(e.auth_challenge().map(str::to_string))
+                Opening::Failed(OpenError::NeedsLogin(
+                    e.auth_challenge().map(str::to_string),
+                ))
             } else {
-                OpenError::Unavailable(format!("cannot open an MCP session with {url}: {e}"))
+                Opening::Refused(Box::new(e))
             }
         })?;
-    // The session is ready once its GET stream is answered (see http.rs);
-    // a server that holds that answer back costs at most this wait.
-    let _ = tokio::time::timeout(LISTEN_WAIT, listening.notified()).await;
+    if speaks_stateless(&service) {
+        // rmcp mirrors a tool's `x-mcp-header` arguments into headers only
+        // for tools it has seen listed on this transport (and leaves out
+        // those whose declarations are invalid): list them once, before
+        // the session's first call.
+        service.list_all_tools().await.map_err(|e| {
+            Opening::Failed(OpenError::Unavailable(format!(
+                "{url} did not list its tools: {e}"
+            )))
+        })?;
+    } else {
+        // The session is ready once its GET stream is answered (see
+        // http.rs); a server that holds that answer back costs at most
+        // this wait. 2026-07-28 has no such stream.
+        let _ = tokio::time::timeout(LISTEN_WAIT, listening.notified()).await;
+    }
     Ok(Session {
         service,
         refusal: Some(refusal),
         _runs_on: RunsOn::Nothing,
     })
+}
+
+/// Whether the session speaks 2026-07-28 (or later): no handshake, every
+/// request carrying its own `_meta`.
+pub(crate) fn speaks_stateless(service: &RunningService<RoleClient, UpstreamClient>) -> bool {
+    service
+        .peer()
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize())
 }
 
 /// How long a new session waits for its GET stream's answer.

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, JsonRpcError, JsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcError, JsonRpcMessage};
 use rmcp::transport::common::client_side_sse::BoxedSseResponse;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -70,9 +70,18 @@ impl UpstreamHttp {
     }
 
     /// The answer to the first POST (initialize): a server that gives no
-    /// session id gets no GET stream, so nothing is left to wait for.
-    fn after_post(&self, in_session: bool, answer: PostResult) -> PostResult {
+    /// session id gets no GET stream, so nothing is left to wait for. A
+    /// `server/discover` is never in a session: the `initialize` that may
+    /// follow it (an older server) decides.
+    fn after_post(&self, sent: Sent, answer: PostResult) -> PostResult {
+        let Sent {
+            in_session,
+            discover,
+        } = sent;
         let answer = self.noted(answer);
+        if discover {
+            return answer;
+        }
         let sessionless = match &answer {
             Ok(
                 StreamableHttpPostResponse::Json(_, id) | StreamableHttpPostResponse::Sse(_, id),
@@ -84,6 +93,27 @@ impl UpstreamHttp {
             self.listening.notify_one();
         }
         forgotten(in_session, answer)
+    }
+}
+
+/// What a POST carried, for reading its answer.
+#[derive(Clone, Copy)]
+struct Sent {
+    in_session: bool,
+    discover: bool,
+}
+
+impl Sent {
+    fn new(message: &ClientJsonRpcMessage, session_id: &Option<Arc<str>>) -> Self {
+        let discover = matches!(
+            message,
+            JsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::DiscoverRequest(_))
+        );
+        Sent {
+            in_session: session_id.is_some(),
+            discover,
+        }
     }
 }
 
@@ -110,12 +140,12 @@ impl StreamableHttpClient for UpstreamHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> PostResult {
-        let in_session = session_id.is_some();
+        let sent = Sent::new(&message, &session_id);
         let answer = self
             .client
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        self.after_post(in_session, answer)
+        self.after_post(sent, answer)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -127,7 +157,7 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> PostResult {
-        let in_session = session_id.is_some();
+        let sent = Sent::new(&message, &session_id);
         let answer = self
             .client
             .post_message_with_max_sse_event_size(
@@ -139,7 +169,7 @@ impl StreamableHttpClient for UpstreamHttp {
                 max_sse_event_size,
             )
             .await;
-        self.after_post(in_session, answer)
+        self.after_post(sent, answer)
     }
 
     async fn post_message_with_response_limits(
@@ -151,7 +181,7 @@ impl StreamableHttpClient for UpstreamHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> PostResult {
-        let in_session = session_id.is_some();
+        let sent = Sent::new(&message, &session_id);
         let answer = self
             .client
             .post_message_with_response_limits(
@@ -163,7 +193,7 @@ impl StreamableHttpClient for UpstreamHttp {
                 limits,
             )
             .await;
-        self.after_post(in_session, answer)
+        self.after_post(sent, answer)
     }
 
     async fn delete_session(

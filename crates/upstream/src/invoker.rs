@@ -7,16 +7,22 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use executor_catalog::{ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
+use executor_catalog::{
+    HumanQuestions, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
+};
 use executor_outbound::{Credential, HttpFailure, UPSTREAM_TIMEOUT, renewed, scrub_value};
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, InputRequiredResult,
+    ServerResult,
+};
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
 
 use crate::error::OpenError;
 use crate::pool::{Lease, Upstreams};
+use crate::questions::{self, MAX_INPUT_ROUNDS};
 use crate::stored::Endpoint;
 
 /// The error code of a tool result the upstream marked `isError` (SPEC §7).
@@ -81,15 +87,16 @@ impl ToolInvoker for UpstreamInvoker {
             // A refused credential is offered back to its source once (an
             // OAuth connection refreshes its token), then the call retried.
             let mut refused_once = false;
+            let questions = call.questions.clone();
             let result = loop {
-                let called = call_upstream(
+                let called = call_answering(
                     &upstreams,
                     &org_id,
                     &namespace,
                     &endpoint,
                     &credential,
-                    name.clone(),
-                    arguments.clone(),
+                    CallToolRequestParams::new(name.clone()).with_arguments(arguments.clone()),
+                    questions.as_ref(),
                 )
                 .await;
                 let challenge = match called {
@@ -172,6 +179,52 @@ fn refused_error(namespace: &str, credential: &Credential) -> ToolError {
     }
 }
 
+/// A `tools/call` through every `input_required` round the upstream asks
+/// for (see `questions.rs`): each retry carries the answers and the
+/// upstream's `requestState` unchanged, with a new JSON-RPC id, on a
+/// session leased for that round only (nobody holds one while a person
+/// decides).
+async fn call_answering(
+    upstreams: &Arc<Upstreams>,
+    org_id: &str,
+    namespace: &str,
+    endpoint: &Endpoint,
+    credential: &Credential,
+    mut params: CallToolRequestParams,
+    questions: Option<&Arc<dyn HumanQuestions>>,
+) -> Result<Value, CallError> {
+    for round in 0..MAX_INPUT_ROUNDS {
+        let called = call_upstream(
+            upstreams,
+            org_id,
+            namespace,
+            endpoint,
+            credential,
+            params.clone(),
+        )
+        .await?;
+        let asked = match called {
+            Reply::Done(value) => return Ok(value),
+            Reply::Asked(asked) => asked,
+        };
+        let retry = questions::answer(namespace, asked, questions, round).await?;
+        params.input_responses = retry.input_responses;
+        params.request_state = retry.request_state;
+    }
+    Err(ToolError::new(
+        MCP_TOOL_ERROR,
+        format!("{namespace} asked for input {MAX_INPUT_ROUNDS} times without finishing the call"),
+    )
+    .into())
+}
+
+/// What one `tools/call` came back with.
+enum Reply {
+    Done(Value),
+    /// `input_required`: answer, then send the call again.
+    Asked(InputRequiredResult),
+}
+
 /// One `tools/call` on a leased session.
 async fn call_upstream(
     upstreams: &Arc<Upstreams>,
@@ -179,16 +232,14 @@ async fn call_upstream(
     namespace: &str,
     endpoint: &Endpoint,
     credential: &Credential,
-    name: String,
-    arguments: Map<String, Value>,
-) -> Result<Value, CallError> {
+    params: CallToolRequestParams,
+) -> Result<Reply, CallError> {
     let pool = upstreams.pool(org_id, namespace, endpoint, credential);
     let lease = match upstreams.lease(&pool, credential).await {
         Ok(lease) => lease,
         Err(OpenError::NeedsLogin(challenge)) => return Err(CallError::Refused { challenge }),
         Err(e) => return Err(open_error(namespace, e).into()),
     };
-    let params = CallToolRequestParams::new(name).with_arguments(arguments);
     let timeout = upstreams.settings().call_timeout;
     let called = call_with_progress(&lease, params, timeout).await;
     if let Err(e) = &called
@@ -207,12 +258,15 @@ async fn call_upstream(
                 format!("{namespace} did not answer within {} s", timeout.as_secs()),
             )
         }),
-        Ok(ServerResult::CallToolResult(result)) => serde_json::to_value(result).map_err(|e| {
-            ToolError::new(
-                MCP_TOOL_ERROR,
-                format!("{namespace} answered a result that cannot be read: {e}"),
-            )
-        }),
+        Ok(ServerResult::CallToolResult(result)) => {
+            serde_json::to_value(result).map(Reply::Done).map_err(|e| {
+                ToolError::new(
+                    MCP_TOOL_ERROR,
+                    format!("{namespace} answered a result that cannot be read: {e}"),
+                )
+            })
+        }
+        Ok(ServerResult::InputRequiredResult(asked)) => Ok(Reply::Asked(asked)),
         Ok(_) => Err(ToolError::new(
             MCP_TOOL_ERROR,
             format!("{namespace} answered tools/call with something else than a tool result"),

@@ -4,7 +4,8 @@
 //! names (`naming.rs`, `stored.rs`); calls go through sessions pooled per
 //! (org, integration) (`pool.rs`) that rmcp's client runs (`connect.rs`),
 //! a stdio server in a supervised child (`stdio.rs`); results come back as
-//! `{content, structuredContent}` (`invoker.rs`).
+//! `{content, structuredContent}` (`invoker.rs`), after any questions the
+//! upstream asks on the way (`input_required`, `questions.rs`).
 //!
 //! Named `upstream` so that it is never mistaken for `executor-mcp`, our
 //! own server's side of the protocol.
@@ -16,6 +17,7 @@ mod invoker;
 mod kind;
 mod naming;
 mod pool;
+mod questions;
 mod sse;
 mod stdio;
 mod stored;

@@ -164,6 +164,7 @@ async fn call_ping(url: &str, transport: HttpTransport, allow_local_network: boo
         catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
         policies: Arc::new(Vec::new()),
         budget: HostBudget::new(1 << 20),
+        questions: None,
     };
     invoker.invoke(call).await
 }

@@ -73,6 +73,9 @@ fn card(viewer: &Viewer, p: &PendingApproval) -> Markup {
     html! {
         h2 { a href=(url) { code { (p.tool_path) } } }
         dl.facts {
+            @if let Some(question) = &p.question {
+                dt { "The integration asks" } dd { (question) }
+            }
             dt { "Arguments" } dd { pre { (p.args_preview) } }
             dt { "Session" } dd { (p.session_id.as_deref().unwrap_or("— (not from an MCP session)")) }
             dt { "Asked by" } dd { (p.policy_rule.as_deref().map_or("the tool's default".to_string(), |r| format!("rule {r}"))) }
