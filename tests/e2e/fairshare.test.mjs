@@ -1,8 +1,9 @@
 // SPEC §4 fair share, end to end: org A saturating its share — with busy
 // loops, slow tool calls, or executions paused for approval — never holds
-// org B's `execute`; A's run over its share is refused at once with a clear
-// error; paused executions hold no slot; over the server's limit a new
-// `execute` gets 503 with Retry-After.
+// org B's `execute`; A's run over its share waits its turn in A's queue
+// (and past the queue's bounds is refused with a clear error); paused
+// executions hold no slot; over the server's limit a new `execute` gets
+// 503 with Retry-After.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -67,17 +68,19 @@ const BUSY = `const t = Date.now(); while (Date.now() - t < ${HOLD_MS}) {} retur
 const SLOW = "return (await tools.slow.slow.wait({})).data.slow";
 
 for (const [how, code] of [["busy loops", BUSY], ["slow tool calls", SLOW]]) {
-  test(`fair share: A's ${how} fill its share; A's next run is refused, B's answers`, async () => {
+  test(`fair share: A's ${how} fill its share; A's next run waits its turn, B's answers`, async () => {
     let settled = 0;
     const held = [execute(a, code), execute(a, code)].map((p) => p.finally(() => settled++));
     await untilRunning(srv, 2); // both have started: the share is full
-    const refused = await execute(a, "return 1");
-    assert.equal(refused.isError, true);
-    assert.match(refused.content[0].text, /already has 2 executions running/);
+    let queuedDone = false;
+    const queued = execute(a, "return 1").finally(() => (queuedDone = true));
     const answered = await execute(b, "return 'b'");
     assert.equal(answered.structuredContent.result, "b");
     assert.equal(settled, 0, "B answered while A's runs were still going");
+    assert.equal(queuedDone, false, "A's third run still waits for a turn");
     for (const r of await Promise.all(held)) assert.equal(r.isError, undefined, JSON.stringify(r));
+    const served = await queued;
+    assert.equal(served.structuredContent?.result, 1, JSON.stringify(served));
   });
 }
 

@@ -4,17 +4,25 @@
 //! slot counts against its org's share and the global limit; a paused one
 //! (waiting for a human) counts only against the paused bounds, so an org
 //! whose programs wait for approval never holds another org's work. An
-//! execution over its org's share is refused at once with a message that
-//! says so; over the global limit, with a "busy, retry" answer (a 503
-//! `Retry-After` where the transport can still give one). Nothing queues.
+//! execution over its org's share waits in its org's own queue, first in,
+//! first out: a running slot the org gives up goes to the queue's head
+//! before anyone else can take it. The queue is bounded in length and in
+//! time ([`QueueLimits`]); past either the answer is a clear refusal. Over
+//! the global limit the answer is "busy, retry" at once (a 503
+//! `Retry-After` where the transport can still give one): another org
+//! never waits behind an org's queue.
 //!
 //! A resumed execution takes its running slot back even when its org is at
 //! its share: it was admitted once, and refusing a human's approval would
 //! lose work. The running count can so exceed a share by at most the
 //! paused bound, which is what keeps this finite.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 /// The bounds, from `--max-concurrent-executions` and `--max-org-executions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +62,25 @@ impl Default for ShareLimits {
     }
 }
 
+/// An org's queue of executions over its share (SPEC §4, §12), from
+/// `--max-org-queued-executions` and `--org-queue-wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Executions of one org waiting at once.
+    pub max_queued: usize,
+    /// How long one waits for a slot.
+    pub max_wait: Duration,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits {
+            max_queued: 512,
+            max_wait: Duration::from_secs(30),
+        }
+    }
+}
+
 /// Why an execution was not admitted, or could not pause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
@@ -71,6 +98,17 @@ pub enum Refused {
     OrgPaused(usize),
     #[error("the server holds {0} executions waiting for approval, its limit; retry later")]
     ServerPaused(usize),
+    #[error(
+        "this organisation already has {running} executions running, its share of this server, \
+         and {queued} more waiting for a turn; wait for some to finish, then run execute again"
+    )]
+    OrgQueueFull { running: usize, queued: usize },
+    #[error(
+        "this organisation's {running} executions, its share of this server, stayed busy for \
+         the {secs} s this one could wait for a turn; run execute again later",
+        secs = .waited.as_secs()
+    )]
+    OrgQueueTimeout { running: usize, waited: Duration },
 }
 
 #[derive(Default)]
@@ -78,6 +116,14 @@ struct Counts {
     running: usize,
     paused: usize,
     by_org: HashMap<String, OrgCounts>,
+    /// The executions waiting for a turn, by org, oldest first.
+    queues: HashMap<String, VecDeque<Waiter>>,
+}
+
+/// An execution in its org's queue: the slot is sent to it.
+struct Waiter {
+    id: u64,
+    turn: oneshot::Sender<Slot>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -89,8 +135,10 @@ struct OrgCounts {
 /// The counts, shared by every slot.
 pub(crate) struct Admission {
     limits: ShareLimits,
+    queue: QueueLimits,
     /// Held only to read or change counts, never across an await.
     counts: Mutex<Counts>,
+    next_waiter: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,10 +155,12 @@ pub(crate) struct Slot {
 }
 
 impl Admission {
-    pub(crate) fn new(limits: ShareLimits) -> Arc<Self> {
+    pub(crate) fn new(limits: ShareLimits, queue: QueueLimits) -> Arc<Self> {
         Arc::new(Admission {
             limits,
+            queue,
             counts: Mutex::new(Counts::default()),
+            next_waiter: AtomicU64::new(0),
         })
     }
 
@@ -136,13 +186,104 @@ impl Admission {
         }
     }
 
-    /// A running slot for a new execution of `org`, or why not.
+    /// A running slot for a new execution of `org`, or why not, at once.
+    #[cfg(test)]
     pub(crate) fn admit(self: &Arc<Self>, org: &str) -> Result<Slot, Refused> {
         let mut counts = self.counts();
         if let Some(refused) = self.refusal(&counts, org) {
             return Err(refused);
         }
         Ok(self.running_slot(&mut counts, org))
+    }
+
+    /// A running slot for a new execution of `org`: at once when the org is
+    /// under its share (and the server under its limit), else after a turn
+    /// in the org's queue (then with how long it waited). Dropping the
+    /// future (the client went away) leaves the queue.
+    pub(crate) async fn admit_in_turn(
+        self: &Arc<Self>,
+        org: &str,
+    ) -> Result<(Slot, Option<Duration>), Refused> {
+        let (id, turn) = {
+            let mut counts = self.counts();
+            let queued = counts.queues.get(org).map_or(0, VecDeque::len);
+            match self.refusal(&counts, org) {
+                None if queued == 0 => return Ok((self.running_slot(&mut counts, org), None)),
+                Some(Refused::ServerFull(limit)) if queued == 0 => {
+                    return Err(Refused::ServerFull(limit));
+                }
+                _ if queued >= self.queue.max_queued => {
+                    return Err(Refused::OrgQueueFull {
+                        running: self.limits.running_per_org,
+                        queued,
+                    });
+                }
+                _ => {}
+            }
+            let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+            let (sender, turn) = oneshot::channel();
+            counts
+                .queues
+                .entry(org.to_string())
+                .or_default()
+                .push_back(Waiter { id, turn: sender });
+            (id, turn)
+        };
+        let _in_queue = InQueue {
+            admission: self.clone(),
+            org: org.to_string(),
+            id,
+        };
+        let waiting = std::time::Instant::now();
+        match tokio::time::timeout(self.queue.max_wait, turn).await {
+            Ok(Ok(slot)) => Ok((slot, Some(waiting.elapsed()))),
+            _ => Err(Refused::OrgQueueTimeout {
+                running: self.limits.running_per_org,
+                waited: self.queue.max_wait,
+            }),
+        }
+    }
+
+    /// Gives running slots to the heads of the queues while the shares and
+    /// the server's limit allow. Slots whose waiter has gone come back and
+    /// are returned, to be dropped once the counts are no longer held.
+    fn hand_out(self: &Arc<Self>, counts: &mut Counts) -> Vec<Slot> {
+        let mut unclaimed = Vec::new();
+        let orgs: Vec<String> = counts.queues.keys().cloned().collect();
+        for org in orgs {
+            loop {
+                if self.refusal(counts, &org).is_some() {
+                    break;
+                }
+                let Some(waiter) = counts.queues.get_mut(&org).and_then(VecDeque::pop_front) else {
+                    break;
+                };
+                let slot = self.running_slot(counts, &org);
+                if let Err(slot) = waiter.turn.send(slot) {
+                    unclaimed.push(slot);
+                }
+            }
+            if counts.queues.get(&org).is_some_and(VecDeque::is_empty) {
+                counts.queues.remove(&org);
+            }
+        }
+        unclaimed
+    }
+
+    /// Executions waiting for a turn now, in all orgs' queues.
+    pub(crate) fn queued_total(&self) -> usize {
+        self.counts().queues.values().map(VecDeque::len).sum()
+    }
+
+    /// (org, executions waiting) for every org with a queue.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> Vec<(String, usize)> {
+        let counts = self.counts();
+        counts
+            .queues
+            .iter()
+            .map(|(org, queue)| (org.clone(), queue.len()))
+            .collect()
     }
 
     /// A running slot for an execution resumed after a restart (it was
@@ -176,6 +317,26 @@ impl Admission {
     }
 }
 
+/// An execution's place in its org's queue; leaving (a turn given, the
+/// wait over, the client gone) removes it.
+struct InQueue {
+    admission: Arc<Admission>,
+    org: String,
+    id: u64,
+}
+
+impl Drop for InQueue {
+    fn drop(&mut self) {
+        let mut counts = self.admission.counts();
+        if let Some(queue) = counts.queues.get_mut(&self.org) {
+            queue.retain(|waiter| waiter.id != self.id);
+            if queue.is_empty() {
+                counts.queues.remove(&self.org);
+            }
+        }
+    }
+}
+
 impl Slot {
     fn state(&self) -> std::sync::MutexGuard<'_, SlotState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -203,6 +364,10 @@ impl Slot {
         org.running -= 1;
         org.paused += 1;
         *state = SlotState::Paused;
+        let unclaimed = self.admission.hand_out(&mut counts);
+        drop(counts);
+        drop(state);
+        drop(unclaimed);
         Ok(())
     }
 
@@ -244,6 +409,10 @@ impl Drop for Slot {
             SlotState::Running => counts.running = counts.running.saturating_sub(1),
             SlotState::Paused => counts.paused = counts.paused.saturating_sub(1),
         }
+        // Dropped once the counts are let go: each gives its slot back here.
+        let unclaimed = self.admission.hand_out(&mut counts);
+        drop(counts);
+        drop(unclaimed);
     }
 }
 
@@ -253,12 +422,15 @@ mod tests {
 
     #[test]
     fn shares_pauses_and_releases() {
-        let admission = Admission::new(ShareLimits {
-            running: 3,
-            running_per_org: 2,
-            paused: 2,
-            paused_per_org: 1,
-        });
+        let admission = Admission::new(
+            ShareLimits {
+                running: 3,
+                running_per_org: 2,
+                paused: 2,
+                paused_per_org: 1,
+            },
+            QueueLimits::default(),
+        );
         let a1 = admission.admit("a").unwrap();
         let a2 = admission.admit("a").unwrap();
         assert_eq!(admission.admit("a").err(), Some(Refused::OrgShare(2)));
@@ -281,5 +453,117 @@ mod tests {
         drop(b1);
         assert!(admission.would_refuse("a").is_none());
         assert_eq!(admission.counts().by_org.len(), 0);
+    }
+
+    fn one_at_a_time(queue: QueueLimits) -> Arc<Admission> {
+        Admission::new(
+            ShareLimits {
+                running: 4,
+                running_per_org: 1,
+                paused: 4,
+                paused_per_org: 4,
+            },
+            queue,
+        )
+    }
+
+    /// Waits until `org` has `n` executions queued.
+    async fn queued(admission: &Admission, org: &str, n: usize) {
+        for _ in 0..200 {
+            let now = admission
+                .queued()
+                .into_iter()
+                .find(|(o, _)| o == org)
+                .map_or(0, |q| q.1);
+            if now == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{org} never had {n} executions queued");
+    }
+
+    #[tokio::test]
+    async fn over_its_share_an_org_waits_its_turn_in_order_and_another_org_does_not_wait() {
+        let admission = one_at_a_time(QueueLimits::default());
+        let first = admission.admit_in_turn("a").await.unwrap().0;
+        let second = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit_in_turn("a").await }
+        });
+        queued(&admission, "a", 1).await;
+        let third = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit_in_turn("a").await }
+        });
+        queued(&admission, "a", 2).await;
+        // Org b is under its share: it runs at once.
+        let other = admission.admit_in_turn("b").await.unwrap().0;
+        assert_eq!(admission.of_org("b"), (1, 0));
+        drop(first);
+        let second = second.await.unwrap().unwrap().0;
+        assert_eq!(
+            admission.of_org("a"),
+            (1, 0),
+            "the slot went to the head of the queue"
+        );
+        queued(&admission, "a", 1).await;
+        // Pausing gives the running slot up: the next in line gets it.
+        second.pause().unwrap();
+        let third = third.await.unwrap().unwrap().0;
+        assert_eq!(admission.of_org("a"), (1, 1));
+        drop((second, third, other));
+        assert_eq!(admission.totals(), (0, 0));
+        assert!(admission.queued().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_in_length_and_in_time() {
+        let admission = one_at_a_time(QueueLimits {
+            max_queued: 1,
+            max_wait: Duration::from_millis(100),
+        });
+        let _running = admission.admit_in_turn("a").await.unwrap().0;
+        let waiting = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit_in_turn("a").await }
+        });
+        queued(&admission, "a", 1).await;
+        assert_eq!(
+            admission.admit_in_turn("a").await.err(),
+            Some(Refused::OrgQueueFull {
+                running: 1,
+                queued: 1
+            })
+        );
+        assert_eq!(
+            waiting.await.unwrap().err(),
+            Some(Refused::OrgQueueTimeout {
+                running: 1,
+                waited: Duration::from_millis(100)
+            })
+        );
+        assert!(admission.queued().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_whose_client_went_away_leaves_the_queue_and_takes_no_slot() {
+        let admission = one_at_a_time(QueueLimits::default());
+        let running = admission.admit_in_turn("a").await.unwrap().0;
+        let gone = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit_in_turn("a").await }
+        });
+        queued(&admission, "a", 1).await;
+        gone.abort();
+        let _ = gone.await;
+        assert!(admission.queued().is_empty());
+        drop(running);
+        assert_eq!(
+            admission.totals(),
+            (0, 0),
+            "nobody holds the slot it would have had"
+        );
+        assert!(admission.admit_in_turn("a").await.is_ok());
     }
 }

@@ -8,7 +8,7 @@ use executor_sandbox::{Limits, Pool};
 use executor_store::{ElicitationMode, NODE_LEASE, NodeLease, Store};
 use serde_json::{Value, json};
 
-use crate::admission::{Admission, Refused, ShareLimits};
+use crate::admission::{Admission, QueueLimits, Refused, ShareLimits};
 use crate::core_tools;
 use crate::envelope::{self, MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, TextLimits};
 use crate::execution::{Executions, MAX_ARGS_PREVIEW_CHARS, Reader};
@@ -26,9 +26,11 @@ const MAX_LISTED_INTEGRATIONS: usize = 50;
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub limits: Limits,
-    /// Running executions in all and per org (SPEC §4, §12); more are
-    /// refused at once, never queued.
+    /// Running executions in all and per org (SPEC §4, §12).
     pub share: ShareLimits,
+    /// An org's executions over its share wait in its queue, this long
+    /// and this many (SPEC §4, §12).
+    pub queue: QueueLimits,
     /// How long a paused call waits for a human (SPEC §9: 4 minutes).
     pub approval_window: std::time::Duration,
     /// An execution's wall clock — compute and tool waits, approval pauses
@@ -58,6 +60,7 @@ impl Default for EngineConfig {
         EngineConfig {
             limits: Limits::default(),
             share: ShareLimits::default(),
+            queue: QueueLimits::default(),
             approval_window: crate::execution::APPROVAL_WINDOW,
             wall_clock: WALL_CLOCK,
             max_journal_bytes: crate::execution::MAX_JOURNAL_BYTES,
@@ -160,7 +163,7 @@ impl Engine {
             // Paused executions keep their sandbox thread parked, so the
             // pool has room for the running and the paused bounds.
             pool: Pool::new(config.limits, config.share.threads()),
-            admission: Admission::new(config.share),
+            admission: Admission::new(config.share, config.queue),
             wall_clock: config.wall_clock,
             max_journal_bytes: config.max_journal_bytes,
             call_bounds: CallBounds {
@@ -242,7 +245,8 @@ impl Engine {
     /// and paused executions now (read here, so a scrape sees this moment).
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         let (running, paused) = self.admission.totals();
-        self.metrics.register(registry, running, paused);
+        let queued = self.admission.queued_total();
+        self.metrics.register(registry, running, paused, queued);
     }
 
     /// (running, paused) executions of `org`.

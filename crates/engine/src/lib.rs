@@ -24,7 +24,7 @@ mod policy_cache;
 mod runner;
 mod skills;
 
-pub use admission::{Refused, ShareLimits};
+pub use admission::{QueueLimits, Refused, ShareLimits};
 pub use core_tools::entries as core_tool_entries;
 pub use describe::ToolDescription;
 pub use engine::{CoreTool, Engine, EngineConfig, ToolCallError};

@@ -139,10 +139,17 @@ impl Engine {
                     .await;
             }
         };
-        // SPEC §4: over the org's share (or the server's limit) the answer
-        // comes at once, before anything runs or is recorded.
-        let slot = match self.admission.admit(&ctx.principal.org_id) {
-            Ok(slot) => slot,
+        // SPEC §4: over the org's share the execution waits its turn in the
+        // org's queue; past the queue's bounds (or over the server's
+        // limit) the answer comes at once, before anything runs or is
+        // recorded.
+        let slot = match self.admission.admit_in_turn(&ctx.principal.org_id).await {
+            Ok((slot, waited)) => {
+                if let Some(waited) = waited {
+                    self.metrics.queue_waited(waited);
+                }
+                slot
+            }
             Err(refused) => return refusal(&refused.to_string(), &[]),
         };
         let saved = SavedExecution {

@@ -40,6 +40,10 @@ pub struct EngineMetrics {
     records_with_answer: Counter,
     /// Wall time of executions (sandbox plus tool calls), in seconds.
     execution_seconds: Counter<f64>,
+    /// Executions that waited for a turn in their org's queue, and how
+    /// long they waited in all, in seconds.
+    queue_waits: Counter,
+    queue_wait_seconds: Counter<f64>,
 }
 
 impl Default for EngineMetrics {
@@ -59,6 +63,8 @@ impl Default for EngineMetrics {
             executions,
             tool_calls,
             execution_seconds: Counter::default(),
+            queue_waits: Counter::default(),
+            queue_wait_seconds: Counter::default(),
         }
     }
 }
@@ -89,6 +95,12 @@ impl EngineMetrics {
         }
     }
 
+    /// Counts an execution that waited `waited` in its org's queue.
+    pub(crate) fn queue_waited(&self, waited: std::time::Duration) {
+        self.queue_waits.inc();
+        self.queue_wait_seconds.inc_by(waited.as_secs_f64());
+    }
+
     /// Counts a record written: flushed as it was written ([`Reply::Direct`])
     /// or made durable by the flushed write of the answer that carries it
     /// ([`Reply::Logged`]; on SQLite the two are the same kind of commit).
@@ -100,12 +112,14 @@ impl EngineMetrics {
     }
 
     /// Registers the engine's series for `/metrics`: these counters, then
-    /// `running` and `paused` executions, read by the caller at scrape time.
+    /// `running`, `paused` and `queued` executions, read by the caller at
+    /// scrape time. Queues are summed over orgs: a label per org would
+    /// grow without bound.
     ///
     /// Counters are named without `_total`: the encoder appends it (and the
     /// registry refuses a counter named with it in debug builds), so the
     /// exposed names stay `executor_executions_total` and so on.
-    pub fn register(&self, registry: &mut Registry, running: usize, paused: usize) {
+    pub fn register(&self, registry: &mut Registry, running: usize, paused: usize, queued: usize) {
         registry.register(
             "executor_executions",
             "Executions finished, by status",
@@ -136,6 +150,21 @@ impl EngineMetrics {
             "Executions paused for approval now",
             ConstGauge::new(paused),
         );
+        registry.register(
+            "executor_executions_queued",
+            "Executions waiting for a turn in their org's queue now",
+            ConstGauge::new(queued),
+        );
+        registry.register(
+            "executor_execution_queue_waits",
+            "Executions that waited for a turn in their org's queue",
+            self.queue_waits.clone(),
+        );
+        registry.register(
+            "executor_execution_queue_wait_seconds",
+            "Time executions waited for a turn in their org's queue, in seconds",
+            self.queue_wait_seconds.clone(),
+        );
     }
 }
 
@@ -146,7 +175,7 @@ mod tests {
 
     fn exposition(metrics: &EngineMetrics, running: usize, paused: usize) -> String {
         let mut registry = Registry::default();
-        metrics.register(&mut registry, running, paused);
+        metrics.register(&mut registry, running, paused, 0);
         let mut text = String::new();
         encode(&mut text, &registry).expect("encodes");
         text
@@ -199,6 +228,11 @@ mod tests {
             "executor_executions_running 0",
             "# TYPE executor_executions_paused gauge",
             "executor_executions_paused 0",
+            "# TYPE executor_executions_queued gauge",
+            "executor_executions_queued 0",
+            "# TYPE executor_execution_queue_waits_total counter",
+            "executor_execution_queue_waits_total 0",
+            "executor_execution_queue_wait_seconds_total 0.0",
         ];
         assert_lines(&text, &expected);
         // Prometheus text format 0.0.4, as before: no OpenMetrics trailer.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use executor_call::{Action, ApprovalPrompt, ApprovalRequest, CallContext, Reply};
 use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
-use executor_engine::{CoreTool, Engine, EngineConfig, ShareLimits, ToolOutcome};
+use executor_engine::{CoreTool, Engine, EngineConfig, QueueLimits, ShareLimits, ToolOutcome};
 use executor_sandbox::Limits;
 use executor_store::{ExecutionFilter, PageRequest, SqliteStore, Store};
 use futures::future::BoxFuture;
@@ -177,26 +177,27 @@ async fn an_org_at_its_share_never_holds_another_org() {
             })
             .collect();
         until_counts(&w.engine, &a.principal.org_id, 2, 0).await;
-        // A's next run is refused at once, with a message that says why.
-        let refused = execute(&w.engine, &a, "return 1").await;
-        assert_eq!(refused["isError"], true, "{how}: {refused}");
-        assert!(
-            text(&refused).contains("already has 2 executions running"),
-            "{how}: {refused}"
-        );
-        // B's run answers while A's are still running.
+        // A's next run waits its turn in A's queue.
+        let queued = {
+            let (engine, a) = (w.engine.clone(), a.clone());
+            tokio::spawn(async move { execute(&engine, &a, "return 1").await })
+        };
+        // B's run answers while A's are still running and one waits.
         let answered = execute(&w.engine, &b, "return 'b'").await;
         assert_eq!(
             answered["structuredContent"]["result"], "b",
             "{how}: {answered}"
         );
         assert!(
-            held.iter().all(|h| !h.is_finished()),
-            "{how}: A's runs are still going"
+            held.iter().all(|h| !h.is_finished()) && !queued.is_finished(),
+            "{how}: A's runs are still going, and the third still waits"
         );
         for h in held {
             assert_eq!(h.await.unwrap()["isError"], Value::Null, "{how}");
         }
+        // Its turn came when a slot of A's was given back.
+        let served = queued.await.unwrap();
+        assert_eq!(served["structuredContent"]["result"], 1, "{how}: {served}");
         // The slots come back.
         assert_eq!(w.engine.executions_of_org(&a.principal.org_id), (0, 0));
         assert_eq!(
@@ -599,4 +600,35 @@ async fn a_run_past_its_journal_bound_resumes_here_but_not_after_a_restart() {
     assert_eq!(out["isError"], true, "{out}");
     assert_eq!(out["structuredContent"]["status"], "execution_expired");
     assert!(text(&out).contains("--max-journal-bytes"), "{out}");
+}
+
+/// Past its queue's bounds an org's execute is refused at once, with a
+/// message that says why; with no room to queue, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_queue_an_org_is_refused_with_a_clear_error() {
+    let w = world(
+        "queue-bounds",
+        EngineConfig {
+            queue: QueueLimits {
+                max_queued: 0,
+                max_wait: Duration::from_secs(30),
+            },
+            ..config(4, 1)
+        },
+    );
+    let a = ctx(&w.store, "a@example.com").await;
+    let held = {
+        let (engine, a) = (w.engine.clone(), a.clone());
+        tokio::spawn(async move { execute(&engine, &a, BUSY).await })
+    };
+    until_counts(&w.engine, &a.principal.org_id, 1, 0).await;
+    let refused = execute(&w.engine, &a, "return 1").await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        text(&refused).contains(
+            "already has 1 executions running, its share of this server, and 0 more waiting"
+        ),
+        "{refused}"
+    );
+    assert_eq!(held.await.unwrap()["isError"], Value::Null);
 }

@@ -854,9 +854,21 @@ pub struct EngineOpts {
     #[arg(long, env = "EXECUTOR_MAX_CONCURRENT_EXECUTIONS", default_value_t = 64)]
     pub max_concurrent_executions: usize,
     /// Most executions of one org running at once (its fair share); more
-    /// are refused at once with a clear error.
+    /// wait their turn in the org's queue.
     #[arg(long, env = "EXECUTOR_MAX_ORG_EXECUTIONS", default_value_t = 16)]
     pub max_org_executions: usize,
+    /// Most executions of one org waiting for a turn at once; past it an
+    /// execute is refused at once with a clear error.
+    #[arg(
+        long,
+        env = "EXECUTOR_MAX_ORG_QUEUED_EXECUTIONS",
+        default_value_t = 512
+    )]
+    pub max_org_queued_executions: usize,
+    /// How long, in ms, an execution waits in its org's queue for a turn
+    /// before it is refused with a clear error.
+    #[arg(long, env = "EXECUTOR_ORG_QUEUE_WAIT_MS", default_value_t = 30_000)]
+    pub org_queue_wait: u64,
     /// Wall clock per execution, in ms: compute and tool calls, approval
     /// waits excluded.
     #[arg(

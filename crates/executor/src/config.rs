@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use executor_engine::{EngineConfig, ShareLimits};
+use executor_engine::{EngineConfig, QueueLimits, ShareLimits};
 use executor_outbound::HttpConfig;
 use executor_sandbox::Limits;
 use executor_sessions::SessionsConfig;
@@ -115,6 +115,10 @@ impl EngineOpts {
         EngineConfig {
             limits: self.limits(),
             share: ShareLimits::new(self.max_concurrent_executions, self.max_org_executions),
+            queue: QueueLimits {
+                max_queued: self.max_org_queued_executions,
+                max_wait: Duration::from_millis(self.org_queue_wait),
+            },
             approval_window: Duration::from_millis(self.approval_window),
             wall_clock: Duration::from_millis(self.execution_wall_clock.max(1)),
             max_journal_bytes: self.max_journal_bytes,
