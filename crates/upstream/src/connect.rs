@@ -199,19 +199,15 @@ async fn open_streamable_http(
         answers_questions: true,
         ..client.clone()
     };
-    let discovering = start_streamable_http(
+    let opened = start_streamable_http(
         url,
         reqwest.clone(),
         headers.clone(),
         max_response_bytes,
         modern,
         discover(),
-    );
-    let opened = tokio::time::timeout(DISCOVER_WAIT, discovering)
-        .await
-        .unwrap_or(Err(Opening::Refused(Box::new(
-            ClientInitializeError::Cancelled,
-        ))));
+    )
+    .await;
     match opened {
         // A server of an older version gets the handshake on a new
         // connection.
@@ -281,31 +277,43 @@ async fn start_streamable_http(
     let http = UpstreamHttp::new(reqwest, refusal.clone());
     let listening = http.listening();
     let transport = StreamableHttpClientTransport::with_client(http, config);
+    // Discovery has its own, shorter wait: past it the server is taken for
+    // an older one (the tools listed after it are not counted in it).
+    let discovering = matches!(lifecycle, ClientLifecycleMode::Discover { .. });
     let opening = client.serve_with_lifecycle(transport, lifecycle);
-    let service = within_open_timeout(opening)
-        .await
-        .map_err(Opening::Failed)?
-        .map_err(|e| {
-            if let Some(failure) = refusal.failure() {
-                Opening::Failed(OpenError::Target(failure))
-            } else if e.is_authorization_required() || e.auth_challenge().is_some() {
-                Opening::Failed(OpenError::NeedsLogin(
-                    e.auth_challenge().map(str::to_string),
-                ))
-            } else {
-                Opening::Refused(Box::new(e))
-            }
-        })?;
+    let opened = if discovering {
+        tokio::time::timeout(DISCOVER_WAIT, opening)
+            .await
+            .unwrap_or(Err(ClientInitializeError::Cancelled))
+    } else {
+        within_open_timeout(opening)
+            .await
+            .map_err(Opening::Failed)?
+    };
+    let service = opened.map_err(|e| {
+        if let Some(failure) = refusal.failure() {
+            Opening::Failed(OpenError::Target(failure))
+        } else if e.is_authorization_required() || e.auth_challenge().is_some() {
+            Opening::Failed(OpenError::NeedsLogin(
+                e.auth_challenge().map(str::to_string),
+            ))
+        } else {
+            Opening::Refused(Box::new(e))
+        }
+    })?;
     if speaks_stateless(&service) {
         // rmcp mirrors a tool's `x-mcp-header` arguments into headers only
         // for tools it has seen listed on this transport (and leaves out
         // those whose declarations are invalid): list them once, before
         // the session's first call.
-        service.list_all_tools().await.map_err(|e| {
-            Opening::Failed(OpenError::Unavailable(format!(
-                "{url} did not list its tools: {e}"
-            )))
-        })?;
+        within_open_timeout(service.list_all_tools())
+            .await
+            .map_err(Opening::Failed)?
+            .map_err(|e| {
+                Opening::Failed(OpenError::Unavailable(format!(
+                    "{url} did not list its tools: {e}"
+                )))
+            })?;
     } else {
         // The session is ready once its GET stream is answered (see
         // http.rs); a server that holds that answer back costs at most
