@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::describe::ToolDescription;
 use crate::envelope::internal_error_id;
-use crate::execution::{ApprovalGate, Decision, declined_message};
+use crate::execution::{ApprovalGate, Decider, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
 use executor_call::{ApprovalMode, CallContext};
 use executor_catalog::{
@@ -296,6 +296,7 @@ impl HumanQuestions for CallQuestions {
         Box::pin(async move {
             let decision = decision.await;
             let decider = gate.decider(index);
+            let via = decided_via(decider.as_ref(), &decision);
             let (approval, answer) = match decision {
                 Decision::Accept => (ApprovalDecision::Approved, HumanAnswer::Accepted),
                 Decision::Decline { reason } => {
@@ -303,12 +304,6 @@ impl HumanQuestions for CallQuestions {
                 }
                 Decision::Unavailable(why) => return HumanAnswer::Unavailable(why),
             };
-            let via = decider.as_ref().map(|d| d.via).or(match &answer {
-                HumanAnswer::Declined {
-                    reason: "approval_timeout",
-                } => Some(ApprovalChannel::Timeout),
-                _ => None,
-            });
             if let Ok(mut decided) = decided.lock() {
                 *decided = Some(QuestionDecided {
                     approval,
@@ -320,6 +315,17 @@ impl HumanQuestions for CallQuestions {
             answer
         })
     }
+}
+
+/// How a waiting call was decided, for the audit: by whoever decided it,
+/// else — nobody decided a call whose window closed — by the timeout.
+fn decided_via(decider: Option<&Decider>, decision: &Decision) -> Option<ApprovalChannel> {
+    decider.map(|d| d.via).or(match decision {
+        Decision::Decline {
+            reason: "approval_timeout",
+        } => Some(ApprovalChannel::Timeout),
+        _ => None,
+    })
 }
 
 impl BridgeInner {
@@ -413,13 +419,7 @@ impl BridgeInner {
             audit.approval_wait = waiting.elapsed();
             let decider = self.gate.decider(index);
             audit.decided_by = decider.as_ref().and_then(|d| d.by.clone());
-            // Nobody decided a call whose window closed: it timed out.
-            audit.decided_via = decider.map(|d| d.via).or(match &decision {
-                Decision::Decline {
-                    reason: "approval_timeout",
-                } => Some(ApprovalChannel::Timeout),
-                _ => None,
-            });
+            audit.decided_via = decided_via(decider.as_ref(), &decision);
             match decision {
                 Decision::Accept => audit.approval = Some(ApprovalDecision::Approved),
                 Decision::Decline { reason } => {
