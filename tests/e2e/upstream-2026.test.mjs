@@ -96,6 +96,14 @@ test("2026-07-28 upstream: input_required pauses the execution with the upstream
     stateKnown: true,
     sameId: false,
   });
+  const detail = JSON.parse(srv.cli(["executions", "show", paused.structuredContent.executionId, "--data-dir", srv.dataDir]));
+  // The question's decision is in the audit trail like any approval's.
+  const [audited] = detail.toolCalls;
+  assert.equal(audited.toolPath, "modern.deploy");
+  assert.equal(audited.policyAction, "allow", "no policy asked: the upstream did");
+  assert.equal(audited.approval, "approved", JSON.stringify(audited));
+  assert.equal(audited.decidedVia, "resume");
+  assert.match(audited.decidedBy, /^acc_/);
   const [first, retry] = await calls("deploy");
   assert.equal(first.body.params.requestState, undefined);
   assert.equal(first.body.params.inputResponses, undefined);
