@@ -156,3 +156,18 @@ test("2026-07-28 upstream: `executor call` pauses on the question; `executor res
   const resumed = srv.cli(["resume", id, "--action", "accept", "--wait", "0", "--allow-local-network", "--data-dir", srv.dataDir]);
   assert.match(resumed, /"action": "accept"/, resumed);
 });
+
+test("2026-07-28 upstream: the management API's call by name cannot answer the upstream's question, and says so", async () => {
+  const before = (await calls("deploy")).length;
+  const res = await fetch(`${srv.base}/api/v1/tools/call`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+    body: JSON.stringify({ path: "modern.deploy", input: { env: "api" } }),
+  });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.isError, true, JSON.stringify(body));
+  assert.equal(body.pausedExecutionId ?? null, null, "it did not pause");
+  assert.match(body.text, /Deploy to api\? — a call by name from the management API cannot answer it/);
+  assert.equal((await calls("deploy")).length, before + 1, "asked once, never answered");
+});
