@@ -8,7 +8,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startServer, connectSdk, recordingUpstream, initSession, post, rpc, sleep, scrapeMetrics } from "./harness.mjs";
+import { startServer, connectSdk, recordingUpstream, initSession, post, rpc, sleep, scrapeMetrics, openStream, mcpHeaders, waitUntil, request, PAST_IDLE_MS } from "./harness.mjs";
 
 const HOLD_MS = 2500;
 const spec = {
@@ -17,6 +17,7 @@ const spec = {
   paths: {
     "/slow": { get: { operationId: "wait", tags: ["slow"], responses: { 200: { description: "ok" } } } },
     "/orders": { post: { operationId: "create", tags: ["orders"], responses: { 200: { description: "ok" } } } },
+    "/mark": { get: { operationId: "mark", tags: ["mark"], responses: { 200: { description: "ok" } } } },
   },
 };
 
@@ -84,6 +85,31 @@ for (const [how, code] of [["busy loops", BUSY], ["slow tool calls", SLOW]]) {
   });
 }
 
+test("fair share: a queued run whose client goes away leaves the queue at once and never runs", async () => {
+  const tokenA = srv.mint("a@fair.test", "org-a");
+  const held = [execute(a, BUSY), execute(a, BUSY)];
+  await untilRunning(srv, 2);
+  const { sessionId, protocolVersion } = await initSession(srv, tokenA, "2025-11-25");
+  const clientGone = async () => Number(/executor_execution_queue_refusals_total\{reason="client_gone"\} (\d+)/.exec((await request(`${srv.base}/metrics`, { method: "GET" })).body)[1]);
+  const before = await clientGone();
+  const marks = () => upstream.seen.filter((r) => r.url.startsWith("/mark")).length;
+  const marked = marks();
+  // An SSE POST: its work would outlive the client once it runs.
+  const queued = await openStream(srv.mcpUrl, {
+    method: "POST",
+    headers: mcpHeaders({ bearer: tokenA, sessionId, protocolVersion }),
+    body: rpc("tools/call", { name: "execute", arguments: { code: "await tools.slow.mark.mark({}); return 'ran'" } }),
+  });
+  await waitUntil("the run waits in org A's queue", async () => (await scrapeMetrics(srv)).get("executor_executions_queued") === 1);
+  queued.close();
+  // It leaves at once, long before A's runs give a slot up.
+  await waitUntil("the queue is empty", async () => (await scrapeMetrics(srv)).get("executor_executions_queued") === 0, { ms: HOLD_MS / 2 });
+  assert.equal(await clientGone(), before + 1, "counted as a client gone");
+  await Promise.all(held);
+  await sleep(300);
+  assert.equal(marks(), marked, "the queued run never ran");
+});
+
 test("fair share: paused executions hold no slot", async () => {
   const paused = [];
   for (let i = 0; i < 2; i++) {
@@ -120,6 +146,42 @@ test("fair share: over the server's limit a new execute gets 503 with Retry-Afte
     const later = await post(server, rpc("tools/call", { name: "execute", arguments: { code: "return 1" } }), { bearer: tokenB, sessionId, protocolVersion });
     assert.equal(later.status, 200);
     await clientA.close();
+  } finally {
+    await server.cleanup();
+  }
+});
+
+// Issue 41: 300 agents of one org at once, each calling execute 10 times
+// across an idle disposal, with the default limits (16 running per org):
+// every call is served, the ones over the share after a turn in the queue.
+test("fair share: a burst of 300 agents of one org, 10 calls each across an idle disposal, is served 3,000 of 3,000", { timeout: 300_000 }, async () => {
+  const AGENTS = 300;
+  const CALLS = 10;
+  const server = await startServer();
+  try {
+    const token = server.mint("burst@fair.test", "org-burst");
+    const clients = [];
+    for (let i = 0; i < AGENTS; i += 30) {
+      clients.push(...(await Promise.all(Array.from({ length: 30 }, () => connectSdk(server, token)))).map((c) => c.client));
+    }
+    let correct = 0;
+    const wrong = [];
+    // A few milliseconds of work each, so that the burst is over the share.
+    const call = async (client, n) => {
+      const code = `const t = Date.now(); while (Date.now() - t < 5) {} return ${n}`;
+      const r = await execute(client, code).catch((e) => ({ thrown: String(e) }));
+      if (r.structuredContent?.result === n) correct++;
+      else wrong.push(JSON.stringify(r).slice(0, 400));
+    };
+    const round = (k) => Promise.all(clients.map((client, i) => call(client, i * CALLS + k)));
+    for (let k = 0; k < CALLS / 2; k++) await round(k);
+    await sleep(PAST_IDLE_MS); // every session's runtime is disposed
+    for (let k = CALLS / 2; k < CALLS; k++) await round(k);
+    assert.equal(correct, AGENTS * CALLS, `${wrong.length} wrong, e.g.:\n${wrong.slice(0, 3).join("\n")}`);
+    const metrics = await scrapeMetrics(server);
+    assert.ok(metrics.get("executor_execution_queue_waits_total") > 0, "the burst went over the share and waited its turn");
+    assert.equal(metrics.get("executor_execution_queue_refusals_total"), 0, "nobody was refused");
+    await Promise.all(clients.map((c) => c.close().catch(() => {})));
   } finally {
     await server.cleanup();
   }

@@ -271,3 +271,46 @@ describe("batches, sessions and streams (--max-sessions-per-principal 3, --max-g
     assert.match(ok.body, /executor_sessions_live/);
   });
 });
+
+// SPEC §12: with the store's writes backed up to their bound, a request
+// that would only wait is answered 503 with Retry-After before anything
+// runs; nothing already queued is lost, and the server recovers by itself.
+// Another process holds the SQLite file's write lock, so the writer waits
+// and its queue (one write, --max-queued-writes 1) fills.
+test("a store whose writes are backed up answers 503 Retry-After, loses nothing, and recovers", { timeout: 60_000 }, async () => {
+  const srv = await startServer({ store: "sqlite", args: ["--max-queued-writes", "1"] });
+  try {
+    const bearer = srv.mint("writes@limits.test");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const execute = () => post(srv, rpc("tools/call", { name: "execute", arguments: { code: "return 41 + 1" } }), { bearer, sessionId, protocolVersion, timeoutMs: 30_000 });
+    const locker = spawn("python3", ["-c", [
+      "import sqlite3, sys, time",
+      `c = sqlite3.connect(${JSON.stringify(join(srv.dataDir, "executor.db"))}, isolation_level=None, timeout=10)`,
+      "c.execute('BEGIN EXCLUSIVE')",
+      "print('locked', flush=True)",
+      "sys.stdin.read()",
+      "c.execute('COMMIT')",
+    ].join("\n")], { stdio: ["pipe", "pipe", "inherit"] });
+    await new Promise((resolve) => locker.stdout.once("data", resolve));
+    // Two new sessions: one write waits in the writer, one in its queue.
+    const waiting = [0, 1].map(() => initSession(srv, bearer, "2025-11-25"));
+    let busy;
+    await waitUntil("the server answers 503 while the writes are backed up", async () => {
+      busy = await post(srv, rpc("tools/call", { name: "execute", arguments: { code: "return 1" } }), { bearer, sessionId, protocolVersion, timeoutMs: 1000 }).catch(() => undefined);
+      return busy?.status === 503;
+    }, { ms: 5000, every: 100 });
+    assert.equal(busy.headers["retry-after"], "1");
+    assert.match(busy.body, /store has as many writes queued as it may; retry shortly/);
+    const refusedInit = await post(srv, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo } }, { bearer });
+    assert.equal(refusedInit.status, 503, refusedInit.body);
+    locker.stdin.end();
+    // The writes that waited are written, and the server serves again.
+    const sessions = await Promise.all(waiting);
+    for (const s of sessions) assert.ok(s.sessionId, "a session that waited was created");
+    const later = await execute();
+    assert.equal(later.status, 200, later.body);
+    assert.match(later.body, /"result":42/);
+  } finally {
+    await srv.cleanup();
+  }
+});

@@ -1,5 +1,9 @@
 //! Who is calling a tool, and from where.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
 use executor_store::Principal;
 
 /// Who is calling a tool and from where.
@@ -26,4 +30,33 @@ pub enum ApprovalMode {
     /// with `elicitation_mode=console`, SPEC §14): the agent's `resume`
     /// does not decide, it waits for that decision.
     InConsole,
+}
+
+/// Resolves once the client that sent a request has gone away (its
+/// connection closed). A transport whose work outlives its client (an SSE
+/// POST answer waits in the event log for the next GET) hands this down,
+/// so that work which has not started yet — an execution still waiting
+/// for its turn in its org's queue — leaves instead of running for no one.
+#[derive(Clone)]
+pub struct ClientGone(Arc<dyn Fn() -> GoneFuture + Send + Sync>);
+
+type GoneFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl ClientGone {
+    /// `gone` makes a future that resolves when the client has gone; it
+    /// may be called more than once.
+    pub fn new(gone: impl Fn() -> GoneFuture + Send + Sync + 'static) -> Self {
+        ClientGone(Arc::new(gone))
+    }
+
+    /// Waits until the client has gone.
+    pub async fn wait(&self) {
+        (self.0)().await
+    }
+}
+
+impl std::fmt::Debug for ClientGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientGone")
+    }
 }

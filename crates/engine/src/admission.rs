@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use executor_call::ClientGone;
 use tokio::sync::oneshot;
 
 /// The bounds, from `--max-concurrent-executions` and `--max-org-executions`.
@@ -109,6 +110,24 @@ pub enum Refused {
         secs = .waited.as_secs()
     )]
     OrgQueueTimeout { running: usize, waited: Duration },
+    #[error(
+        "the client went away while this execution waited for a turn in its organisation's \
+         queue; it did not run"
+    )]
+    ClientGone,
+}
+
+/// The org queues at one moment, for `/metrics`: a label per org would
+/// grow without bound, so an org's view is its class — waiting at all
+/// (`orgs`), and the worst of them (`longest`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueTotals {
+    /// Executions waiting, in all orgs' queues.
+    pub waiting: usize,
+    /// Orgs with at least one execution waiting.
+    pub orgs: usize,
+    /// The longest one org's queue.
+    pub longest: usize,
 }
 
 #[derive(Default)]
@@ -198,11 +217,12 @@ impl Admission {
 
     /// A running slot for a new execution of `org`: at once when the org is
     /// under its share (and the server under its limit), else after a turn
-    /// in the org's queue (then with how long it waited). Dropping the
-    /// future (the client went away) leaves the queue.
+    /// in the org's queue (then with how long it waited). A client gone
+    /// (`gone` resolving, or the future dropped) leaves the queue at once.
     pub(crate) async fn admit_in_turn(
         self: &Arc<Self>,
         org: &str,
+        gone: Option<&ClientGone>,
     ) -> Result<(Slot, Option<Duration>), Refused> {
         let (id, turn) = {
             let mut counts = self.counts();
@@ -235,12 +255,21 @@ impl Admission {
             id,
         };
         let waiting = std::time::Instant::now();
-        match tokio::time::timeout(self.queue.max_wait, turn).await {
-            Ok(Ok(slot)) => Ok((slot, Some(waiting.elapsed()))),
-            _ => Err(Refused::OrgQueueTimeout {
-                running: self.limits.running_per_org,
-                waited: self.queue.max_wait,
-            }),
+        let client_gone = async {
+            match gone {
+                Some(gone) => gone.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            turn = tokio::time::timeout(self.queue.max_wait, turn) => match turn {
+                Ok(Ok(slot)) => Ok((slot, Some(waiting.elapsed()))),
+                _ => Err(Refused::OrgQueueTimeout {
+                    running: self.limits.running_per_org,
+                    waited: self.queue.max_wait,
+                }),
+            },
+            () = client_gone => Err(Refused::ClientGone),
         }
     }
 
@@ -270,9 +299,15 @@ impl Admission {
         unclaimed
     }
 
-    /// Executions waiting for a turn now, in all orgs' queues.
-    pub(crate) fn queued_total(&self) -> usize {
-        self.counts().queues.values().map(VecDeque::len).sum()
+    /// The queues now, summed over orgs.
+    pub(crate) fn queues(&self) -> QueueTotals {
+        let counts = self.counts();
+        let lengths = counts.queues.values().map(VecDeque::len);
+        QueueTotals {
+            waiting: lengths.clone().sum(),
+            orgs: counts.queues.len(),
+            longest: lengths.max().unwrap_or(0),
+        }
     }
 
     /// (org, executions waiting) for every org with a queue.
@@ -486,19 +521,19 @@ mod tests {
     #[tokio::test]
     async fn over_its_share_an_org_waits_its_turn_in_order_and_another_org_does_not_wait() {
         let admission = one_at_a_time(QueueLimits::default());
-        let first = admission.admit_in_turn("a").await.unwrap().0;
+        let first = admission.admit_in_turn("a", None).await.unwrap().0;
         let second = tokio::spawn({
             let admission = admission.clone();
-            async move { admission.admit_in_turn("a").await }
+            async move { admission.admit_in_turn("a", None).await }
         });
         queued(&admission, "a", 1).await;
         let third = tokio::spawn({
             let admission = admission.clone();
-            async move { admission.admit_in_turn("a").await }
+            async move { admission.admit_in_turn("a", None).await }
         });
         queued(&admission, "a", 2).await;
         // Org b is under its share: it runs at once.
-        let other = admission.admit_in_turn("b").await.unwrap().0;
+        let other = admission.admit_in_turn("b", None).await.unwrap().0;
         assert_eq!(admission.of_org("b"), (1, 0));
         drop(first);
         let second = second.await.unwrap().unwrap().0;
@@ -523,14 +558,14 @@ mod tests {
             max_queued: 1,
             max_wait: Duration::from_millis(100),
         });
-        let _running = admission.admit_in_turn("a").await.unwrap().0;
+        let _running = admission.admit_in_turn("a", None).await.unwrap().0;
         let waiting = tokio::spawn({
             let admission = admission.clone();
-            async move { admission.admit_in_turn("a").await }
+            async move { admission.admit_in_turn("a", None).await }
         });
         queued(&admission, "a", 1).await;
         assert_eq!(
-            admission.admit_in_turn("a").await.err(),
+            admission.admit_in_turn("a", None).await.err(),
             Some(Refused::OrgQueueFull {
                 running: 1,
                 queued: 1
@@ -549,10 +584,10 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_whose_client_went_away_leaves_the_queue_and_takes_no_slot() {
         let admission = one_at_a_time(QueueLimits::default());
-        let running = admission.admit_in_turn("a").await.unwrap().0;
+        let running = admission.admit_in_turn("a", None).await.unwrap().0;
         let gone = tokio::spawn({
             let admission = admission.clone();
-            async move { admission.admit_in_turn("a").await }
+            async move { admission.admit_in_turn("a", None).await }
         });
         queued(&admission, "a", 1).await;
         gone.abort();
@@ -564,6 +599,29 @@ mod tests {
             (0, 0),
             "nobody holds the slot it would have had"
         );
-        assert!(admission.admit_in_turn("a").await.is_ok());
+        assert!(admission.admit_in_turn("a", None).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_told_its_client_went_away_leaves_the_queue_with_a_clear_error() {
+        let admission = one_at_a_time(QueueLimits::default());
+        let running = admission.admit_in_turn("a", None).await.unwrap().0;
+        let (hang_up, hung_up) = tokio::sync::watch::channel(false);
+        let gone = ClientGone::new(move || {
+            let mut hung_up = hung_up.clone();
+            Box::pin(async move {
+                let _ = hung_up.wait_for(|gone| *gone).await;
+            })
+        });
+        let waiting = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit_in_turn("a", Some(&gone)).await.err() }
+        });
+        queued(&admission, "a", 1).await;
+        hang_up.send_replace(true);
+        assert_eq!(waiting.await.unwrap(), Some(Refused::ClientGone));
+        assert!(admission.queued().is_empty());
+        drop(running);
+        assert_eq!(admission.totals(), (0, 0));
     }
 }

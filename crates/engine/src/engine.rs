@@ -17,7 +17,7 @@ use crate::metrics::EngineMetrics;
 use crate::outcome::ToolOutcome;
 use crate::policy_cache::PolicyCache;
 use crate::skills::SKILLS;
-use executor_call::{ApprovalMode, ApprovalPrompt, CallContext, Reply};
+use executor_call::{ApprovalMode, ApprovalPrompt, CallContext, ClientGone, Reply};
 use executor_catalog::{Catalog, CatalogSource, StaticCatalog};
 
 /// Integration namespaces listed in the `execute` description, at most.
@@ -241,12 +241,33 @@ impl Engine {
         )
     }
 
+    /// Why a request of `org_id` would only wait and then be refused as
+    /// busy, if it would (SPEC §12): the store's writes are backed up to
+    /// their bound, or — for a request that starts an execution — the
+    /// server runs as many executions as it may, or the sandbox's queue is
+    /// full. The transports answer 503 `Retry-After` before they take the
+    /// request on; a queue that fills after this check answers inside the
+    /// result.
+    pub fn overloaded(&self, org_id: &str, starts_execution: bool) -> Option<Overload> {
+        if self.store.writes_backed_up() {
+            Some(Overload::StoreWrites)
+        } else if !starts_execution {
+            None
+        } else if self.server_full_for(org_id) {
+            Some(Overload::Executions)
+        } else if self.pool.queue_full() {
+            Some(Overload::SandboxQueue)
+        } else {
+            None
+        }
+    }
+
     /// Registers the engine's `/metrics` series: the counters, and running
     /// and paused executions now (read here, so a scrape sees this moment).
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         let (running, paused) = self.admission.totals();
-        let queued = self.admission.queued_total();
-        self.metrics.register(registry, running, paused, queued);
+        let queues = self.admission.queues();
+        self.metrics.register(registry, running, paused, queues);
     }
 
     /// (running, paused) executions of `org`.
@@ -337,14 +358,16 @@ impl Engine {
     /// Runs one tool. Tool-level failures are answers with `isError`.
     /// Approvals use model mode: a pause answers [`ToolOutcome::Paused`].
     pub async fn call_tool(&self, ctx: &CallContext, tool: CoreTool, args: &Value) -> ToolOutcome {
-        self.call_tool_asking(ctx, tool, args, None, Reply::Direct)
+        self.call_tool_asking(ctx, tool, args, None, Reply::Direct, None)
             .await
     }
 
     /// [`Engine::call_tool`], with approvals asked through `prompt` inline
     /// (native elicitation) when there is one: the call then answers only
     /// when the program has finished. `reply` says how the answer leaves
-    /// the server (see [`Reply`]).
+    /// the server (see [`Reply`]); `gone`, when the transport can tell,
+    /// that its client went away (an execution still waiting for its turn
+    /// then leaves its org's queue).
     pub async fn call_tool_asking(
         &self,
         ctx: &CallContext,
@@ -352,9 +375,10 @@ impl Engine {
         args: &Value,
         prompt: Option<&dyn ApprovalPrompt>,
         reply: Reply,
+        gone: Option<&ClientGone>,
     ) -> ToolOutcome {
         match tool {
-            CoreTool::Execute => self.execute(ctx, args, prompt, reply).await,
+            CoreTool::Execute => self.execute(ctx, args, prompt, reply, gone).await,
             CoreTool::Skills => ToolOutcome::Answered(self.skills(ctx, args).await),
             CoreTool::Resume => self.resume(ctx, args).await,
         }
@@ -434,4 +458,15 @@ fn inventory_of(catalog: &Catalog) -> Vec<String> {
             (None, n) => format!("{} ({n} tools)", i.namespace),
         })
         .collect()
+}
+
+/// What the server is too busy for now (see [`Engine::overloaded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Overload {
+    #[error("the server is running as many executions as it may")]
+    Executions,
+    #[error("the sandbox's queue of executions waiting for a thread is full")]
+    SandboxQueue,
+    #[error("the store has as many writes queued as it may")]
+    StoreWrites,
 }

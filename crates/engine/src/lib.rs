@@ -24,10 +24,10 @@ mod policy_cache;
 mod runner;
 mod skills;
 
-pub use admission::{QueueLimits, Refused, ShareLimits};
+pub use admission::{QueueLimits, QueueTotals, Refused, ShareLimits};
 pub use core_tools::entries as core_tool_entries;
 pub use describe::ToolDescription;
-pub use engine::{CoreTool, Engine, EngineConfig, ToolCallError};
+pub use engine::{CoreTool, Engine, EngineConfig, Overload, ToolCallError};
 pub use envelope::{MAX_EMITTED_TEXT_CHARS, MAX_RESULT_TEXT_CHARS, internal_error_id};
 pub use execution::{Decider, ExecutionState, PendingApproval};
 /// How a session's approvals reach the human; it shapes its tool list.

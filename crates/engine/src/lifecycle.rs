@@ -35,7 +35,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use executor_call::{Action, ApprovalMode, ApprovalPrompt, CallContext, Reply, args_preview};
+use executor_call::{
+    Action, ApprovalMode, ApprovalPrompt, CallContext, ClientGone, Reply, args_preview,
+};
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
     ApprovalChannel, ExecutionClaim, ExecutionRecord, ExecutionStatus, FIRST_EPOCH, Fence, Notice,
@@ -119,6 +121,7 @@ impl Engine {
         args: &Value,
         prompt: Option<&dyn ApprovalPrompt>,
         reply: Reply,
+        gone: Option<&ClientGone>,
     ) -> ToolOutcome {
         let Some(code) = args.get("code").and_then(Value::as_str) else {
             return refusal("execute needs {\"code\": string}: the program to run", &[]);
@@ -142,15 +145,23 @@ impl Engine {
         // SPEC §4: over the org's share the execution waits its turn in the
         // org's queue; past the queue's bounds (or over the server's
         // limit) the answer comes at once, before anything runs or is
-        // recorded.
-        let slot = match self.admission.admit_in_turn(&ctx.principal.org_id).await {
+        // recorded. A client that goes away while its run waits takes the
+        // run out of the queue.
+        let slot = match self
+            .admission
+            .admit_in_turn(&ctx.principal.org_id, gone)
+            .await
+        {
             Ok((slot, waited)) => {
                 if let Some(waited) = waited {
                     self.metrics.queue_waited(waited);
                 }
                 slot
             }
-            Err(refused) => return refusal(&refused.to_string(), &[]),
+            Err(refused) => {
+                self.metrics.queue_refused(&refused);
+                return refusal(&refused.to_string(), &[]);
+            }
         };
         let saved = SavedExecution {
             id: id.clone(),

@@ -13,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::admission::{QueueTotals, Refused};
 use crate::invoke::ToolCallTrace;
 use executor_call::Reply;
 use executor_store::ToolCallOutcome;
@@ -44,6 +45,11 @@ pub struct EngineMetrics {
     /// long they waited in all, in seconds.
     queue_waits: Counter,
     queue_wait_seconds: Counter<f64>,
+    /// Executions that left their org's queue without running, by why.
+    queue_refusals: ByLabel,
+    queue_full: Counter,
+    queue_timed_out: Counter,
+    queue_client_gone: Counter,
 }
 
 impl Default for EngineMetrics {
@@ -51,7 +57,12 @@ impl Default for EngineMetrics {
         let executions = ByLabel::default();
         let tool_calls = ByLabel::default();
         let records = ByLabel::default();
+        let queue_refusals = ByLabel::default();
         EngineMetrics {
+            queue_full: series(&queue_refusals, "reason", "full"),
+            queue_timed_out: series(&queue_refusals, "reason", "timed_out"),
+            queue_client_gone: series(&queue_refusals, "reason", "client_gone"),
+            queue_refusals,
             records_flushed: series(&records, "durability", "flushed"),
             records_with_answer: series(&records, "durability", "with_answer"),
             records,
@@ -101,6 +112,17 @@ impl EngineMetrics {
         self.queue_wait_seconds.inc_by(waited.as_secs_f64());
     }
 
+    /// Counts an execution that was refused a place in its org's queue or
+    /// left it without running; other refusals are not the queue's.
+    pub(crate) fn queue_refused(&self, refused: &Refused) {
+        match refused {
+            Refused::OrgQueueFull { .. } => self.queue_full.inc(),
+            Refused::OrgQueueTimeout { .. } => self.queue_timed_out.inc(),
+            Refused::ClientGone => self.queue_client_gone.inc(),
+            _ => return,
+        };
+    }
+
     /// Counts a record written: flushed as it was written ([`Reply::Direct`])
     /// or made durable by the flushed write of the answer that carries it
     /// ([`Reply::Logged`]; on SQLite the two are the same kind of commit).
@@ -119,7 +141,13 @@ impl EngineMetrics {
     /// Counters are named without `_total`: the encoder appends it (and the
     /// registry refuses a counter named with it in debug builds), so the
     /// exposed names stay `executor_executions_total` and so on.
-    pub fn register(&self, registry: &mut Registry, running: usize, paused: usize, queued: usize) {
+    pub fn register(
+        &self,
+        registry: &mut Registry,
+        running: usize,
+        paused: usize,
+        queues: QueueTotals,
+    ) {
         registry.register(
             "executor_executions",
             "Executions finished, by status",
@@ -153,7 +181,17 @@ impl EngineMetrics {
         registry.register(
             "executor_executions_queued",
             "Executions waiting for a turn in their org's queue now",
-            ConstGauge::new(queued),
+            ConstGauge::new(queues.waiting),
+        );
+        registry.register(
+            "executor_execution_queue_orgs",
+            "Organisations with executions waiting for a turn now",
+            ConstGauge::new(queues.orgs),
+        );
+        registry.register(
+            "executor_execution_queue_longest",
+            "The longest one organisation's queue of executions now",
+            ConstGauge::new(queues.longest),
         );
         registry.register(
             "executor_execution_queue_waits",
@@ -165,6 +203,11 @@ impl EngineMetrics {
             "Time executions waited for a turn in their org's queue, in seconds",
             self.queue_wait_seconds.clone(),
         );
+        registry.register(
+            "executor_execution_queue_refusals",
+            "Executions refused a place in their org's queue or that left it without running, by reason",
+            self.queue_refusals.clone(),
+        );
     }
 }
 
@@ -175,7 +218,7 @@ mod tests {
 
     fn exposition(metrics: &EngineMetrics, running: usize, paused: usize) -> String {
         let mut registry = Registry::default();
-        metrics.register(&mut registry, running, paused, 0);
+        metrics.register(&mut registry, running, paused, QueueTotals::default());
         let mut text = String::new();
         encode(&mut text, &registry).expect("encodes");
         text
@@ -233,6 +276,11 @@ mod tests {
             "# TYPE executor_execution_queue_waits_total counter",
             "executor_execution_queue_waits_total 0",
             "executor_execution_queue_wait_seconds_total 0.0",
+            "executor_execution_queue_orgs 0",
+            "executor_execution_queue_longest 0",
+            "executor_execution_queue_refusals_total{reason=\"full\"} 0",
+            "executor_execution_queue_refusals_total{reason=\"timed_out\"} 0",
+            "executor_execution_queue_refusals_total{reason=\"client_gone\"} 0",
         ];
         assert_lines(&text, &expected);
         // Prometheus text format 0.0.4, as before: no OpenMetrics trailer.
@@ -262,5 +310,26 @@ mod tests {
             "executor_executions_paused 1",
         ];
         assert_lines(&text, &expected);
+    }
+
+    #[test]
+    fn queue_refusals_are_counted_by_reason_and_other_refusals_are_not() {
+        let metrics = EngineMetrics::default();
+        metrics.queue_refused(&Refused::ClientGone);
+        metrics.queue_refused(&Refused::ClientGone);
+        metrics.queue_refused(&Refused::OrgQueueFull {
+            running: 1,
+            queued: 1,
+        });
+        metrics.queue_refused(&Refused::ServerFull(1));
+        let text = exposition(&metrics, 0, 0);
+        assert_lines(
+            &text,
+            &[
+                "executor_execution_queue_refusals_total{reason=\"full\"} 1",
+                "executor_execution_queue_refusals_total{reason=\"timed_out\"} 0",
+                "executor_execution_queue_refusals_total{reason=\"client_gone\"} 2",
+            ],
+        );
     }
 }

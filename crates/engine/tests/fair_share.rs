@@ -372,6 +372,7 @@ async fn two_approvals_in_native_mode() {
             &json!({ "code": BOTH }),
             Some(&ByArgs),
             Reply::Direct,
+            None,
         )
         .await
         .into_result();
@@ -397,6 +398,7 @@ async fn logged(
             &json!({ "code": code }),
             prompt,
             Reply::Logged,
+            None,
         )
         .await
         .into_result()

@@ -11,6 +11,7 @@ mod tool_list;
 mod versions;
 
 pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
+pub use executor_engine::Overload;
 pub use jsonrpc::{
     Incoming, MAX_BATCH, Message, Method, Request, RpcError, cancelled_notification,
     elicitation_request, error_response, parse, result_response, result_response_text,

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use executor_call::{CallContext, Reply};
-use executor_engine::{CoreTool, ElicitationMode, Engine, ToolCallError, ToolOutcome};
+use executor_call::{CallContext, ClientGone, Reply};
+use executor_engine::{CoreTool, ElicitationMode, Engine, Overload, ToolCallError, ToolOutcome};
 use serde_json::{Value, json};
 
 use crate::ProtocolVersion;
@@ -38,6 +38,9 @@ pub struct RequestScope<'a> {
     /// How the answer leaves the server: logged to the session's event log
     /// before it is sent, or sent as it is.
     pub reply: Reply,
+    /// Resolves when the client went away, for a transport whose work
+    /// outlives its client (see [`ClientGone`]).
+    pub gone: Option<ClientGone>,
 }
 
 pub struct McpServer {
@@ -114,14 +117,17 @@ impl McpServer {
         list
     }
 
-    /// Whether `req` starts an execution while the whole server is at its
-    /// limit of running executions (SPEC §4): the transport then answers
-    /// 503 with `Retry-After` before anything runs. An org over its own
-    /// share is answered by the engine instead, with a tool error.
-    pub fn refused_for_load(&self, ctx: &CallContext, req: &Request) -> bool {
-        req.method == Method::ToolsCall
-            && req.params.get("name").and_then(Value::as_str) == Some(CoreTool::Execute.as_str())
-            && self.engine.server_full_for(&ctx.principal.org_id)
+    /// Why `req` would find the server too busy, if it would (SPEC §4,
+    /// §12): the store's writes are backed up, or `req` starts an
+    /// execution while the server runs as many as it may or the sandbox's
+    /// queue is full. The transport then answers 503 with `Retry-After`
+    /// before anything runs. An org over its own share waits in its queue
+    /// instead (the engine's answer).
+    pub fn refused_for_load(&self, ctx: &CallContext, req: &Request) -> Option<Overload> {
+        let starts_execution = req.method == Method::ToolsCall
+            && req.params.get("name").and_then(Value::as_str) == Some(CoreTool::Execute.as_str());
+        self.engine
+            .overloaded(&ctx.principal.org_id, starts_execution)
     }
 
     /// Answers one request with a full JSON-RPC response.
@@ -194,12 +200,26 @@ impl McpServer {
         let outcome = match scope.approvals {
             Approvals::Model => {
                 engine
-                    .call_tool_asking(scope.ctx, tool, args, None, scope.reply)
+                    .call_tool_asking(
+                        scope.ctx,
+                        tool,
+                        args,
+                        None,
+                        scope.reply,
+                        scope.gone.as_ref(),
+                    )
                     .await
             }
             Approvals::Elicit(prompt) => {
                 engine
-                    .call_tool_asking(scope.ctx, tool, args, Some(prompt), scope.reply)
+                    .call_tool_asking(
+                        scope.ctx,
+                        tool,
+                        args,
+                        Some(prompt),
+                        scope.reply,
+                        scope.gone.as_ref(),
+                    )
                     .await
             }
             Approvals::InputRequired => {

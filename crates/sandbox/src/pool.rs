@@ -99,6 +99,12 @@ impl Pool {
         &self.shared.limits
     }
 
+    /// Whether the queue of jobs waiting for a thread is at its bound: the
+    /// next run would be refused as [`SandboxError::Busy`].
+    pub fn queue_full(&self) -> bool {
+        self.submit.is_full()
+    }
+
     /// Runs `code` (an async function body) on a sandbox thread; `bridge`
     /// answers its `tools.*` calls.
     pub async fn run(

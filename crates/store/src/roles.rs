@@ -642,6 +642,13 @@ pub trait Store:
     /// (fire-and-forget ones included). `serve` awaits it last, so that
     /// nothing queued is lost when the process exits.
     async fn flush(&self) -> StoreResult<()>;
+
+    /// Whether the store's writes are backed up to their bound now (SPEC
+    /// §12): a new request would only wait, then be refused as busy. The
+    /// transports answer 503 `Retry-After` before they take one on.
+    fn writes_backed_up(&self) -> bool {
+        false
+    }
 }
 /// The next notice of an optional subscription; never, without one. A
 /// closed channel counts as lost notices once, then as no subscription.

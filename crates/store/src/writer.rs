@@ -103,6 +103,11 @@ impl Writer {
             .map_err(|_| StoreError::database("store writer returned the wrong type"))
     }
 
+    /// Whether the queue is at its bound: the next write would wait.
+    pub(crate) fn is_full(&self) -> bool {
+        self.jobs.is_full()
+    }
+
     /// Queues a write without waiting for it (a lost one must be harmless).
     pub(crate) fn write_later<F>(&self, f: F)
     where

@@ -2,6 +2,7 @@
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use executor_mcp::Overload;
 use executor_mcp::RpcError;
 use std::time::Duration;
 
@@ -47,11 +48,10 @@ pub enum WireError {
     /// or the request already came from another node (SPEC §10): retry.
     #[error("Service Unavailable: the session is moving between nodes; retry shortly")]
     Moving,
-    /// Every execution slot of the server is taken (SPEC §4); retry soon.
-    #[error(
-        "Service Unavailable: the server is running as many executions as it may; retry shortly"
-    )]
-    Overloaded,
+    /// Every execution slot of the server is taken (SPEC §4), or a queue
+    /// a request would wait in is full (SPEC §12); retry soon.
+    #[error("Service Unavailable: {0}; retry shortly")]
+    Overloaded(Overload),
 }
 
 impl WireError {
@@ -77,7 +77,7 @@ impl WireError {
             WireError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             WireError::Rpc(_) | WireError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WireError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            WireError::Draining | WireError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            WireError::Draining | WireError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -121,7 +121,7 @@ impl WireError {
             WireError::Session(AcquireError::Unavailable | AcquireError::HeldElsewhere(_))
             | WireError::Moving
             | WireError::Draining
-            | WireError::Overloaded => {
+            | WireError::Overloaded(_) => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}

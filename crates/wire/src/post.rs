@@ -6,6 +6,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use executor_call::ApprovalMode;
+use executor_mcp::Overload;
 use executor_mcp::{
     Incoming, McpServer, Message, Method as RpcMethod, ProtocolVersion, Refusal, Request, RpcError,
 };
@@ -161,6 +162,11 @@ async fn initialize(
     let client_info = req.params.get("clientInfo").cloned().unwrap_or(Value::Null);
     let capabilities = req.params.get("capabilities").cloned().unwrap_or(json!({}));
     let mode = query.mode(version, &capabilities);
+    // A new session is a write: with the store's writes backed up it would
+    // only wait, then fail.
+    if app.store().writes_backed_up() {
+        return Err(WireError::Overloaded(Overload::StoreWrites));
+    }
     let lease = app
         .sessions
         .create(principal, version, client_info, capabilities, mode)
@@ -204,9 +210,9 @@ async fn post_in_session(
         return Err(WireError::Draining);
     }
     if let [req] = requests.as_slice()
-        && app.server().refused_for_load(&lease.ctx, req)
+        && let Some(overload) = app.server().refused_for_load(&lease.ctx, req)
     {
-        return Err(WireError::Overloaded);
+        return Err(WireError::Overloaded(overload));
     }
     let session_id = lease.id().to_string();
     let mut res = match requests.as_slice() {

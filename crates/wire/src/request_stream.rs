@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use axum::response::Response;
-use executor_call::{Action, ApprovalPrompt, ApprovalRequest, Reply};
+use executor_call::{Action, ApprovalPrompt, ApprovalRequest, ClientGone, Reply};
 use executor_mcp::{Approvals, Request, RequestScope, RpcError};
 use executor_sessions::{Lease, OutboundStream, PostStream, Sessions};
 use executor_store::tokens::random_id;
@@ -28,6 +28,8 @@ pub(crate) fn scope_of(lease: &Lease) -> RequestScope<'_> {
         tools: lease.tools(),
         approvals: Approvals::Model,
         reply: Reply::Direct,
+        // A JSON answer's future is dropped with its connection.
+        gone: None,
     }
 }
 
@@ -51,6 +53,16 @@ pub(crate) async fn stream_one(
     let preamble = vec![out.priming().frame()];
     let owner = StreamOwner::post(lease.clone(), post, app.sessions.clone());
     let (tx, rx) = mpsc::channel(4);
+    // The socket is gone once the SSE body that reads `rx` is dropped.
+    let watched = tx.downgrade();
+    let gone = ClientGone::new(move || {
+        let watched = watched.clone();
+        Box::pin(async move {
+            if let Some(tx) = watched.upgrade() {
+                tx.closed().await;
+            }
+        })
+    });
     let stream = RequestStream {
         out: Arc::new(tokio::sync::Mutex::new(out)),
         tx,
@@ -72,6 +84,7 @@ pub(crate) async fn stream_one(
             },
             // `RequestStream::send` logs the answer before it sends it.
             reply: Reply::Logged,
+            gone: Some(gone),
             ..scope_of(&lease)
         };
         let response = AssertUnwindSafe(server.handle(&scope, &req))

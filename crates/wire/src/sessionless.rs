@@ -93,8 +93,8 @@ pub(crate) async fn post(
         session_id: None,
         approval: approval_of(mode),
     };
-    if app.server().refused_for_load(&ctx, &req) {
-        return Err(WireError::Overloaded);
+    if let Some(overload) = app.server().refused_for_load(&ctx, &req) {
+        return Err(WireError::Overloaded(overload));
     }
     // Only `tools/list` reads the list; other requests skip building it.
     let tools = if req.method == RpcMethod::ToolsList {
@@ -113,6 +113,8 @@ pub(crate) async fn post(
             ElicitationMode::Model | ElicitationMode::Console => Approvals::Model,
         },
         reply: Reply::Direct,
+        // The JSON answer's future is dropped with its connection.
+        gone: None,
     };
     Ok(json_response(app.server().handle(&scope, &req).await))
 }

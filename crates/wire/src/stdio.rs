@@ -59,6 +59,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
                         // read the client's answer to an elicitation.
                         approvals: Approvals::Model,
                         reply: Reply::Direct,
+                        gone: None,
                     };
                     out.push(server.handle(&scope, req).await);
                 }

@@ -316,6 +316,13 @@ impl Store for PgStore {
         self.flush_marks().await;
         Ok(())
     }
+
+    /// Postgres has no write queue of ours: writes wait for a pooled
+    /// connection. As many waiting as the pool holds is a backlog.
+    fn writes_backed_up(&self) -> bool {
+        let status = self.pool.status();
+        status.available == 0 && status.waiting >= status.max_size
+    }
 }
 
 /// Marks the org's catalog as changed, so servers rebuild it; the new

@@ -425,6 +425,10 @@ impl Store for SqliteStore {
         // answered, everything queued before it is committed.
         self.writer.write(|_| Ok(())).await
     }
+
+    fn writes_backed_up(&self) -> bool {
+        self.writer.is_full()
+    }
 }
 
 /// `org/namespace` of every connection whose secret is sealed (not an
