@@ -7,7 +7,9 @@
 // prints "Session initialized" per session on its stdout.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
+import { spawn, execFile, execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { join } from "node:path";
 import http from "node:http";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -17,6 +19,32 @@ import { startServer, connectSdk, runOk, freePort, sleep, waitUntil, BIN } from 
 const EVERYTHING = fileURLToPath(new URL("./node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url));
 const OWN = fileURLToPath(new URL("./fixtures/mcp-upstream.mjs", import.meta.url));
 const NODE = process.execPath;
+const ENV_TOKEN = "tok-123-of-the-own-child";
+
+/** An LZ4 block with its size prepended (little-endian u32), decoded. */
+const lz4Unpack = (buf) => {
+  const out = Buffer.alloc(buf.readUInt32LE(0));
+  let i = 4;
+  let o = 0;
+  const length = (n) => {
+    if (n !== 15) return n;
+    for (let b = 255; b === 255; ) n += b = buf[i++];
+    return n;
+  };
+  while (i < buf.length) {
+    const token = buf[i++];
+    const literals = length(token >> 4);
+    buf.copy(out, o, i, i + literals);
+    i += literals;
+    o += literals;
+    if (i >= buf.length) break;
+    const offset = buf.readUInt16LE(i);
+    i += 2;
+    const match = length(token & 15) + 4;
+    for (let k = 0; k < match; k++, o++) out[o] = out[o - offset];
+  }
+  return out.toString("utf8");
+};
 
 let srv;
 let client;
@@ -48,7 +76,7 @@ before(async () => {
   });
   ({ client } = await connectSdk(srv, srv.mint("upstream@example.com", "up")));
   cli("integrations", "add", "mcp", "--command", NODE, "--arg", EVERYTHING, "--arg", "stdio", "--namespace", "everything");
-  cli("integrations", "add", "mcp", "--command", NODE, "--arg", OWN, "--env", "UPSTREAM_TOKEN=tok-123", "--namespace", "own");
+  cli("integrations", "add", "mcp", "--command", NODE, "--arg", OWN, "--env", `UPSTREAM_TOKEN=${ENV_TOKEN}`, "--namespace", "own");
   everythingHttp = await startEverythingHttp(await freePort());
   cli("integrations", "add", "mcp", "--url", everythingHttp.url, "--allow-local-network", "--namespace", "evhttp");
   everythingSse = await startEverythingHttp(await freePort(), "sse");
@@ -198,6 +226,24 @@ test("mcp: a child gets only PATH, HOME and the like, plus its --env", async () 
   assert.ok(names.includes("PATH"), names.join(","));
   assert.ok(names.includes("UPSTREAM_TOKEN"));
   assert.ok(!names.some((n) => n.startsWith("EXECUTOR_") || n === "RUST_LOG"), names.join(","));
+});
+
+// Issue 41 §4: a stdio command's --env values are secrets (SPEC §9).
+test("mcp: --env values are sealed at rest and scrubbed from answers and the log; the child gets them in clear", async () => {
+  const env = await run("return await tools.own.env({})");
+  const { token, digest } = env.data.structuredContent;
+  assert.equal(digest, createHash("sha256").update(ENV_TOKEN).digest("hex"), "the child got the value in clear");
+  assert.notEqual(token, ENV_TOKEN);
+  assert.ok(!JSON.stringify(env).includes(ENV_TOKEN), "the answer echoes no --env value");
+  await waitUntil("the child's stderr line in the log", () => /env tool: UPSTREAM_TOKEN=/.test(srv.log), { ms: 5000 });
+  assert.ok(!srv.log.includes(ENV_TOKEN), "the log holds no --env value");
+  // The stored documents, unpacked (LZ4 blocks; see crates/store/src/packed.rs).
+  const hex = srv.pg
+    ? srv.pg.sql("select encode(document, 'hex') from integrations")
+    : execFileSync("python3", ["-c", `import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print("\\n".join(r[0] for r in c.execute("select hex(document) from integrations")))`, join(srv.dataDir, "executor.db")]).toString();
+  const stored = hex.trim().split("\n").map((h) => lz4Unpack(Buffer.from(h.trim(), "hex"))).join("\n");
+  assert.match(stored, /"UPSTREAM_TOKEN","v1:/, "the integration is stored, its value sealed");
+  assert.ok(!stored.includes(ENV_TOKEN), "the stored record holds no --env value in clear");
 });
 
 test("mcp: the upstream's tools/list_changed re-syncs the tools, and open sessions hear of it", async () => {

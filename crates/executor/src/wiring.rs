@@ -111,6 +111,7 @@ pub(crate) fn operations_of(
             &wired.outbound.http,
             &wired.outbound.credentials,
             opts.upstream(),
+            wired.outbound.key.clone(),
         ),
         store,
         credentials: wired.outbound.credentials.clone(),
@@ -147,11 +148,17 @@ pub(crate) fn command_operations(
     };
     let upstream = UpstreamSettings::default();
     let core = executor_engine::core_tool_entries(store.clone());
-    let catalog_kinds = kinds(store.clone(), &client, &credentials, upstream.clone());
+    let catalog_kinds = kinds(
+        store.clone(),
+        &client,
+        &credentials,
+        upstream.clone(),
+        key.clone(),
+    );
     let catalogs: Arc<dyn CatalogSource> =
         Arc::new(StoreCatalogs::new(store.clone(), catalog_kinds, core));
     Ok(Operations::new(Parts {
-        kinds: kinds(store.clone(), &client, &credentials, upstream),
+        kinds: kinds(store.clone(), &client, &credentials, upstream, key.clone()),
         store,
         credentials,
         key,
@@ -214,6 +221,7 @@ pub(crate) fn store_catalogs(
         &outbound.http,
         &outbound.credentials,
         upstream,
+        outbound.key.clone(),
     );
     StoreCatalogs::new(store, kinds, core)
 }
@@ -224,8 +232,9 @@ fn kinds(
     http: &Arc<HttpClient>,
     credentials: &Arc<Credentials>,
     upstream: UpstreamSettings,
+    key: Option<Arc<SecretKey>>,
 ) -> Kinds {
-    let upstreams = Upstreams::new(http.clone(), credentials.clone(), store, upstream);
+    let upstreams = Upstreams::new(http.clone(), credentials.clone(), store, upstream, key);
     Kinds::new(http.clone(), credentials.clone(), upstreams)
 }
 

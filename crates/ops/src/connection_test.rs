@@ -16,7 +16,7 @@ use executor_catalog::HostBudget;
 use executor_integrations::IntegrationKind;
 use executor_outbound::{Credential, CredentialSource, HttpClient, OutboundRequest, Placement};
 use executor_store::IntegrationRecord;
-use executor_upstream::{Discovery, Endpoint};
+use executor_upstream::{Discovery, Endpoint, EnvSecrets};
 use reqwest::Method;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -120,7 +120,11 @@ impl Operations {
                         "this server does not start stdio MCP servers",
                     ));
                 }
-                Ok(list_tools(&record.namespace, &endpoint, credential, http).await)
+                let secrets = EnvSecrets {
+                    key: self.parts.key.as_deref(),
+                    org_id: &record.org_id,
+                };
+                Ok(list_tools(&record.namespace, &endpoint, credential, http, secrets).await)
             }
             IntegrationKind::Graphql => {
                 let base = base_url(record)?;
@@ -162,9 +166,10 @@ async fn list_tools(
     endpoint: &Endpoint,
     credential: &Credential,
     http: &HttpClient,
+    secrets: EnvSecrets<'_>,
 ) -> Verdict {
     let request = format!("tools/list at {}", endpoint.source());
-    match executor_upstream::discover(namespace, endpoint, credential, http).await {
+    match executor_upstream::discover(namespace, endpoint, credential, http, secrets).await {
         Ok(Discovery::Ready(tools)) => Verdict {
             ok: true,
             request,

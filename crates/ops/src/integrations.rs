@@ -8,7 +8,7 @@ use executor_integrations::IntegrationKind;
 use executor_openapi::{ImportOptions, import_with_progress};
 use executor_outbound::{Credential, CredentialSource, HttpClient};
 use executor_store::{IntegrationRecord, PageRequest, ToolCallFilter, now_ms};
-use executor_upstream::{Discovery, Endpoint, HttpTransport, State};
+use executor_upstream::{Discovery, Endpoint, EnvSecrets, HttpTransport, State, seal_env};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -718,6 +718,15 @@ impl Operations {
                 if command.trim().is_empty() {
                     return Err(OpError::invalid("command", "the command is empty"));
                 }
+                // Sealed like a connection's secret (SPEC §9): the record
+                // never holds a value in clear.
+                let env = if env.is_empty() {
+                    env
+                } else {
+                    seal_env(self.key()?, &actor.org_id, namespace, env).map_err(|e| {
+                        OpError::internal("cannot seal the command's environment", e)
+                    })?
+                };
                 Endpoint::Stdio { command, args, env }
             }
         };
@@ -760,14 +769,19 @@ impl Operations {
         http: &HttpClient,
     ) -> OpResult<(State, IntegrationRecord)> {
         let credential = self.credential_of(org_id, namespace).await?;
-        let discovered = executor_upstream::discover(namespace, endpoint, &credential, http)
-            .await
-            .map_err(|why| {
-                OpError::upstream(format!(
-                    "cannot list the tools of {}: {why}",
-                    endpoint.source()
-                ))
-            })?;
+        let secrets = EnvSecrets {
+            key: self.parts.key.as_deref(),
+            org_id,
+        };
+        let discovered =
+            executor_upstream::discover(namespace, endpoint, &credential, http, secrets)
+                .await
+                .map_err(|why| {
+                    OpError::upstream(format!(
+                        "cannot list the tools of {}: {why}",
+                        endpoint.source()
+                    ))
+                })?;
         let (state, tools, document) = match discovered {
             Discovery::Ready(tools) => {
                 let document = executor_upstream::store(namespace, endpoint, State::Ready, &tools);

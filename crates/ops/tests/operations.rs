@@ -39,6 +39,7 @@ async fn fixture(sessions: Option<Arc<dyn SessionControl>>) -> Fixture {
             credentials.clone(),
             store.clone(),
             UpstreamSettings::default(),
+            None,
         );
         Kinds::new(client.clone(), credentials.clone(), upstreams)
     };

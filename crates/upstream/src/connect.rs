@@ -17,6 +17,7 @@ use rmcp::transport::{
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use zeroize::Zeroizing;
 
+use crate::env::{self, EnvSecrets};
 use crate::error::{GuardRefusal, OpenError};
 use crate::http::UpstreamHttp;
 use crate::sse::{self, SseTasks};
@@ -119,12 +120,14 @@ fn discover() -> ClientLifecycleMode {
 const DISCOVER_WAIT: Duration = Duration::from_secs(10);
 
 /// Opens a session with the upstream at `endpoint`. `on_tools_changed`
-/// runs when the upstream says its tool list changed.
+/// runs when the upstream says its tool list changed; `secrets` opens a
+/// stdio command's sealed `--env` values.
 pub async fn open(
     namespace: &str,
     endpoint: &Endpoint,
     credential: &Credential,
     http: &HttpClient,
+    secrets: EnvSecrets<'_>,
     on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
 ) -> Result<Session, OpenError> {
     let client = UpstreamClient {
@@ -133,8 +136,11 @@ pub async fn open(
     };
     match endpoint {
         Endpoint::Stdio { command, args, env } => {
+            let env = env::open_env(secrets, namespace, env).map_err(|why| {
+                OpenError::Unavailable(format!("`{command}` cannot be started: {why}"))
+            })?;
             let child =
-                stdio::spawn(namespace, command, args, env).map_err(OpenError::Unavailable)?;
+                stdio::spawn(namespace, command, args, &env).map_err(OpenError::Unavailable)?;
             // One message per line, no longer than an HTTP answer may be.
             let transport = AsyncRwTransport::new_client(child.stdout, child.stdin)
                 .with_max_line_length(http.config().max_response_bytes);

@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
 
+use crate::env::{open_env, scrub_env};
 use crate::error::OpenError;
 use crate::pool::{Lease, Upstreams};
 use crate::questions::{self, MAX_INPUT_ROUNDS};
@@ -130,19 +131,31 @@ impl ToolInvoker for UpstreamInvoker {
                     Err(error) => break Err(error),
                 }
             };
+            // A stdio command's `--env` values are scrubbed like the
+            // credential: the command may echo what it was started with.
+            let env = match &endpoint {
+                Endpoint::Stdio { env, .. } if !env.is_empty() => {
+                    open_env(upstreams.env_secrets(&org_id), &namespace, env).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            let scrub = |value: &mut Value| {
+                scrub_value(&credential, value);
+                scrub_env(&env, value);
+            };
             let mut result = match result {
                 Ok(value) => value,
                 Err(mut error) => {
                     let mut message = Value::String(std::mem::take(&mut error.message));
-                    scrub_value(&credential, &mut message);
+                    scrub(&mut message);
                     error.message = message.as_str().unwrap_or_default().to_string();
                     if let Some(details) = error.details.as_mut() {
-                        scrub_value(&credential, details);
+                        scrub(details);
                     }
                     return Err(error);
                 }
             };
-            scrub_value(&credential, &mut result);
+            scrub(&mut result);
             let size = result.to_string().len();
             let held = call.budget.hold(size).await.map_err(|e| {
                 ToolError::new(executor_outbound::UPSTREAM_HTTP_ERROR, e.to_string())

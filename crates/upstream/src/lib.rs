@@ -3,7 +3,8 @@
 //! Its tools are listed at `add` (`sync.rs`) and stored under normalised
 //! names (`naming.rs`, `stored.rs`); calls go through sessions pooled per
 //! (org, integration) (`pool.rs`) that rmcp's client runs (`connect.rs`),
-//! a stdio server in a supervised child (`stdio.rs`); results come back as
+//! a stdio server in a supervised child (`stdio.rs`) whose `--env` values
+//! are sealed at rest (`env.rs`); results come back as
 //! `{content, structuredContent}` (`invoker.rs`), after any questions the
 //! upstream asks on the way (`input_required`, `questions.rs`).
 //!
@@ -11,6 +12,7 @@
 //! own server's side of the protocol.
 
 mod connect;
+mod env;
 mod error;
 mod http;
 mod invoker;
@@ -24,6 +26,7 @@ mod stored;
 mod sync;
 
 pub use connect::OPEN_TIMEOUT;
+pub use env::{EnvSecrets, seal_env};
 pub use invoker::{CONNECTION_MISSING, INTEGRATION_UNAVAILABLE, MCP_TOOL_ERROR, stdio_refused};
 pub use kind::UpstreamKind;
 pub use naming::{catalog_names, normalise};

@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use executor_outbound::{Credential, CredentialSource, HttpClient};
 use executor_store::Store;
+use executor_store::secrets::SecretKey;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::connect::{self, Session};
+use crate::env::EnvSecrets;
 use crate::error::OpenError;
 use crate::stored::Endpoint;
 use crate::sync;
@@ -70,6 +72,8 @@ pub struct Upstreams {
     pub(crate) credentials: Arc<dyn CredentialSource>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) settings: UpstreamSettings,
+    /// Opens stdio integrations' sealed `--env` values (`env.rs`).
+    secret_key: Option<Arc<SecretKey>>,
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
     maintaining: AtomicBool,
     opened: AtomicU64,
@@ -191,12 +195,14 @@ impl Upstreams {
         credentials: Arc<dyn CredentialSource>,
         store: Arc<dyn Store>,
         settings: UpstreamSettings,
+        secret_key: Option<Arc<SecretKey>>,
     ) -> Arc<Self> {
         Arc::new(Upstreams {
             http,
             credentials,
             store,
             settings,
+            secret_key,
             pools: Mutex::new(HashMap::new()),
             maintaining: AtomicBool::new(false),
             opened: AtomicU64::new(0),
@@ -206,6 +212,14 @@ impl Upstreams {
 
     pub fn settings(&self) -> &UpstreamSettings {
         &self.settings
+    }
+
+    /// What opens the sealed `--env` values of `org_id`'s stdio integrations.
+    pub(crate) fn env_secrets<'a>(&'a self, org_id: &'a str) -> EnvSecrets<'a> {
+        EnvSecrets {
+            key: self.secret_key.as_deref(),
+            org_id,
+        }
     }
 
     /// Sessions this process has opened with upstreams (for the logs and
@@ -378,6 +392,7 @@ impl Upstreams {
             &pool.endpoint,
             credential,
             &self.http,
+            self.env_secrets(&pool.key.org_id),
             Some(on_change),
         )
         .await;

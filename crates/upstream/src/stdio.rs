@@ -7,6 +7,10 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
+use executor_store::secrets::SecretString;
+
+use crate::env::scrub_env_text;
+
 /// The server's variables a child inherits; everything else it gets from
 /// the integration's `--env`. The server's own settings (its secret key,
 /// its database URL) never reach an upstream.
@@ -48,7 +52,7 @@ pub fn spawn(
     namespace: &str,
     command: &str,
     args: &[String],
-    env: &[(String, String)],
+    env: &[(String, SecretString)],
 ) -> Result<StdioChild, String> {
     let mut cmd = Command::new(command);
     cmd.args(args)
@@ -63,7 +67,7 @@ pub fn spawn(
             cmd.env(name, value);
         }
     }
-    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.envs(env.iter().map(|(name, value)| (name, value.expose())));
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: runs in the forked child before exec; prctl, getppid and
     // _exit are async-signal-safe and nothing is allocated.
@@ -90,7 +94,7 @@ pub fn spawn(
             "cannot start `{command}`: its pipes were not opened"
         ));
     };
-    tokio::spawn(log_stderr(namespace.to_string(), stderr));
+    tokio::spawn(log_stderr(namespace.to_string(), stderr, env.to_vec()));
     tokio::spawn(reap(namespace.to_string(), child));
     Ok(StdioChild {
         stdin,
@@ -107,8 +111,9 @@ async fn reap(namespace: String, mut child: Child) {
     }
 }
 
-/// Each stderr line of the child as a log event (never to the agent).
-async fn log_stderr(namespace: String, stderr: ChildStderr) {
+/// Each stderr line of the child as a log event (never to the agent), its
+/// `--env` values scrubbed.
+async fn log_stderr(namespace: String, stderr: ChildStderr, env: Vec<(String, SecretString)>) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
@@ -124,7 +129,7 @@ async fn log_stderr(namespace: String, stderr: ChildStderr) {
         if line.last() != Some(&b'\n') && !skip_rest_of_line(&mut reader).await {
             return;
         }
-        let text = String::from_utf8_lossy(&line);
+        let text = scrub_env_text(&env, String::from_utf8_lossy(&line).into_owned());
         tracing::info!(target: "executor_upstream::stderr", namespace, "{}", text.trim_end());
     }
 }

@@ -11,6 +11,7 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use crate::connect::{self, Session};
+use crate::env::EnvSecrets;
 use crate::error::OpenError;
 use crate::naming::catalog_names;
 use crate::stored::{self, Endpoint, State, UpstreamTool};
@@ -32,8 +33,9 @@ pub async fn discover(
     endpoint: &Endpoint,
     credential: &Credential,
     http: &HttpClient,
+    secrets: EnvSecrets<'_>,
 ) -> Result<Discovery, String> {
-    let session = match connect::open(namespace, endpoint, credential, http, None).await {
+    let session = match connect::open(namespace, endpoint, credential, http, secrets, None).await {
         Ok(session) => session,
         Err(OpenError::NeedsLogin(challenge)) => return Ok(Discovery::NeedsLogin { challenge }),
         Err(e) => return Err(e.to_string()),

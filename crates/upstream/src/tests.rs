@@ -129,6 +129,7 @@ async fn call_ping(url: &str, transport: HttpTransport, allow_local_network: boo
         Arc::new(NoCredentials),
         store,
         UpstreamSettings::default(),
+        None,
     );
     let invoker = Arc::new(UpstreamInvoker {
         org_id: "org".into(),
