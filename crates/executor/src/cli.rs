@@ -830,6 +830,23 @@ pub struct EngineOpts {
     /// per org; parallel calls beyond it wait for a free one.
     #[arg(long, env = "EXECUTOR_MAX_UPSTREAM_SESSIONS", default_value_t = 8)]
     pub max_upstream_sessions: usize,
+    /// An upstream MCP session (or stdio child) unused this long closes,
+    /// in ms.
+    #[arg(
+        long,
+        env = "EXECUTOR_UPSTREAM_IDLE_TIMEOUT_MS",
+        default_value_t = 300_000
+    )]
+    pub upstream_idle_timeout: u64,
+    /// How often an upstream MCP server's tools are listed again while the
+    /// integration is in use, in ms (besides when it says they changed, or
+    /// a call names a tool it no longer has).
+    #[arg(
+        long,
+        env = "EXECUTOR_UPSTREAM_RESYNC_INTERVAL_MS",
+        default_value_t = 900_000
+    )]
+    pub upstream_resync_interval: u64,
     /// Sandbox compute time per execution, in ms (the clock stops while a
     /// tool call is in flight).
     #[arg(long, env = "EXECUTOR_EXECUTION_TIMEOUT_MS", default_value_t = 300_000)]

@@ -107,6 +107,8 @@ impl EngineOpts {
         UpstreamSettings {
             allow_stdio: self.allow_stdio_integrations,
             max_sessions: self.max_upstream_sessions.max(1),
+            idle_timeout: Duration::from_millis(self.upstream_idle_timeout.max(1)),
+            resync_every: Duration::from_millis(self.upstream_resync_interval.max(1)),
             ..UpstreamSettings::default()
         }
     }

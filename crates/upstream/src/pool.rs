@@ -427,9 +427,11 @@ impl Upstreams {
     async fn maintain(self: Arc<Self>) {
         loop {
             tokio::time::sleep(MAINTENANCE_TICK).await;
+            // Re-syncs first: one that was asked for holds its pool, which
+            // closing idle sessions would otherwise drop with the request.
+            self.resync_due();
             self.close_idle();
             self.close_removed().await;
-            self.resync_due();
             let mut pools = self.pools();
             if pools.is_empty() {
                 self.maintaining.store(false, Ordering::Release);
