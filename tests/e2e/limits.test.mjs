@@ -314,3 +314,44 @@ test("a store whose writes are backed up answers 503 Retry-After, loses nothing,
     await srv.cleanup();
   }
 });
+
+// Issue 41 §5: what the store keeps of past work is bounded in bytes. Past
+// --max-org-history-bytes the org's oldest execution records go, past
+// --max-event-log-bytes the oldest delivered events; the newest stay, and
+// the trim is logged and counted.
+test("execution records and the event log are trimmed, oldest first, to their byte bounds", { timeout: 90_000 }, async () => {
+  const RECORDS_BOUND = 100_000;
+  const srv = await startServer({ args: ["--max-org-history-bytes", String(RECORDS_BOUND), "--max-event-log-bytes", "100000"] });
+  try {
+    const bearer = srv.mint("history@limits.test");
+    const { sessionId, protocolVersion } = await initSession(srv, bearer, "2025-11-25");
+    const RUNS = 60;
+    for (let i = 0; i < RUNS; i++) {
+      // Answered on an SSE stream: each answer is an event in the log too.
+      const res = await post(srv, rpc("tools/call", { name: "execute", arguments: { code: `return "${i}:" + "x".repeat(5000)` } }), { bearer, sessionId, protocolVersion });
+      assert.equal(res.status, 200, res.body);
+    }
+    const metrics = async () => {
+      const text = (await request(`${srv.base}/metrics`, { method: "GET" })).body;
+      const value = (name) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? NaN);
+      return { records: value("executor_history_trimmed_records_total"), events: value("executor_history_trimmed_events_total") };
+    };
+    await waitUntil("the records and events trimmed", async () => {
+      const m = await metrics();
+      return m.records > 0 && m.events > 0;
+    }, { ms: 30_000, every: 500 });
+    const listed = await fetch(`${srv.base}/api/v1/executions?limit=100`, { headers: { authorization: `Bearer ${bearer}` } });
+    assert.equal(listed.status, 200);
+    const items = (await listed.json()).items;
+    assert.ok(items.length > 0 && items.length < RUNS, `${items.length} records kept of ${RUNS}`);
+    const details = await Promise.all(items.map(async (item) => (await fetch(`${srv.base}/api/v1/executions/${item.id}`, { headers: { authorization: `Bearer ${bearer}` } })).json()));
+    const kept = details.map((d) => Number(String(d.result).split(":")[0])).sort((a, b) => a - b);
+    assert.equal(kept.at(-1), RUNS - 1, "the newest record stays");
+    assert.deepEqual(kept, Array.from({ length: kept.length }, (_, k) => RUNS - kept.length + k), "the oldest went first");
+    assert.ok(kept.length * 5000 <= RECORDS_BOUND, `${kept.length} records of 5 KB kept: over the bound`);
+    assert.match(srv.log, /held more execution records than its bound: the oldest were deleted/);
+    assert.match(srv.log, /held more delivered SSE events than its bound/);
+  } finally {
+    await srv.cleanup();
+  }
+});

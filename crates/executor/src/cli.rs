@@ -644,6 +644,19 @@ pub struct ServeOpts {
     /// is kept).
     #[arg(long, env = "EXECUTOR_EXECUTION_RETENTION_DAYS", default_value_t = 30)]
     pub execution_retention_days: u64,
+    /// Bytes the execution records (and their tool calls) may hold in all;
+    /// past it the oldest are deleted (a paused run that can still be
+    /// resumed is kept).
+    #[arg(long, env = "EXECUTOR_MAX_HISTORY_BYTES", default_value_t = 2 << 30)]
+    pub max_history_bytes: u64,
+    /// Bytes the execution records of one org may hold; past it that org's
+    /// oldest are deleted.
+    #[arg(long, env = "EXECUTOR_MAX_ORG_HISTORY_BYTES", default_value_t = 1 << 30)]
+    pub max_org_history_bytes: u64,
+    /// Bytes the SSE event log's delivered events may hold in all; past it
+    /// the oldest delivered ones are deleted (an undelivered one never is).
+    #[arg(long, env = "EXECUTOR_MAX_EVENT_LOG_BYTES", default_value_t = 256 << 20)]
+    pub max_event_log_bytes: u64,
     /// Host names accepted in the Host header (default: loopback names when
     /// listening on loopback, any otherwise). Comma-separated.
     #[arg(long, env = "EXECUTOR_ALLOWED_HOSTS", value_delimiter = ',')]

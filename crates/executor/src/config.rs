@@ -10,7 +10,7 @@ use std::time::Duration;
 use executor_engine::{EngineConfig, QueueLimits, ShareLimits};
 use executor_outbound::HttpConfig;
 use executor_sandbox::Limits;
-use executor_sessions::SessionsConfig;
+use executor_sessions::{HistoryBounds, SessionsConfig};
 use executor_store::{LogBounds, StoreOptions};
 use executor_upstream::UpstreamSettings;
 use executor_wire::{HostPolicy, MetricsToken, WireConfig};
@@ -156,6 +156,11 @@ impl ServeOpts {
             node_url: Some(node_url),
             node_lease: Duration::from_millis(self.node_lease),
             lease_kept: Duration::from_millis(self.session_lease_kept),
+            history: HistoryBounds {
+                max_bytes: self.max_history_bytes,
+                max_org_bytes: self.max_org_history_bytes,
+                max_event_log_bytes: self.max_event_log_bytes,
+            },
         }
     }
 

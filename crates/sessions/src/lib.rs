@@ -6,6 +6,7 @@
 //! durable record when it is not in memory. Idle runtimes are disposed by a
 //! reaper; the record stays and the next request restores it.
 
+mod history;
 mod lifecycle;
 mod maintenance;
 mod parking;
@@ -14,6 +15,7 @@ mod runtime;
 mod streams;
 mod subscriptions;
 
+pub use history::{HISTORY_CHECK_EVERY, HistoryBounds};
 pub use lifecycle::{
     AcquireError, BUSY_CEILING, EXECUTION_RETENTION, Holder, MAX_GET_STREAMS_PER_SESSION,
     MAX_SESSIONS_PER_PRINCIPAL, REPLAY_WINDOW, Sessions, SessionsConfig, SessionsMetrics,

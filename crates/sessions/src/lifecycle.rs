@@ -68,6 +68,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::history::HistoryBounds;
 use serde_json::Value;
 
 use crate::parking::{LEASE_KEPT, Parking, release_leases};
@@ -110,6 +112,8 @@ pub struct SessionsConfig {
     /// How long this node keeps the lease of a session whose runtime it
     /// disposed (see [`LEASE_KEPT`]); zero releases it at disposal.
     pub lease_kept: Duration,
+    /// What the store keeps of past work, in bytes (see `history.rs`).
+    pub history: HistoryBounds,
 }
 
 /// Default retention of finished execution records and their tool calls,
@@ -143,6 +147,7 @@ impl Default for SessionsConfig {
             node_url: None,
             node_lease: NODE_LEASE,
             lease_kept: LEASE_KEPT,
+            history: HistoryBounds::default(),
         }
     }
 }
@@ -204,6 +209,12 @@ pub struct SessionsMetrics {
     pub forwarded: Counter,
     /// Writes refused because this node's lease had moved on.
     pub fenced_writes: Counter,
+    /// What the history bounds deleted (`history.rs`): execution records
+    /// and delivered events, and their bytes.
+    pub trimmed_records: Counter,
+    pub trimmed_record_bytes: Counter,
+    pub trimmed_events: Counter,
+    pub trimmed_event_bytes: Counter,
 }
 
 impl Default for SessionsMetrics {
@@ -217,6 +228,10 @@ impl Default for SessionsMetrics {
             claims: Counter::default(),
             forwarded: Counter::default(),
             fenced_writes: Counter::default(),
+            trimmed_records: Counter::default(),
+            trimmed_record_bytes: Counter::default(),
+            trimmed_events: Counter::default(),
+            trimmed_event_bytes: Counter::default(),
         }
     }
 }
@@ -269,6 +284,26 @@ impl SessionsMetrics {
             "Writes refused because the session moved to another node",
             self.fenced_writes.clone(),
         );
+        registry.register(
+            "executor_history_trimmed_records",
+            "Execution records deleted to keep the store under --max-history-bytes or --max-org-history-bytes",
+            self.trimmed_records.clone(),
+        );
+        registry.register(
+            "executor_history_trimmed_record_bytes",
+            "Bytes of the execution records deleted to keep the store under its bounds",
+            self.trimmed_record_bytes.clone(),
+        );
+        registry.register(
+            "executor_history_trimmed_events",
+            "Delivered SSE events deleted to keep the event log under --max-event-log-bytes",
+            self.trimmed_events.clone(),
+        );
+        registry.register(
+            "executor_history_trimmed_event_bytes",
+            "Bytes of the delivered SSE events deleted to keep the event log under its bound",
+            self.trimmed_event_bytes.clone(),
+        );
     }
 }
 
@@ -304,7 +339,7 @@ pub(crate) struct Inner {
     parking: Parking,
     /// Numbers the builds (`Slot::Building`).
     next_build: AtomicU64,
-    metrics: SessionsMetrics,
+    pub(crate) metrics: SessionsMetrics,
     /// Turns true once shutdown begins: standalone GET streams end and
     /// `/healthz` answers 503, while in-flight requests finish.
     draining: tokio::sync::watch::Sender<bool>,

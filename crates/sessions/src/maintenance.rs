@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use executor_store::{ElicitationMode, Notice, Renewal, next_notice, now_ms};
 
+use crate::history::HISTORY_CHECK_EVERY;
 use crate::lifecycle::{Sessions, Slot};
 use crate::runtime::Runtime;
 
@@ -42,6 +43,7 @@ impl Sessions {
         let mut last_flush = Instant::now();
         let mut last_gc: Option<Instant> = None;
         let mut last_event_sweep: Option<Instant> = None;
+        let mut last_history_check: Option<Instant> = None;
         let mut last_catalog_check = Instant::now();
         let mut terminations_seen_to = now_ms();
         let mut renewal = tokio::time::interval(self.inner.node.renew_every());
@@ -105,6 +107,12 @@ impl Sessions {
                     .await
                 {
                     self.delete_lapsed_events().await;
+                }
+            }
+            if last_history_check.is_none_or(|t| t.elapsed() >= HISTORY_CHECK_EVERY) {
+                last_history_check = Some(Instant::now());
+                if self.claim_job("bound_history", HISTORY_CHECK_EVERY).await {
+                    self.bound_history().await;
                 }
             }
             if last_flush.elapsed() >= Duration::from_secs(30) {

@@ -127,6 +127,13 @@ pub struct EventRecord {
     pub created_at_ms: i64,
 }
 
+/// What a trim deleted: rows, and the bytes they held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    pub rows: u64,
+    pub bytes: u64,
+}
+
 /// How much of a stream the event log keeps.
 #[derive(Debug, Clone, Copy)]
 pub struct LogBounds {

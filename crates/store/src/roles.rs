@@ -178,6 +178,14 @@ pub trait SessionStore: Send + Sync + 'static {
     /// created before `before_ms` (its replay window has lapsed); undelivered
     /// events stay. Returns how many were deleted.
     async fn delete_replayed_events(&self, before_ms: i64) -> StoreResult<u64>;
+
+    /// Bytes the delivered events hold, in all (undelivered ones are not
+    /// counted: they are never dropped to make room).
+    async fn delivered_event_bytes(&self) -> StoreResult<u64>;
+
+    /// Deletes the oldest delivered events until at least `bytes` are
+    /// freed (or none is left); undelivered events stay.
+    async fn trim_delivered_events(&self, bytes: u64) -> StoreResult<Trimmed>;
 }
 
 /// Most sessions [`SessionStore::sessions_terminated_since`] returns.
@@ -348,6 +356,16 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// saved state; a paused one's record and state stay. Returns how many
     /// records were deleted.
     async fn gc_executions(&self, before_ms: i64) -> StoreResult<u64>;
+
+    /// Bytes the execution records hold (code, result, error, logs and the
+    /// calls' summary), by org.
+    async fn history_bytes_by_org(&self) -> StoreResult<Vec<(String, u64)>>;
+
+    /// Deletes the oldest records of `org_id` (of every org when None) that
+    /// [`ExecutionStore::gc_executions`] could delete, with their tool
+    /// calls, until at least `bytes` are freed (or none is left); a paused
+    /// execution's record stays.
+    async fn trim_history(&self, org_id: Option<&str>, bytes: u64) -> StoreResult<Trimmed>;
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>>;
 }

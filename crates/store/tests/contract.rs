@@ -76,6 +76,8 @@ contract!(
     executions_are_filtered_and_paged_newest_first,
     paused_executions_are_listed_per_org,
     retention_removes_old_finished_executions_and_their_calls,
+    history_is_trimmed_oldest_first_per_org_and_a_paused_record_stays,
+    delivered_events_are_trimmed_oldest_first_and_undelivered_ones_stay,
     tokens_are_listed_per_org_newest_first,
     sessions_are_listed_by_last_activity,
     policies_move_and_update_keeping_dense_positions,
@@ -2049,14 +2051,7 @@ async fn retention_removes_old_finished_executions_and_their_calls(t: TestStore)
     s.insert_execution(execution("new", "a", 100))
         .await
         .unwrap();
-    let paused = ExecutionRecord {
-        status: ExecutionStatus::WaitingForInteraction,
-        ..execution("paused", "a", 10)
-    };
-    s.insert_execution(paused).await.unwrap();
-    s.save_execution_state("paused", "a", "{}".into(), None)
-        .await
-        .unwrap();
+    insert_paused(&s, execution("paused", "a", 10)).await;
     // Paused, but its saved state is gone: nothing can resume it.
     let abandoned = ExecutionRecord {
         status: ExecutionStatus::WaitingForInteraction,
@@ -2069,15 +2064,117 @@ async fn retention_removes_old_finished_executions_and_their_calls(t: TestStore)
     assert!(s.get_execution("new").await.unwrap().is_some());
     assert!(s.get_execution("paused").await.unwrap().is_some());
     assert!(s.load_execution_state("paused").await.unwrap().is_some());
-    let calls: Vec<String> = s
-        .list_tool_calls("a", &ToolCallFilter::default(), &PageRequest::first(10))
+    let calls = calls_of(&s, "a").await;
+    assert_eq!(calls, ["new", "paused"]);
+    assert_eq!(s.gc_executions(50).await.unwrap(), 0);
+}
+
+/// The executions whose tool calls `org` has, newest call first.
+async fn calls_of(s: &std::sync::Arc<dyn Store>, org: &str) -> Vec<String> {
+    s.list_tool_calls(org, &ToolCallFilter::default(), &PageRequest::first(10))
         .await
         .unwrap()
         .into_iter()
         .map(|c| c.execution_id)
-        .collect();
-    assert_eq!(calls, ["new", "paused"]);
-    assert_eq!(s.gc_executions(50).await.unwrap(), 0);
+        .collect()
+}
+
+/// `record`, stored as a paused run with its saved state.
+async fn insert_paused(s: &std::sync::Arc<dyn Store>, record: ExecutionRecord) {
+    let (id, org) = (record.id.clone(), record.org_id.clone());
+    let paused = ExecutionRecord {
+        status: ExecutionStatus::WaitingForInteraction,
+        ..record
+    };
+    s.insert_execution(paused).await.unwrap();
+    s.save_execution_state(&id, &org, "{}".into(), None)
+        .await
+        .unwrap();
+}
+
+/// A record of about 1 KiB: its code is the bulk.
+fn sized_execution(id: &str, org: &str, started: i64) -> ExecutionRecord {
+    ExecutionRecord {
+        code: "x".repeat(1024),
+        ..execution(id, org, started)
+    }
+}
+
+async fn history_is_trimmed_oldest_first_per_org_and_a_paused_record_stays(t: TestStore) {
+    let s = t.store();
+    for (id, org, at) in [
+        ("a1", "a", 1),
+        ("a2", "a", 2),
+        ("a3", "a", 3),
+        ("b1", "b", 1),
+    ] {
+        s.insert_execution(sized_execution(id, org, at))
+            .await
+            .unwrap();
+    }
+    insert_paused(&s, sized_execution("a0", "a", 0)).await;
+    let mut by_org = s.history_bytes_by_org().await.unwrap();
+    by_org.sort();
+    let (a, b) = (by_org[0].1, by_org[1].1);
+    assert_eq!(by_org[0].0, "a");
+    assert!(a > 4 * 1024 && b > 1024 && b < 2 * 1024, "{by_org:?}");
+    // 1.5 KiB to free from org a: its two oldest finished records go (the
+    // first alone is not enough); the paused one, the newest and b's stay.
+    let trimmed = s.trim_history(Some("a"), 1536).await.unwrap();
+    assert_eq!(trimmed.rows, 2);
+    assert!(trimmed.bytes >= 2 * 1024, "{trimmed:?}");
+    for (id, kept) in [
+        ("a0", true),
+        ("a1", false),
+        ("a2", false),
+        ("a3", true),
+        ("b1", true),
+    ] {
+        assert_eq!(s.get_execution(id).await.unwrap().is_some(), kept, "{id}");
+    }
+    let calls = calls_of(&s, "a").await;
+    assert_eq!(
+        calls,
+        ["a3", "a0"],
+        "the trimmed records' calls went with them"
+    );
+    // Across orgs, oldest first: b1 (at 1) before a3 (at 3).
+    assert_eq!(s.trim_history(None, 1).await.unwrap().rows, 1);
+    assert!(s.get_execution("b1").await.unwrap().is_none());
+    assert!(s.get_execution("a3").await.unwrap().is_some());
+    assert_eq!(
+        s.trim_history(Some("none"), 1 << 20).await.unwrap(),
+        Trimmed::default()
+    );
+}
+
+async fn delivered_events_are_trimmed_oldest_first_and_undelivered_ones_stay(t: TestStore) {
+    let s = t.store();
+    let data = "y".repeat(1000);
+    for seq in 1..=4 {
+        s.append_event(event("x", seq, &data), LogBounds::default(), None)
+            .await
+            .unwrap();
+        if seq != 1 {
+            s.mark_delivered("s", "x", seq).await.unwrap();
+        }
+    }
+    s.flush().await.unwrap();
+    assert_eq!(s.delivered_event_bytes().await.unwrap(), 3000);
+    // 1,500 bytes to free: the two oldest delivered go; the undelivered
+    // first one stays whatever its age.
+    let trimmed = s.trim_delivered_events(1500).await.unwrap();
+    assert_eq!(
+        trimmed,
+        Trimmed {
+            rows: 2,
+            bytes: 2000
+        }
+    );
+    assert_eq!(seqs(&s.events_after("s", "x", 0).await.unwrap()), [1, 4]);
+    assert_eq!(s.delivered_event_bytes().await.unwrap(), 1000);
+    assert_eq!(s.trim_delivered_events(1 << 20).await.unwrap().rows, 1);
+    assert_eq!(seqs(&s.events_after("s", "x", 0).await.unwrap()), [1]);
 }
 
 async fn tokens_are_listed_per_org_newest_first(t: TestStore) {

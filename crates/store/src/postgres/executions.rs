@@ -11,6 +11,26 @@ use crate::*;
 
 use super::rows::*;
 
+/// The bytes one execution record holds.
+const RECORD_BYTES: &str = "octet_length(code) + coalesce(octet_length(result), 0) \
+     + coalesce(octet_length(error), 0) + octet_length(logs) + octet_length(tool_calls)";
+
+/// A record `gc_executions` may delete: finished, or paused with its saved
+/// state gone (`x` is the executions row).
+const TRIMMABLE: &str = "(status <> 'waiting_for_interaction' \
+     OR NOT EXISTS (SELECT 1 FROM execution_states s WHERE s.id = x.id))";
+
+/// (rows, bytes) of a trim's one answer row.
+pub(super) fn trimmed(row: Option<&tokio_postgres::Row>) -> StoreResult<Trimmed> {
+    let Some(row) = row else {
+        return Ok(Trimmed::default());
+    };
+    Ok(Trimmed {
+        rows: col::<i64>(row, 0)?.max(0) as u64,
+        bytes: col::<i64>(row, 1)?.max(0) as u64,
+    })
+}
+
 #[async_trait]
 impl ExecutionStore for PgStore {
     async fn sync(&self) -> StoreResult<()> {
@@ -252,6 +272,42 @@ impl ExecutionStore for PgStore {
             None => 0,
         };
         Ok(n as u64)
+    }
+
+    async fn history_bytes_by_org(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows = self
+            .query(
+                &format!(
+                    "SELECT org_id, SUM({RECORD_BYTES})::bigint FROM executions GROUP BY org_id"
+                ),
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Ok((col(row, 0)?, col::<i64>(row, 1)?.max(0) as u64)))
+            .collect()
+    }
+
+    async fn trim_history(&self, org_id: Option<&str>, bytes: u64) -> StoreResult<Trimmed> {
+        // One statement: the oldest trimmable records whose bytes before
+        // them do not yet make `bytes`, and their calls.
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let rows = self
+            .query(
+                &format!(
+                    "WITH sized AS (SELECT id, started_at, {RECORD_BYTES} AS size \
+                       FROM executions x WHERE ($1::text IS NULL OR org_id = $1) AND {TRIMMABLE}), \
+                     ranked AS (SELECT id, size, coalesce(SUM(size) OVER (ORDER BY started_at, id \
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM sized), \
+                     doomed AS (DELETE FROM executions WHERE id IN \
+                       (SELECT id FROM ranked WHERE before < $2) RETURNING id), \
+                     calls AS (DELETE FROM tool_calls WHERE execution_id IN (SELECT id FROM doomed)) \
+                     SELECT count(*), coalesce(SUM(r.size), 0)::bigint FROM doomed d JOIN ranked r USING (id)"
+                ),
+                &[&org_id, &bytes],
+            )
+            .await?;
+        trimmed(rows.first())
     }
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {

@@ -309,4 +309,34 @@ impl SessionStore for PgStore {
         )
         .await
     }
+
+    async fn delivered_event_bytes(&self) -> StoreResult<u64> {
+        let rows = self
+            .query(
+                "SELECT coalesce(SUM(octet_length(data)), 0)::bigint FROM events WHERE NOT undelivered",
+                &[],
+            )
+            .await?;
+        match rows.first() {
+            Some(row) => Ok(col::<i64>(row, 0)?.max(0) as u64),
+            None => Ok(0),
+        }
+    }
+
+    async fn trim_delivered_events(&self, bytes: u64) -> StoreResult<Trimmed> {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let rows = self
+            .query(
+                "WITH ranked AS (SELECT session_id, stream_id, seq, octet_length(data) AS size, \
+                   coalesce(SUM(octet_length(data)) OVER (ORDER BY created_at, session_id, stream_id, seq \
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+                   FROM events WHERE NOT undelivered), \
+                 doomed AS (DELETE FROM events e USING ranked r WHERE e.session_id = r.session_id \
+                   AND e.stream_id = r.stream_id AND e.seq = r.seq AND r.before < $1 RETURNING r.size) \
+                 SELECT count(*), coalesce(SUM(size), 0)::bigint FROM doomed",
+                &[&bytes],
+            )
+            .await?;
+        super::executions::trimmed(rows.first())
+    }
 }

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// The bytes one execution record holds.
+const RECORD_BYTES: &str = "length(CAST(code AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0) \
+     + coalesce(length(CAST(error AS BLOB)), 0) + length(CAST(logs AS BLOB)) \
+     + length(CAST(tool_calls AS BLOB))";
+
+/// A record `gc_executions` may delete: finished, or paused with its saved
+/// state gone (`x` is the executions row).
+const TRIMMABLE: &str = "(status <> 'waiting_for_interaction' \
+     OR NOT EXISTS (SELECT 1 FROM execution_states s WHERE s.id = x.id))";
+
 #[async_trait]
 impl ExecutionStore for SqliteStore {
     async fn insert_execution(&self, x: ExecutionRecord) -> StoreResult<()> {
@@ -87,6 +97,53 @@ impl ExecutionStore for SqliteStore {
                     .prepare_cached(&format!("DELETE FROM executions WHERE id IN ({doomed})"))?
                     .execute([before_ms])?;
                 Ok(n as u64)
+            })
+            .await
+    }
+
+    async fn history_bytes_by_org(&self) -> StoreResult<Vec<(String, u64)>> {
+        // A scan of the table: on the blocking pool, not a runtime worker.
+        self.with(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT org_id, SUM({RECORD_BYTES}) FROM executions GROUP BY org_id"
+            ))?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    async fn trim_history(&self, org_id: Option<&str>, bytes: u64) -> StoreResult<Trimmed> {
+        let org_id = org_id.map(str::to_string);
+        self.writer
+            .write(move |conn| {
+                // The oldest trimmable records whose bytes before them do
+                // not yet make `bytes`: together they free at least that.
+                let doomed: Vec<(String, i64)> = conn
+                    .prepare_cached(&format!(
+                        "SELECT id, size FROM ( \
+                           SELECT id, size, coalesce(SUM(size) OVER (ORDER BY started_at, id \
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+                           FROM (SELECT id, started_at, {RECORD_BYTES} AS size FROM executions x \
+                                 WHERE (?1 IS NULL OR org_id = ?1) AND {TRIMMABLE})) \
+                         WHERE before < ?2"
+                    ))?
+                    .query_map(
+                        rusqlite::params![org_id, i64::try_from(bytes).unwrap_or(i64::MAX)],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )?
+                    .collect::<Result<_, _>>()?;
+                let mut calls =
+                    conn.prepare_cached("DELETE FROM tool_calls WHERE execution_id = ?1")?;
+                let mut records = conn.prepare_cached("DELETE FROM executions WHERE id = ?1")?;
+                let mut trimmed = Trimmed::default();
+                for (id, size) in doomed {
+                    calls.execute([&id])?;
+                    trimmed.rows += records.execute([&id])? as u64;
+                    trimmed.bytes += size.max(0) as u64;
+                }
+                Ok(trimmed)
             })
             .await
     }

@@ -212,4 +212,48 @@ impl SessionStore for SqliteStore {
             })
             .await
     }
+
+    async fn delivered_event_bytes(&self) -> StoreResult<u64> {
+        self.with(|conn| {
+            let bytes: i64 = conn
+                .prepare_cached(
+                    "SELECT coalesce(SUM(length(CAST(data AS BLOB))), 0) FROM events \
+                     WHERE undelivered = 0",
+                )?
+                .query_row([], |r| r.get(0))?;
+            Ok(bytes.max(0) as u64)
+        })
+        .await
+    }
+
+    async fn trim_delivered_events(&self, bytes: u64) -> StoreResult<Trimmed> {
+        self.writer
+            .write(move |conn| {
+                let doomed: Vec<(String, String, i64, i64)> = conn
+                    .prepare_cached(
+                        "SELECT session_id, stream_id, seq, size FROM ( \
+                           SELECT session_id, stream_id, seq, size, coalesce(SUM(size) OVER ( \
+                             ORDER BY created_at, session_id, stream_id, seq \
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+                           FROM (SELECT session_id, stream_id, seq, created_at, \
+                                   length(CAST(data AS BLOB)) AS size \
+                                 FROM events WHERE undelivered = 0)) \
+                         WHERE before < ?1",
+                    )?
+                    .query_map([i64::try_from(bytes).unwrap_or(i64::MAX)], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                let mut delete = conn.prepare_cached(
+                    "DELETE FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+                )?;
+                let mut trimmed = Trimmed::default();
+                for (session, stream, seq, size) in doomed {
+                    trimmed.rows += delete.execute(rusqlite::params![session, stream, seq])? as u64;
+                    trimmed.bytes += size.max(0) as u64;
+                }
+                Ok(trimmed)
+            })
+            .await
+    }
 }
