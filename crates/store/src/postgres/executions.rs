@@ -307,7 +307,11 @@ impl ExecutionStore for PgStore {
                 &[&org_id, &bytes],
             )
             .await?;
-        trimmed(rows.first())
+        let trimmed = trimmed(rows.first())?;
+        if trimmed.rows > 0 {
+            self.vacuum("executions, tool_calls").await;
+        }
+        Ok(trimmed)
     }
 
     async fn get_execution(&self, id: &str) -> StoreResult<Option<ExecutionRecord>> {

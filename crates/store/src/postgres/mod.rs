@@ -409,6 +409,27 @@ fn pool_of(config: tokio_postgres::Config, size: usize) -> Result<Pool, impl std
         .build()
 }
 
+impl PgStore {
+    /// Makes the space of rows a trim deleted reusable at once: until a
+    /// vacuum a Postgres table only grows, and autovacuum may be off or
+    /// behind under the load that made the trim necessary. A table this
+    /// role does not own, or one another vacuum holds, is skipped with a
+    /// notice; a failure is logged, never the trim's.
+    pub(super) async fn vacuum(&self, tables: &str) {
+        let vacuumed = async {
+            let client = checkout(&self.pool).await?;
+            // The simple protocol: VACUUM runs outside any transaction.
+            client
+                .batch_execute(&format!("VACUUM (SKIP_LOCKED) {tables}"))
+                .await
+                .map_err(db_error)
+        };
+        if let Err(e) = vacuumed.await {
+            tracing::warn!(error = %e, tables, "could not vacuum after a trim");
+        }
+    }
+}
+
 async fn checkout(pool: &Pool) -> StoreResult<Client> {
     pool.get().await.map_err(|e| match e {
         PoolError::Timeout(_) => StoreError::Busy,

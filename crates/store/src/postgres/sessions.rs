@@ -337,6 +337,10 @@ impl SessionStore for PgStore {
                 &[&bytes],
             )
             .await?;
-        super::executions::trimmed(rows.first())
+        let trimmed = super::executions::trimmed(rows.first())?;
+        if trimmed.rows > 0 {
+            self.vacuum("events").await;
+        }
+        Ok(trimmed)
     }
 }
