@@ -234,7 +234,7 @@ impl Engine {
     /// Whether a new execution of `org` would be refused because the whole
     /// server is at its limit (not the org's share): a transport that can
     /// still choose its status answers 503 with `Retry-After` then.
-    pub fn server_full_for(&self, org_id: &str) -> bool {
+    fn server_full_for(&self, org_id: &str) -> bool {
         matches!(
             self.admission.would_refuse(org_id),
             Some(Refused::ServerFull(_))

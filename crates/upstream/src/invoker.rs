@@ -11,6 +11,7 @@ use executor_catalog::{
     HumanQuestions, ToolError, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess,
 };
 use executor_outbound::{Credential, HttpFailure, UPSTREAM_TIMEOUT, renewed, scrub_value};
+use executor_store::secrets::SecretString;
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{
@@ -20,7 +21,7 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
 
-use crate::env::{open_env, scrub_env};
+use crate::env::scrub_env;
 use crate::error::OpenError;
 use crate::pool::{Lease, Upstreams};
 use crate::questions::{self, MAX_INPUT_ROUNDS};
@@ -49,6 +50,10 @@ pub struct UpstreamInvoker {
     /// The upstream's tool names, by the tools' slots.
     pub(crate) upstream_names: Arc<[String]>,
     pub(crate) upstreams: Arc<Upstreams>,
+    /// A stdio command's `--env` values, opened once when the integration
+    /// is loaded: scrubbed from every answer like the credential, since
+    /// the command may echo what it was started with.
+    pub(crate) env_secrets: Arc<[(String, SecretString)]>,
 }
 
 impl ToolInvoker for UpstreamInvoker {
@@ -60,6 +65,7 @@ impl ToolInvoker for UpstreamInvoker {
             self.endpoint.clone(),
         );
         let upstreams = self.upstreams.clone();
+        let env = self.env_secrets.clone();
         Box::pin(async move {
             let name = upstream_name.ok_or_else(|| {
                 ToolError::new(
@@ -130,14 +136,6 @@ impl ToolInvoker for UpstreamInvoker {
                     Ok(None) => break Err(refused_error(&namespace, &credential)),
                     Err(error) => break Err(error),
                 }
-            };
-            // A stdio command's `--env` values are scrubbed like the
-            // credential: the command may echo what it was started with.
-            let env = match &endpoint {
-                Endpoint::Stdio { env, .. } if !env.is_empty() => {
-                    open_env(upstreams.env_secrets(&org_id), &namespace, env).unwrap_or_default()
-                }
-                _ => Vec::new(),
             };
             let scrub = |value: &mut Value| {
                 scrub_value(&credential, value);

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use executor_catalog::{IntegrationLoader, LoadedIntegration, Unavailable};
 
+use crate::env::open_env;
 use crate::invoker::{CONNECTION_MISSING, UpstreamInvoker};
 use crate::pool::Upstreams;
-use crate::stored::{State, load};
+use crate::stored::{Endpoint, State, load};
 
 /// Loads stored upstream MCP records; their tools call through `upstreams`.
 pub struct UpstreamKind {
@@ -35,7 +36,16 @@ impl IntegrationLoader for UpstreamKind {
                 format!("it needs a login: run `executor connections login {namespace}`"),
             ));
         }
+        // Opened here, once, for scrubbing; a value that does not open
+        // fails the command's start with the reason, at its first call.
+        let env_secrets = match &stored.endpoint {
+            Endpoint::Stdio { env, .. } if !env.is_empty() => {
+                open_env(self.upstreams.env_secrets(org_id), namespace, env).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
         let invoker = Arc::new(UpstreamInvoker {
+            env_secrets: env_secrets.into(),
             org_id: org_id.to_string(),
             namespace: namespace.to_string(),
             endpoint: stored.endpoint.clone(),

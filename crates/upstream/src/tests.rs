@@ -140,6 +140,7 @@ async fn call_ping(url: &str, transport: HttpTransport, allow_local_network: boo
         },
         upstream_names: vec!["ping".to_string()].into(),
         upstreams,
+        env_secrets: Vec::new().into(),
     });
     let tool = Arc::new(ToolEntry {
         path: "local.ping".into(),
