@@ -10,7 +10,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { startServer, recordingUpstream, connectSdk, post, rpc, openGet, waitUntil, BIN, EXECUTE_ONE, NEWEST_SESSION_VERSION } from "./harness.mjs";
+import { startServer, recordingUpstream, connectSdk, post, rpc, openGet, drain, waitUntil, BIN, EXECUTE_ONE, NEWEST_SESSION_VERSION } from "./harness.mjs";
 
 const SECRET = "api-SECRET-bearer-0123456789abcdef";
 
@@ -493,7 +493,8 @@ test(
       try {
         const { sessionId, protocolVersion } = second.transport;
         const get = await openGet(srv, { bearer: gina, sessionId, protocolVersion });
-        assert.equal(get.status, 200);
+        if (get.status !== 200) await drain(get);
+        assert.equal(get.status, 200, get.text);
         cli("sessions", "terminate", sessionId, "--org", org);
         await waitUntil("the holder's GET stream to end", () => get.ended, { ms: 5000 });
         const next = await post(srv, rpc("tools/list"), { bearer: gina, sessionId, protocolVersion });

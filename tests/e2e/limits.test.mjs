@@ -292,8 +292,11 @@ test("a store whose writes are backed up answers 503 Retry-After, loses nothing,
       "c.execute('COMMIT')",
     ].join("\n")], { stdio: ["pipe", "pipe", "inherit"] });
     await new Promise((resolve) => locker.stdout.once("data", resolve));
-    // Two new sessions: one write waits in the writer, one in its queue.
-    const waiting = [0, 1].map(() => initSession(srv, bearer, "2025-11-25"));
+    // Two new sessions: one write waits in the writer, one in its queue. If
+    // the second comes before the writer took the first off the queue, it
+    // is refused (503) before anything is taken on; a write that was taken
+    // on is never lost.
+    const waiting = [0, 1].map(() => initSession(srv, bearer, "2025-11-25").then((s) => ({ s }), (err) => ({ err })));
     let busy;
     await waitUntil("the server answers 503 while the writes are backed up", async () => {
       busy = await post(srv, rpc("tools/call", { name: "execute", arguments: { code: "return 1" } }), { bearer, sessionId, protocolVersion, timeoutMs: 1000 }).catch(() => undefined);
@@ -305,8 +308,12 @@ test("a store whose writes are backed up answers 503 Retry-After, loses nothing,
     assert.equal(refusedInit.status, 503, refusedInit.body);
     locker.stdin.end();
     // The writes that waited are written, and the server serves again.
-    const sessions = await Promise.all(waiting);
-    for (const s of sessions) assert.ok(s.sessionId, "a session that waited was created");
+    const outcomes = await Promise.all(waiting);
+    for (const { s, err } of outcomes) {
+      if (err) assert.match(String(err), /initialize answered 503: .*writes queued/, "a waiting initialize either is refused up front or succeeds");
+      else assert.ok(s.sessionId, "a session that waited was created");
+    }
+    assert.ok(outcomes.some(({ s }) => s?.sessionId), "the first write taken on while the lock was held was written once it went");
     const later = await execute();
     assert.equal(later.status, 200, later.body);
     assert.match(later.body, /"result":42/);

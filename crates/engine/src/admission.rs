@@ -16,6 +16,15 @@
 //! its share: it was admitted once, and refusing a human's approval would
 //! lose work. The running count can so exceed a share by at most the
 //! paused bound, which is what keeps this finite.
+//!
+//! In a server the running bounds hold across every node of the store
+//! (`executor_store::Shares`): a node runs an execution within the units
+//! its grant holds, without a round trip, and asks the store for more only
+//! past it. An org whose share other nodes hold waits in its queue here;
+//! its head asks again every [`ASK_AGAIN`] (units another node stopped
+//! using come back within `SHARE_LINGER`). Short of units of all, it
+//! waits at most that long (they may be units another node stopped using)
+//! and then the answer is "busy, retry", as on one node.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +32,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use executor_call::ClientGone;
+use executor_store::{SHARE_LINGER, Share, Shares};
 use tokio::sync::oneshot;
+
+/// How often the head of an org's queue asks the store again for units
+/// other nodes hold.
+pub(crate) const ASK_AGAIN: Duration = Duration::from_millis(200);
 
 /// The bounds, from `--max-concurrent-executions` and `--max-org-executions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +172,30 @@ pub(crate) struct Admission {
     /// Held only to read or change counts, never across an await.
     counts: Mutex<Counts>,
     next_waiter: AtomicU64,
+    /// This node's grants of the cluster's bounds; unset, the bounds are
+    /// this process's alone (a one-shot command, a test).
+    shares: std::sync::OnceLock<Arc<Shares>>,
+}
+
+/// What is still short after asking the store for units.
+enum Asked {
+    Got,
+    OrgShort,
+    AllShort,
+}
+
+/// What a new execution of an org may do now.
+enum Check {
+    Free,
+    Refused(Refused),
+    /// Under the bounds, past this node's grant: ask the store for units
+    /// (the org's, of all) before running.
+    NeedsGrant {
+        /// The org's executions running here now.
+        running: usize,
+        org: usize,
+        all: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +218,14 @@ impl Admission {
             queue,
             counts: Mutex::new(Counts::default()),
             next_waiter: AtomicU64::new(0),
+            shares: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Counts the running bounds across the nodes that share `shares`'
+    /// store from now on.
+    pub(crate) fn share_with(&self, shares: Arc<Shares>) {
+        let _ = self.shares.set(shares);
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -205,6 +250,76 @@ impl Admission {
         }
     }
 
+    /// The bounds as this node counts them, then its grants of the
+    /// cluster's (`queued` more of the org wait behind this one).
+    fn check(&self, counts: &Counts, org: &str, queued: usize) -> Check {
+        if let Some(refused) = self.refusal(counts, org) {
+            return Check::Refused(refused);
+        }
+        let Some(shares) = self.shares.get() else {
+            return Check::Free;
+        };
+        let of_org = counts.by_org.get(org).map_or(0, |c| c.running);
+        let org_short = of_org >= shares.granted(Share::OrgRunning, org);
+        let all_short = counts.running >= shares.granted(Share::Running, "");
+        if !org_short && !all_short {
+            return Check::Free;
+        }
+        Check::NeedsGrant {
+            running: of_org,
+            org: (of_org + 1 + queued).min(self.limits.running_per_org),
+            all: (counts.running + 1 + queued).min(self.limits.running),
+        }
+    }
+
+    /// Asks the store for the grants `check` found short (`running` of
+    /// the org's run here now); what is still short afterwards.
+    async fn ask(&self, org: &str, running: usize, want_org: usize, want_all: usize) -> Asked {
+        let Some(shares) = self.shares.get() else {
+            return Asked::Got;
+        };
+        // The org's units first: units of all held while the org waits
+        // for its own would only keep other orgs' runs out.
+        let org_grant = if shares.granted(Share::OrgRunning, org) < want_org {
+            shares
+                .ask(
+                    Share::OrgRunning,
+                    org,
+                    want_org,
+                    self.limits.running_per_org,
+                )
+                .await
+        } else {
+            want_org
+        };
+        if org_grant <= running {
+            return Asked::OrgShort;
+        }
+        let all_grant = if shares.granted(Share::Running, "") < want_all {
+            shares
+                .ask(Share::Running, "", want_all, self.limits.running)
+                .await
+        } else {
+            want_all
+        };
+        if all_grant < want_all {
+            Asked::AllShort
+        } else if org_grant < want_org {
+            Asked::OrgShort
+        } else {
+            Asked::Got
+        }
+    }
+
+    /// Tells the grants how many of `org`'s and of all are running now.
+    fn report(&self, counts: &Counts, org: &str) {
+        if let Some(shares) = self.shares.get() {
+            let of_org = counts.by_org.get(org).map_or(0, |c| c.running);
+            shares.using(Share::OrgRunning, org, of_org);
+            shares.using(Share::Running, "", counts.running);
+        }
+    }
+
     /// A running slot for a new execution of `org`, or why not, at once.
     #[cfg(test)]
     pub(crate) fn admit(self: &Arc<Self>, org: &str) -> Result<Slot, Refused> {
@@ -224,21 +339,47 @@ impl Admission {
         org: &str,
         gone: Option<&ClientGone>,
     ) -> Result<(Slot, Option<Duration>), Refused> {
+        // Short of units of all after asking: other nodes may hold some they
+        // stopped using, which come back within `SHARE_LINGER`; past that
+        // wait the answer is "busy".
+        let mut busy = false;
+        loop {
+            let (running, want_org, want_all) = {
+                let mut counts = self.counts();
+                if counts.queues.get(org).is_some_and(|q| !q.is_empty()) {
+                    break;
+                }
+                match self.check(&counts, org, 0) {
+                    Check::Free => return Ok((self.running_slot(&mut counts, org), None)),
+                    Check::Refused(Refused::ServerFull(limit)) => {
+                        return Err(Refused::ServerFull(limit));
+                    }
+                    Check::Refused(_) => break,
+                    Check::NeedsGrant {
+                        running, org, all, ..
+                    } => (running, org, all),
+                }
+            };
+            // Each ask that got what it wanted makes room (others of this
+            // node may take it first: then ask for more); one that did not
+            // means other nodes hold the rest.
+            match self.ask(org, running, want_org, want_all).await {
+                Asked::Got => {}
+                Asked::OrgShort => break,
+                Asked::AllShort => {
+                    busy = true;
+                    break;
+                }
+            }
+        }
         let (id, turn) = {
             let mut counts = self.counts();
             let queued = counts.queues.get(org).map_or(0, VecDeque::len);
-            match self.refusal(&counts, org) {
-                None if queued == 0 => return Ok((self.running_slot(&mut counts, org), None)),
-                Some(Refused::ServerFull(limit)) if queued == 0 => {
-                    return Err(Refused::ServerFull(limit));
-                }
-                _ if queued >= self.queue.max_queued => {
-                    return Err(Refused::OrgQueueFull {
-                        running: self.limits.running_per_org,
-                        queued,
-                    });
-                }
-                _ => {}
+            if queued >= self.queue.max_queued {
+                return Err(Refused::OrgQueueFull {
+                    running: self.limits.running_per_org,
+                    queued,
+                });
             }
             let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
             let (sender, turn) = oneshot::channel();
@@ -261,16 +402,59 @@ impl Admission {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            turn = tokio::time::timeout(self.queue.max_wait, turn) => match turn {
-                Ok(Ok(slot)) => Ok((slot, Some(waiting.elapsed()))),
-                _ => Err(Refused::OrgQueueTimeout {
-                    running: self.limits.running_per_org,
-                    waited: self.queue.max_wait,
-                }),
-            },
-            () = client_gone => Err(Refused::ClientGone),
+        tokio::pin!(client_gone);
+        let max_wait = if busy {
+            self.queue.max_wait.min(SHARE_LINGER + 2 * ASK_AGAIN)
+        } else {
+            self.queue.max_wait
+        };
+        let turn = tokio::time::timeout(max_wait, turn);
+        tokio::pin!(turn);
+        let mut ask_again = tokio::time::interval(ASK_AGAIN);
+        ask_again.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                turn = &mut turn => return match turn {
+                    Ok(Ok(slot)) => Ok((slot, Some(waiting.elapsed()))),
+                    _ if busy => Err(Refused::ServerFull(self.limits.running)),
+                    _ => Err(Refused::OrgQueueTimeout {
+                        running: self.limits.running_per_org,
+                        waited: self.queue.max_wait,
+                    }),
+                },
+                () = &mut client_gone => return Err(Refused::ClientGone),
+                _ = ask_again.tick(), if self.shares.get().is_some() => {
+                    self.ask_for_queue(org, id).await;
+                }
+            }
         }
+    }
+
+    /// The head of `org`'s queue (when it is `id`) asks the store for the
+    /// units the queue needs, and the queue is served from what it got.
+    async fn ask_for_queue(self: &Arc<Self>, org: &str, id: u64) {
+        let wants = {
+            let counts = self.counts();
+            let Some(queue) = counts.queues.get(org) else {
+                return;
+            };
+            if queue.front().map(|w| w.id) != Some(id) {
+                return;
+            }
+            match self.check(&counts, org, queue.len() - 1) {
+                Check::NeedsGrant {
+                    running, org, all, ..
+                } => Some((running, org, all)),
+                _ => None,
+            }
+        };
+        if let Some((running, want_org, want_all)) = wants {
+            self.ask(org, running, want_org, want_all).await;
+        }
+        let mut counts = self.counts();
+        let unclaimed = self.hand_out(&mut counts);
+        drop(counts);
+        drop(unclaimed);
     }
 
     /// Gives running slots to the heads of the queues while the shares and
@@ -281,7 +465,7 @@ impl Admission {
         let orgs: Vec<String> = counts.queues.keys().cloned().collect();
         for org in orgs {
             loop {
-                if self.refusal(counts, &org).is_some() {
+                if !matches!(self.check(counts, &org, 0), Check::Free) {
                     break;
                 }
                 let Some(waiter) = counts.queues.get_mut(&org).and_then(VecDeque::pop_front) else {
@@ -331,6 +515,7 @@ impl Admission {
     fn running_slot(self: &Arc<Self>, counts: &mut Counts, org: &str) -> Slot {
         counts.running += 1;
         counts.by_org.entry(org.to_string()).or_default().running += 1;
+        self.report(counts, org);
         Slot {
             admission: self.clone(),
             org: org.to_string(),
@@ -399,6 +584,7 @@ impl Slot {
         org.running -= 1;
         org.paused += 1;
         *state = SlotState::Paused;
+        self.admission.report(&counts, &self.org);
         let unclaimed = self.admission.hand_out(&mut counts);
         drop(counts);
         drop(state);
@@ -419,6 +605,7 @@ impl Slot {
         org.paused -= 1;
         org.running += 1;
         *state = SlotState::Running;
+        self.admission.report(&counts, &self.org);
     }
 
     #[cfg(test)]
@@ -444,6 +631,7 @@ impl Drop for Slot {
             SlotState::Running => counts.running = counts.running.saturating_sub(1),
             SlotState::Paused => counts.paused = counts.paused.saturating_sub(1),
         }
+        self.admission.report(&counts, &self.org);
         // Dropped once the counts are let go: each gives its slot back here.
         let unclaimed = self.admission.hand_out(&mut counts);
         drop(counts);

@@ -193,6 +193,12 @@ impl Engine {
         self.holds_paused_runs.store(true, Ordering::Release);
     }
 
+    /// Counts running executions against the bounds the nodes sharing
+    /// `shares`' store hold together (SPEC §4, §12), from now on.
+    pub fn share_with(&self, shares: Arc<executor_store::Shares>) {
+        self.admission.share_with(shares);
+    }
+
     /// Who reads what a call of `ctx` answers: a person at a shell when
     /// the call has no MCP session and this engine is a one-shot command
     /// (`executor call`; stdio and sessionless HTTP callers are agents

@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 use executor_mcp::{McpServer, ProtocolVersion};
 use executor_store::{
     ElicitationMode, FIRST_EPOCH, Fence, LogBounds, NODE_LEASE, NodeLease, Notice, Principal,
-    SessionClaim, SessionRecord, Store, StoreError, now_ms,
+    SessionClaim, SessionRecord, Share, Shares, Store, StoreError, now_ms,
 };
 use futures::FutureExt;
 use futures::future::Shared;
@@ -348,6 +348,10 @@ pub(crate) struct Inner {
     pub(crate) node: Arc<NodeLease>,
     /// GET streams here of sessions other nodes hold.
     pub(crate) remote: RemoteListeners,
+    /// This node's grants of the bounds the cluster shares: live sessions
+    /// per principal and GET streams per session here, running executions
+    /// in the engine.
+    pub(crate) shares: Arc<Shares>,
     /// The sessionless revision's listen streams, by org.
     pub(crate) subscriptions: Arc<crate::subscriptions::Subscriptions>,
 }
@@ -361,8 +365,11 @@ pub struct Sessions {
 impl Sessions {
     pub fn new(store: Arc<dyn Store>, server: Arc<McpServer>, config: SessionsConfig) -> Self {
         let node = Arc::new(NodeLease::new(config.node_url.clone(), config.node_lease));
-        // The paused runs in the engine's memory are this node's too.
+        // The paused runs in the engine's memory are this node's too, and
+        // its running executions count against the cluster's bounds.
         server.engine().attach_node(node.clone());
+        let shares = Shares::new(store.clone(), node.clone());
+        server.engine().share_with(shares.clone());
         Sessions {
             inner: Arc::new(Inner {
                 store,
@@ -375,6 +382,7 @@ impl Sessions {
                 draining: tokio::sync::watch::channel(false).0,
                 node,
                 remote: RemoteListeners::default(),
+                shares,
                 subscriptions: Arc::default(),
                 config,
             }),
@@ -452,7 +460,43 @@ impl Sessions {
 
     /// Counts one more runtime of `owner` against the cap (and, when
     /// `creating`, one more session created in the window), or refuses.
-    fn reserve(&self, owner: &Principal, creating: bool) -> Result<Reservation, AcquireError> {
+    /// The live cap holds across the nodes: past this node's grant of the
+    /// owner's sessions it asks the store for more (twice what it holds,
+    /// so that a client opening many asks a few times, not each time).
+    async fn reserve(
+        &self,
+        owner: &Principal,
+        creating: bool,
+    ) -> Result<Reservation, AcquireError> {
+        let limit = self.inner.config.max_sessions_per_principal;
+        let key = principal_key(owner);
+        loop {
+            let (live, want) = match self.reserve_within_grant(owner, &key, creating)? {
+                Ok(reservation) => return Ok(reservation),
+                Err(live) => (live, (live + 1).max(live * 2).min(limit)),
+            };
+            // A grant past `live` makes room (another request of this node
+            // may take it first: then ask for more); none means the other
+            // nodes hold the rest of the bound.
+            let granted = self
+                .inner
+                .shares
+                .ask(Share::PrincipalSessions, &key, want, limit)
+                .await;
+            if granted <= live {
+                return Err(AcquireError::SessionLimit(limit));
+            }
+        }
+    }
+
+    /// The reservation, a refusal, or (inner `Err`) the owner's live count
+    /// when this node's grant is used up.
+    fn reserve_within_grant(
+        &self,
+        owner: &Principal,
+        key: &str,
+        creating: bool,
+    ) -> Result<Result<Reservation, usize>, AcquireError> {
         let limit = self.inner.config.max_sessions_per_principal;
         // A session that is not deleted stays live for at least the idle
         // timeout; creating more than the cap within one means sessions are
@@ -471,21 +515,71 @@ impl Sessions {
         if u.live >= limit || (creating && u.created >= limit) {
             return Err(AcquireError::SessionLimit(limit));
         }
+        let shares = &self.inner.shares;
+        if u.live >= shares.granted(Share::PrincipalSessions, key) {
+            return Ok(Err(u.live));
+        }
         u.live += 1;
         if creating {
             u.created += 1;
         }
-        Ok(Reservation {
+        shares.using(Share::PrincipalSessions, key, u.live);
+        Ok(Ok(Reservation {
             sessions: self.clone(),
             owner: Some(owner.clone()),
-        })
+        }))
     }
 
     /// A runtime of `owner` left the map.
     fn release(&self, owner: &Principal) {
         if let Some(u) = self.usage().get_mut(owner) {
             u.live = u.live.saturating_sub(1);
+            self.inner
+                .shares
+                .using(Share::PrincipalSessions, &principal_key(owner), u.live);
         }
+    }
+
+    /// Room across the nodes for one more GET stream of `session_id`: how
+    /// many this node may have open, asking the store when the ones open
+    /// here already use its grant. The streams open here are counted fresh
+    /// before each give-back (`count_streams`).
+    pub async fn get_stream_room(&self, session_id: &str) -> usize {
+        let limit = self.inner.config.max_get_streams_per_session;
+        let shares = &self.inner.shares;
+        let open = self.open_get_streams(session_id);
+        shares.using(Share::SessionStreams, session_id, open);
+        let granted = shares.granted(Share::SessionStreams, session_id);
+        if granted > open {
+            return granted;
+        }
+        shares
+            .ask(Share::SessionStreams, session_id, open + 1, limit)
+            .await
+    }
+
+    /// GET streams of `session_id` open on this node (as its holder or
+    /// fed from the log).
+    fn open_get_streams(&self, session_id: &str) -> usize {
+        let held = match self.slots().get(session_id) {
+            Some(Slot::Live(rt)) => rt.open_listeners(),
+            _ => 0,
+        };
+        held + self.inner.remote.open(session_id)
+    }
+
+    /// Tells the grants how many GET streams each session has open here,
+    /// then gives back what went unused (every `SHARE_LINGER`).
+    pub(crate) async fn give_back_shares(&self) {
+        let shares = &self.inner.shares;
+        for session_id in shares.keys(Share::SessionStreams) {
+            shares.using(
+                Share::SessionStreams,
+                &session_id,
+                self.open_get_streams(&session_id),
+            );
+        }
+        shares.give_back().await;
     }
 
     /// Creates a session for `owner` (the `initialize` path). The durable
@@ -498,7 +592,7 @@ impl Sessions {
         client_capabilities: Value,
         elicitation_mode: ElicitationMode,
     ) -> Result<Lease, AcquireError> {
-        let reservation = self.reserve(&owner, true)?;
+        let reservation = self.reserve(&owner, true).await?;
         self.ensure_node().await?;
         let now = now_ms();
         let record = SessionRecord {
@@ -644,7 +738,7 @@ impl Sessions {
             // store (or after evicting this node when a hand-over here was
             // refused), and the writes of a runtime built on a lease that
             // moved are fenced, as a live runtime's are.
-            let reservation = match self.reserve(&parked.record.owner, false) {
+            let reservation = match self.reserve(&parked.record.owner, false).await {
                 Ok(r) => r,
                 Err(e) => {
                     release_leases(
@@ -677,7 +771,7 @@ impl Sessions {
         // After the claim: a lapse within it (`claim` registers again) is
         // behind this lease.
         let lapses = self.inner.parking.lapses();
-        let reservation = match self.reserve(&record.owner, false) {
+        let reservation = match self.reserve(&record.owner, false).await {
             Ok(r) => r,
             Err(e) => {
                 release_leases(
@@ -812,17 +906,20 @@ impl Sessions {
     }
 
     /// Opens a GET stream here for a session another node holds (see
-    /// `remote.rs`); the caller checked the owner ([`Holder::owner`]).
+    /// `remote.rs`), if this node's `room` for them allows; the caller
+    /// checked the owner ([`Holder::owner`]).
     pub fn listen_elsewhere(
         &self,
         session_id: &str,
         stream_id: String,
+        room: usize,
     ) -> Result<RemoteListen, StreamLimit> {
         let c = &self.inner.config;
         self.inner.remote.add(
             session_id,
             stream_id,
             c.max_get_streams_per_session,
+            room,
             c.slow_reader_bytes,
         )
     }
@@ -1015,6 +1112,11 @@ impl Sessions {
             tracing::warn!(error = %e, "could not release this node's sessions");
         }
     }
+}
+
+/// The key of an (account, org)'s sessions in the cluster's bounds.
+fn principal_key(owner: &Principal) -> String {
+    format!("{}/{}", owner.account_id, owner.org_id)
 }
 
 /// A runtime counted against its owner's cap before it is in the map.

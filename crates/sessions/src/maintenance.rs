@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_store::{ElicitationMode, Notice, Renewal, next_notice, now_ms};
+use executor_store::{ElicitationMode, Notice, Renewal, SHARE_LINGER, next_notice, now_ms};
 
 use crate::history::HISTORY_CHECK_EVERY;
 use crate::lifecycle::{Sessions, Slot};
@@ -48,6 +48,8 @@ impl Sessions {
         let mut terminations_seen_to = now_ms();
         let mut renewal = tokio::time::interval(self.inner.node.renew_every());
         renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut give_back = tokio::time::interval(SHARE_LINGER);
+        give_back.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A store that pushes catalog changes (Postgres) is polled only as a
         // fallback for a lost notice; one that cannot is polled each second.
         let mut notices = self.inner.store.subscribe();
@@ -59,12 +61,17 @@ impl Sessions {
         loop {
             // Awaited after the select: none of its branches' outputs (the
             // stop flag's read guard) may live across an await.
-            let (notice, renew) = tokio::select! {
-                _ = interval.tick() => (None, false),
-                notice = next_notice(&mut notices) => (Some(notice), false),
-                _ = renewal.tick() => (None, true),
+            let (notice, renew, shares) = tokio::select! {
+                _ = interval.tick() => (None, false, false),
+                notice = next_notice(&mut notices) => (Some(notice), false, false),
+                _ = renewal.tick() => (None, true, false),
+                _ = give_back.tick() => (None, false, true),
                 _ = stop.wait_for(|s| *s) => return,
             };
+            if shares {
+                self.give_back_shares().await;
+                continue;
+            }
             if renew {
                 self.renew_node().await;
                 continue;

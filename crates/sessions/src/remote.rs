@@ -43,12 +43,14 @@ impl RemoteListeners {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens a stream of `session_id`, unless it has `max` open here.
+    /// Opens a stream of `session_id`, unless it has `max` open here or
+    /// as many as this node's `room` across the cluster.
     pub(crate) fn add(
         &self,
         session_id: &str,
         stream_id: String,
         max: usize,
+        room: usize,
         slow_reader_bytes: usize,
     ) -> Result<RemoteListen, StreamLimit> {
         let mut sessions = self.sessions();
@@ -58,7 +60,7 @@ impl RemoteListeners {
                 listeners: ListenerRegistry::default(),
                 gone: watch::channel(false).0,
             });
-        if session.listeners.open() >= max {
+        if session.listeners.open() >= max.min(room) {
             return Err(StreamLimit(max));
         }
         let (listener, sender) = Listener::new(stream_id, slow_reader_bytes);
@@ -67,6 +69,13 @@ impl RemoteListeners {
             listener,
             gone: session.gone.subscribe(),
         })
+    }
+
+    /// Streams of `session_id` open here.
+    pub(crate) fn open(&self, session_id: &str) -> usize {
+        self.sessions()
+            .get_mut(session_id)
+            .map_or(0, |s| s.listeners.open())
     }
 
     /// Sessions with a stream open here; the others are forgotten.

@@ -169,14 +169,32 @@ impl Runtime {
     /// the most open that it may. A stream counts until its [`Listener`] is
     /// dropped (the client went away) or it is cut off as a slow reader.
     pub fn add_listener(&self, stream_id: String) -> Result<Listener, StreamLimit> {
+        self.add_listener_within(stream_id, self.max_listeners)
+    }
+
+    /// [`Runtime::add_listener`], also refused when `room` (this node's
+    /// grant of the session's streams across the cluster) is used up.
+    pub fn add_listener_within(
+        &self,
+        stream_id: String,
+        room: usize,
+    ) -> Result<Listener, StreamLimit> {
         // A poisoned lock only means a panic elsewhere while it was held.
         let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
-        if listeners.open() >= self.max_listeners {
+        if listeners.open() >= self.max_listeners.min(room) {
             return Err(StreamLimit(self.max_listeners));
         }
         let (listener, sender) = Listener::new(stream_id, self.slow_reader_bytes);
         listeners.add(sender);
         Ok(listener)
+    }
+
+    /// GET streams open on this runtime.
+    pub fn open_listeners(&self) -> usize {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open()
     }
 
     /// Counts `stream_id` as a POST stream open here until the returned

@@ -30,6 +30,7 @@ mod records;
 mod revision_cache;
 mod roles;
 pub mod secrets;
+mod shares;
 mod sqlite;
 #[cfg(feature = "test-support")]
 pub mod testing;
@@ -54,5 +55,6 @@ pub use roles::{
     PUBLIC_URL_ANNOUNCEMENT, PolicyStore, SessionStore, SignInStore, Store, ToolCallStore,
     next_notice, now_ms,
 };
+pub use shares::{SHARE_LINGER, Share, Shares};
 pub use sqlite::{SqliteStore, StoreOptions};
 pub use writer::MAX_QUEUED_WRITES;

@@ -100,6 +100,12 @@ impl NodeLease {
         self.valid_until_ms.store(0, Ordering::Release);
     }
 
+    /// How many registrations this process made: a new one (after a
+    /// lapse) drops what the node held on the store before.
+    pub fn registrations(&self) -> u64 {
+        self.registrations.load(Ordering::Acquire)
+    }
+
     pub fn is_registered(&self) -> bool {
         self.registered.load(Ordering::Acquire)
     }

@@ -230,6 +230,24 @@ pub trait NodeStore: Send + Sync + 'static {
     /// session claimed by another node since is left alone.
     async fn release_sessions(&self, node: &str, sessions: Vec<(String, i64)>) -> StoreResult<()>;
 
+    /// Grants `node` up to `want` units of the bound `key` of `share`, as
+    /// many as `limit` leaves beside what other live nodes hold of it (a
+    /// node whose lease lapsed holds nothing); returns the grant `node`
+    /// holds now, which replaces its earlier one. One write, serialised
+    /// per bound: of two nodes asking for the last unit, one gets it.
+    async fn claim_share(
+        &self,
+        node: &str,
+        share: &str,
+        key: &str,
+        want: i64,
+        limit: i64,
+    ) -> StoreResult<i64>;
+
+    /// Sets what `node` holds of each `(share, key)` to the number given
+    /// (units it gives back; 0 drops the row).
+    async fn set_shares(&self, node: &str, grants: Vec<(String, String, i64)>) -> StoreResult<()>;
+
     /// Sends a notice to every process on the store (Postgres: `NOTIFY`);
     /// nothing where the store cannot push.
     async fn publish(&self, _notice: Notice) -> StoreResult<()> {

@@ -66,6 +66,7 @@ contract!(
     racing_claimers_get_one_lease,
     concurrent_claims_each_get_their_own_answer,
     a_lapsed_node_claims_nothing_until_it_registers_again,
+    a_shared_bound_is_granted_across_live_nodes_and_never_over,
     released_and_retired_sessions_are_claimed_at_once,
     a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
     a_released_run_is_claimed_at_once_while_its_releaser_lives,
@@ -3379,4 +3380,69 @@ async fn console_sessions_are_found_touched_switched_and_collected(t: TestStore)
             .unwrap()
             .is_none()
     );
+}
+
+/// Issue 41 §2: what nodes hold of a bound never sums past it; a node
+/// whose lease lapsed holds nothing, and a registration drops its grants.
+async fn a_shared_bound_is_granted_across_live_nodes_and_never_over(t: TestStore) {
+    let s = t.store();
+    for node in ["node_a", "node_b"] {
+        s.register_node(node, None, MINUTE).await.unwrap();
+    }
+    let claim = |node: &'static str, want: i64| {
+        let s = s.clone();
+        async move {
+            s.claim_share(node, "org_running", "org1", want, 4)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(claim("node_a", 3).await, 3);
+    assert_eq!(claim("node_b", 3).await, 1, "only what a leaves");
+    assert_eq!(
+        s.claim_share("node_b", "org_running", "org2", 4, 4)
+            .await
+            .unwrap(),
+        4,
+        "another key is another bound"
+    );
+    // a gives units back: b may take them.
+    s.set_shares("node_a", vec![("org_running".into(), "org1".into(), 1)])
+        .await
+        .unwrap();
+    assert_eq!(claim("node_b", 3).await, 3);
+    assert_eq!(
+        claim("node_a", 2).await,
+        1,
+        "a grant may shrink to what is left"
+    );
+    // Racing askers: the grants never sum past the bound.
+    for round in 0..10 {
+        let key = format!("race{round}");
+        let (a, b) = tokio::join!(
+            s.claim_share("node_a", "org_running", &key, 3, 4),
+            s.claim_share("node_b", "org_running", &key, 3, 4),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a + b, 4, "round {round}: a {a}, b {b}");
+    }
+    s.set_shares("node_a", vec![("org_running".into(), "org1".into(), 0)])
+        .await
+        .unwrap();
+    s.set_shares("node_b", vec![("org_running".into(), "org1".into(), 0)])
+        .await
+        .unwrap();
+    // Re-taken in order: each grant is at most what the other left.
+    assert_eq!(claim("node_a", 4).await, 4);
+    assert_eq!(claim("node_b", 1).await, 0, "a holds the whole bound");
+    // a's lease ends: it holds nothing any more.
+    s.evict_node("node_a").await.unwrap();
+    assert_eq!(claim("node_b", 4).await, 4);
+    // a registers again: its old grant does not come back.
+    s.register_node("node_a", None, MINUTE).await.unwrap();
+    assert_eq!(claim("node_a", 4).await, 0);
+    s.set_shares("node_b", vec![("org_running".into(), "org1".into(), 2)])
+        .await
+        .unwrap();
+    assert_eq!(claim("node_a", 4).await, 2);
 }

@@ -53,15 +53,17 @@ pub(crate) async fn listen(
     // undelivered events: a stream refused over the limit leaves them for
     // the next GET.
     let runtime = lease.as_ref().map(|l| l.runtime().clone());
+    // The bound holds across the nodes: this node's room for the session.
+    let room = app.sessions.get_stream_room(&session_id).await;
     let (listener, owner) = match lease {
         Some(lease) => (
-            lease.add_listener(stream_id.clone())?,
+            lease.add_listener_within(stream_id.clone(), room)?,
             StreamOwner::lease(lease),
         ),
         None => {
             let remote = app
                 .sessions
-                .listen_elsewhere(&session_id, stream_id.clone())?;
+                .listen_elsewhere(&session_id, stream_id.clone(), room)?;
             (
                 remote.listener,
                 StreamOwner::elsewhere(&session_id, remote.gone),

@@ -36,7 +36,57 @@ impl NodeStore for PgStore {
         )
         .await
         .map_err(db_error)?;
+        // A registration starts afresh: what the node held of shared
+        // bounds before is not in use any more.
+        tx.execute("DELETE FROM shares WHERE node_id = $1", &[&id])
+            .await
+            .map_err(db_error)?;
         tx.commit().await.map_err(db_error)
+    }
+
+    async fn claim_share(
+        &self,
+        node: &str,
+        share: &str,
+        key: &str,
+        want: i64,
+        limit: i64,
+    ) -> StoreResult<i64> {
+        // Unflushed: a grant is visible to every node when it commits; only
+        // a database crash can lose it, and that ends every node's work
+        // and lease with it.
+        let rows = self
+            .query_unflushed(
+                "SELECT executor_claim_share($1, $2, $3, $4, $5)",
+                &[&share, &key, &node, &want, &limit],
+            )
+            .await?;
+        match rows.first() {
+            Some(row) => row.try_get(0).map_err(db_error),
+            None => Err(StoreError::database("the share claim returned no row")),
+        }
+    }
+
+    async fn set_shares(&self, node: &str, grants: Vec<(String, String, i64)>) -> StoreResult<()> {
+        let (shares, keys, granted): (Vec<String>, Vec<String>, Vec<i64>) = grants
+            .into_iter()
+            .fold(Default::default(), |(mut s, mut k, mut g), (a, b, c)| {
+                s.push(a);
+                k.push(b);
+                g.push(c);
+                (s, k, g)
+            });
+        // Unflushed (see `claim_share`): giving units back early is harmless.
+        self.query_unflushed(
+            "WITH given AS (SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[]) AS g(share, key, granted)), \
+             updated AS (UPDATE shares s SET granted = g.granted FROM given g \
+                 WHERE s.node_id = $1 AND s.share = g.share AND s.key = g.key AND g.granted > 0) \
+             DELETE FROM shares s USING given g \
+             WHERE s.node_id = $1 AND s.share = g.share AND s.key = g.key AND g.granted <= 0",
+            &[&node, &shares, &keys, &granted],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn announce(&self, name: &str, value: &str) -> StoreResult<()> {

@@ -317,6 +317,36 @@ CREATE TABLE console_sessions (
     r#"
 ALTER TABLE tool_calls ADD COLUMN decided_via TEXT;
 "#,
+    // What each node holds of a bound shared by the cluster (SQLite
+    // migration 19). `executor_claim_share` grants under an advisory lock
+    // per (share, key), in one round trip: a volatile function reads with
+    // a fresh snapshot per statement, so the sum it reads after the lock
+    // holds every grant committed before it.
+    r#"
+CREATE TABLE shares (
+    share TEXT NOT NULL,
+    key TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    granted BIGINT NOT NULL,
+    PRIMARY KEY (share, key, node_id)
+);
+CREATE INDEX shares_by_node ON shares (node_id);
+CREATE FUNCTION executor_claim_share(p_share TEXT, p_key TEXT, p_node TEXT, p_want BIGINT, p_limit BIGINT)
+    RETURNS BIGINT LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    others BIGINT;
+    granted BIGINT;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('executor:share:' || p_share || ':' || p_key, 0));
+    SELECT COALESCE(SUM(s.granted), 0) INTO others FROM shares s JOIN nodes n ON n.id = s.node_id
+        WHERE s.share = p_share AND s.key = p_key AND s.node_id <> p_node
+          AND n.alive_until >= executor_now_ms();
+    granted := GREATEST(LEAST(p_want, p_limit - others), 0);
+    INSERT INTO shares (share, key, node_id, granted) VALUES (p_share, p_key, p_node, granted)
+        ON CONFLICT (share, key, node_id) DO UPDATE SET granted = excluded.granted;
+    RETURN granted;
+END $$;
+"#,
 ];
 
 /// The advisory lock migrations take (`'executor:migrate'` as a number).

@@ -18,6 +18,63 @@ impl NodeStore for SqliteStore {
                      ON CONFLICT (id) DO UPDATE SET url = excluded.url, alive_until = excluded.alive_until",
                 )?
                 .execute(params![id, url, now, ttl_ms])?;
+                // A registration starts afresh: what the node held of
+                // shared bounds before (it lapsed, or restarted under its
+                // id) is not in use any more.
+                conn.prepare_cached("DELETE FROM shares WHERE node_id = ?1")?
+                    .execute([&id])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim_share(
+        &self,
+        node: &str,
+        share: &str,
+        key: &str,
+        want: i64,
+        limit: i64,
+    ) -> StoreResult<i64> {
+        let (node, share, key) = (node.to_string(), share.to_string(), key.to_string());
+        // The writer's transaction is `BEGIN IMMEDIATE`: the sum and the
+        // grant are one step for every process on the file.
+        self.writer
+            .write(move |conn| {
+                let others: i64 = conn
+                    .prepare_cached(
+                        "SELECT COALESCE(SUM(s.granted), 0) FROM shares s JOIN nodes n ON n.id = s.node_id \
+                         WHERE s.share = ?1 AND s.key = ?2 AND s.node_id <> ?3 AND n.alive_until >= ?4",
+                    )?
+                    .query_row(params![share, key, node, now_ms()], |r| r.get(0))?;
+                let granted = want.min(limit - others).max(0);
+                conn.prepare_cached(
+                    "INSERT INTO shares (share, key, node_id, granted) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (share, key, node_id) DO UPDATE SET granted = excluded.granted",
+                )?
+                .execute(params![share, key, node, granted])?;
+                Ok(granted)
+            })
+            .await
+    }
+
+    async fn set_shares(&self, node: &str, grants: Vec<(String, String, i64)>) -> StoreResult<()> {
+        let node = node.to_string();
+        self.writer
+            .write(move |conn| {
+                for (share, key, granted) in grants {
+                    if granted > 0 {
+                        conn.prepare_cached(
+                            "UPDATE shares SET granted = ?4 WHERE share = ?1 AND key = ?2 AND node_id = ?3",
+                        )?
+                        .execute(params![share, key, node, granted])?;
+                    } else {
+                        conn.prepare_cached(
+                            "DELETE FROM shares WHERE share = ?1 AND key = ?2 AND node_id = ?3",
+                        )?
+                        .execute(params![share, key, node])?;
+                    }
+                }
                 Ok(())
             })
             .await

@@ -357,6 +357,20 @@ CREATE TABLE console_sessions (
     r#"
 ALTER TABLE tool_calls ADD COLUMN decided_via TEXT;
 "#,
+    // Bounds that hold across the nodes of one store (SPEC §4, §10, §12):
+    // what each node holds of a bound (running executions of an org, of
+    // all, live sessions of a principal, GET streams of a session). A
+    // node's rows count while its lease runs; a new registration drops them.
+    r#"
+CREATE TABLE shares (
+    share TEXT NOT NULL,
+    key TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    granted INTEGER NOT NULL,
+    PRIMARY KEY (share, key, node_id)
+);
+CREATE INDEX shares_by_node ON shares (node_id);
+"#,
 ];
 
 pub(crate) fn migrate(conn: &Connection) -> StoreResult<()> {
