@@ -12,8 +12,9 @@ use executor_call::{Action, CallContext};
 use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_engine::{CoreTool, Decider, Engine, EngineConfig};
+use executor_store::testing::TestStore;
 use executor_store::{
-    ApprovalChannel, ApprovalDecision, PageRequest, PolicyAction, PolicyRecord, SqliteStore, Store,
+    ApprovalChannel, ApprovalDecision, PageRequest, PolicyAction, PolicyRecord, Store,
     ToolCallFilter, ToolCallOutcome, ToolCallRecord,
 };
 use futures::future::BoxFuture;
@@ -37,13 +38,8 @@ impl ToolInvoker for Echo {
 struct World {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the world is dropped.
+    _db: TestStore,
 }
 
 fn engine_on(store: Arc<dyn Store>) -> Arc<Engine> {
@@ -69,14 +65,15 @@ fn engine_on(store: Arc<dyn Store>) -> Arc<Engine> {
     ))
 }
 
-fn world(name: &str) -> World {
-    let dir = std::env::temp_dir().join(format!("executor-audit-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("executor.db")).unwrap());
+/// A world on the store `EXECUTOR_TEST_STORE` names (`name` is only for
+/// reading a failure).
+async fn world(_name: &str) -> World {
+    let db = TestStore::from_env().await;
+    let store = db.store();
     World {
         engine: engine_on(store.clone()),
         store,
-        dir,
+        _db: db,
     }
 }
 
@@ -154,7 +151,7 @@ async fn add_policy(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_blocked_by_a_policy_records_blocked_and_its_rule() {
-    let w = world("blocked");
+    let w = world("blocked").await;
     let a = ctx(&w.store, "a@example.com", Some("sess_1")).await;
     let org = a.principal.org_id.clone();
     add_policy(&w.store, &org, "pol_block", "t.echo", PolicyAction::Block).await;
@@ -201,7 +198,7 @@ async fn a_call_blocked_by_a_policy_records_blocked_and_its_rule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_call_records_who_decided_and_its_wait_apart() {
-    let w = world("approved");
+    let w = world("approved").await;
     let a = ctx(&w.store, "a@example.com", Some("sess_1")).await;
     let org = a.principal.org_id.clone();
     add_policy(
@@ -282,7 +279,7 @@ async fn an_approved_call_records_who_decided_and_its_wait_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_on_an_execution_that_no_longer_waits_says_why() {
-    let w = world("decided");
+    let w = world("decided").await;
     let a = ctx(&w.store, "a@example.com", Some("sess_1")).await;
     let id = paused_id(&execute(&w.engine, &a, "return (await tools.t.approve({})).data").await);
     let done = resume(&w.engine, &a, &id, "accept").await;
@@ -348,7 +345,7 @@ async fn a_decision_on_an_execution_that_no_longer_waits_says_why() {
 /// to lapse before it could claim the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_37_a_run_paused_by_one_command_is_resumed_by_the_next_at_once() {
-    let w = world("shell");
+    let w = world("shell").await;
     let a = ctx(&w.store, "a@example.com", None).await;
     // `executor call`: no MCP session, so the text says what to run.
     let out = execute(
@@ -388,7 +385,7 @@ async fn issue_37_a_run_paused_by_one_command_is_resumed_by_the_next_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_applies_a_decision_from_a_shell_as_soon_as_it_is_posted() {
-    let w = world("server");
+    let w = world("server").await;
     let a = ctx(&w.store, "a@example.com", Some("sess_1")).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(w.engine.clone().apply_posted_decisions(stopped));
@@ -455,9 +452,8 @@ fn shell() -> Decider {
 /// refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_console_mode_resume_waits_for_the_decision_made_elsewhere() {
-    let dir = std::env::temp_dir().join(format!("executor-audit-console-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("executor.db")).unwrap());
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let config = EngineConfig {
         approval_window: Duration::from_secs(1),
         console_approvals_url: Some("https://x.example/console/approvals/".into()),
@@ -531,5 +527,5 @@ async fn a_console_mode_resume_waits_for_the_decision_made_elsewhere() {
         "it waited for the window"
     );
     drop(engine);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(db);
 }

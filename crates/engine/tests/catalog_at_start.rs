@@ -11,7 +11,7 @@ use std::time::Duration;
 use executor_call::CallContext;
 use executor_catalog::{Catalog, CatalogSource};
 use executor_engine::{CoreTool, Engine, EngineConfig, core_tool_entries};
-use executor_store::{SqliteStore, Store};
+use executor_store::testing::TestStore;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -42,10 +42,8 @@ fn status(result: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_runs_while_its_catalog_is_read() {
-    let dir =
-        std::env::temp_dir().join(format!("executor-catalog-at-start-{}", std::process::id()));
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let principal = store
         .ensure_account("catalog@example.com", None)
         .await
@@ -108,5 +106,5 @@ async fn a_program_runs_while_its_catalog_is_read() {
         2,
         "one read per execution"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(db);
 }

@@ -2,13 +2,12 @@
 //! The same cases run through the MCP server with the official SDK client
 //! in tests/e2e/codemode.test.mjs.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use executor_call::CallContext;
 use executor_engine::{CoreTool, Engine, EngineConfig};
 use executor_sandbox::Limits;
-use executor_store::{SqliteStore, Store};
+use executor_store::testing::TestStore;
 use serde_json::Value;
 
 const CORPUS: &str = include_str!("../../../tests/corpus/execute.json");
@@ -105,9 +104,8 @@ fn check(case: &Value, result: &Value) -> Result<(), String> {
 async fn every_corpus_case_renders_exactly() {
     let cases: Vec<Value> = serde_json::from_str(CORPUS).expect("corpus is JSON");
     assert!(cases.len() >= 60, "the corpus has {} cases", cases.len());
-    let dir = std::env::temp_dir().join(format!("executor-corpus-{}", std::process::id()));
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.join("executor.db")).expect("store"));
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let principal = store
         .ensure_account("corpus@example.com", None)
         .await
@@ -142,7 +140,7 @@ async fn every_corpus_case_renders_exactly() {
             failures.push(format!("{name}: {why}"));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(db);
     assert!(
         failures.is_empty(),
         "{} of {} cases failed:\n{}",

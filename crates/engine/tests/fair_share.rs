@@ -14,7 +14,8 @@ use executor_catalog::{Catalog, StaticCatalog};
 use executor_catalog::{ToolEntry, ToolInvocation, ToolInvoker, ToolResult, ToolSuccess};
 use executor_engine::{CoreTool, Engine, EngineConfig, QueueLimits, ShareLimits, ToolOutcome};
 use executor_sandbox::Limits;
-use executor_store::{ExecutionFilter, PageRequest, SqliteStore, Store};
+use executor_store::testing::TestStore;
+use executor_store::{ExecutionFilter, PageRequest, Store};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -44,13 +45,8 @@ struct World {
     engine: Arc<Engine>,
     store: Arc<dyn Store>,
     seen: Arc<Mutex<Vec<Value>>>,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the world is dropped.
+    _db: TestStore,
 }
 
 fn catalog(seen: &Arc<Mutex<Vec<Value>>>) -> Arc<Catalog> {
@@ -83,16 +79,17 @@ fn engine_on(
     ))
 }
 
-fn world(name: &str, config: EngineConfig) -> World {
-    let dir = std::env::temp_dir().join(format!("executor-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("executor.db")).unwrap());
+/// A world on the store `EXECUTOR_TEST_STORE` names (`name` is only for
+/// reading a failure).
+async fn world(_name: &str, config: EngineConfig) -> World {
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let seen = Arc::new(Mutex::new(Vec::new()));
     World {
         engine: engine_on(store.clone(), &seen, config),
         store,
         seen,
-        dir,
+        _db: db,
     }
 }
 
@@ -167,7 +164,7 @@ const SLOW_CALL: &str = "return (await tools.t.slow({ ms: 2000 })).data.ms";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_org_at_its_share_never_holds_another_org() {
     for (how, code) in [("busy loops", BUSY), ("slow tool calls", SLOW_CALL)] {
-        let w = world(&format!("share-{}", how.len()), config(4, 2));
+        let w = world(&format!("share-{}", how.len()), config(4, 2)).await;
         let a = ctx(&w.store, "a@example.com").await;
         let b = ctx(&w.store, "b@example.com").await;
         let held: Vec<_> = (0..2)
@@ -209,7 +206,7 @@ async fn an_org_at_its_share_never_holds_another_org() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_executions_hold_no_slot() {
-    let w = world("share-paused", config(4, 2));
+    let w = world("share-paused", config(4, 2)).await;
     let a = ctx(&w.store, "a@example.com").await;
     let b = ctx(&w.store, "b@example.com").await;
     let org = a.principal.org_id.clone();
@@ -283,7 +280,8 @@ async fn the_wall_clock_stops_long_runs_but_not_approval_waits() {
             },
             ..EngineConfig::default()
         },
-    );
+    )
+    .await;
     let a = ctx(&w.store, "a@example.com").await;
     for code in [
         SLOW_CALL,
@@ -324,7 +322,7 @@ fn action_for(paused: &Value) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvals_of_one_promise_all_are_decided_each_on_its_own() {
-    let w = world("two-approvals", EngineConfig::default());
+    let w = world("two-approvals", EngineConfig::default()).await;
     let a = ctx(&w.store, "a@example.com").await;
     // Model mode: each pause names its own call; each decision reaches it.
     let mut out = execute(&w.engine, &a, BOTH).await;
@@ -362,7 +360,7 @@ impl ApprovalPrompt for ByArgs {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvals_in_native_mode() {
-    let w = world("two-native", EngineConfig::default());
+    let w = world("two-native", EngineConfig::default()).await;
     let a = ctx(&w.store, "a@example.com").await;
     let out = w
         .engine
@@ -422,7 +420,7 @@ fn records_written(engine: &Engine) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_waited_for_a_human_flushes_its_record_though_its_answer_is_logged() {
-    let w = world("record-durability", EngineConfig::default());
+    let w = world("record-durability", EngineConfig::default()).await;
     let a = ctx(&w.store, "a@example.com").await;
     // Never paused: the logged answer's flushed write carries its record.
     logged(&w.engine, &a, "return 1;", None).await;
@@ -443,7 +441,7 @@ async fn a_run_that_waited_for_a_human_flushes_its_record_though_its_answer_is_l
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvals_across_a_restart() {
-    let w = world("two-restart", EngineConfig::default());
+    let w = world("two-restart", EngineConfig::default()).await;
     let a = ctx(&w.store, "a@example.com").await;
     // The first pause is decided before the restart, the second after.
     let first = execute(&w.engine, &a, BOTH).await;
@@ -467,7 +465,7 @@ async fn two_approvals_across_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overlong_tool_path_is_refused_before_it_is_stored() {
-    let w = world("long-path", EngineConfig::default());
+    let w = world("long-path", EngineConfig::default()).await;
     let a = ctx(&w.store, "a@example.com").await;
     let out = execute(
         &w.engine,
@@ -509,7 +507,7 @@ async fn the_approval_preview_is_cut_at_the_configured_length() {
         max_approval_preview_chars: 20,
         ..EngineConfig::default()
     };
-    let w = world("preview", config);
+    let w = world("preview", config).await;
     let a = ctx(&w.store, "a@example.com").await;
     let long = "x".repeat(100);
     let code = format!("return (await tools.t.approve({{ note: '{long}' }})).data");
@@ -550,7 +548,8 @@ async fn a_pending_approval_beside_other_work_is_not_a_pause() {
             wall_clock: Duration::from_millis(700),
             ..EngineConfig::default()
         },
-    );
+    )
+    .await;
     let a = ctx(&w.store, "a@example.com").await;
     let org = a.principal.org_id.clone();
     // One approval left pending while slow calls go on: the run still
@@ -586,7 +585,7 @@ async fn a_run_past_its_journal_bound_resumes_here_but_not_after_a_restart() {
         max_journal_bytes: 400,
         ..EngineConfig::default()
     };
-    let w = world("journal-bound", config());
+    let w = world("journal-bound", config()).await;
     let a = ctx(&w.store, "a@example.com").await;
     // 600 bytes of answers before the pause: past the 400-byte journal.
     let code = "await tools.t.slow({ ms: 0, pad: 'x'.repeat(600) });\
@@ -617,7 +616,8 @@ async fn past_the_queue_an_org_is_refused_with_a_clear_error() {
             },
             ..config(4, 1)
         },
-    );
+    )
+    .await;
     let a = ctx(&w.store, "a@example.com").await;
     let held = {
         let (engine, a) = (w.engine.clone(), a.clone());

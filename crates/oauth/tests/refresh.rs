@@ -17,7 +17,8 @@ use executor_oauth::{
 };
 use executor_outbound::{HttpClient, HttpConfig};
 use executor_store::secrets::SecretKey;
-use executor_store::{ConnectionRecord, CredentialKind, SqliteStore, Store, now_ms};
+use executor_store::testing::TestStore;
+use executor_store::{ConnectionRecord, CredentialKind, Store, now_ms};
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -85,8 +86,7 @@ async fn start(server: Arc<TokenServer>) -> String {
 }
 
 struct Fixture {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
+    db: TestStore,
     key: Arc<SecretKey>,
     server: Arc<TokenServer>,
     token_url: String,
@@ -94,21 +94,21 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
+        let db = TestStore::from_env().await;
         let server = Arc::new(TokenServer::default());
         *server.live.lock().unwrap() = "rt-1".into();
         let token_url = start(server.clone()).await;
         Fixture {
-            path: dir.path().join("executor.db"),
-            _dir: dir,
+            db,
             key: Arc::new(SecretKey::from_env_value(&"42".repeat(32)).unwrap()),
             server,
             token_url,
         }
     }
 
-    fn store(&self) -> Arc<dyn Store> {
-        Arc::new(SqliteStore::open(&self.path).unwrap())
+    /// A handle on the fixture's store, as another process would open.
+    async fn store(&self) -> Arc<dyn Store> {
+        self.db.reopen().await
     }
 
     fn oauth(&self, store: Arc<dyn Store>) -> OAuth {
@@ -177,7 +177,7 @@ async fn access_token(oauth: &OAuth, store: &dyn Store) -> Result<String, String
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hundred_concurrent_callers_cause_one_refresh() {
     let f = Fixture::new().await;
-    let store = f.store();
+    let store = f.store().await;
     f.expired_connection(store.as_ref()).await;
     let oauth = Arc::new(f.oauth(store.clone()));
     let mut calls = Vec::new();
@@ -201,7 +201,7 @@ async fn a_hundred_concurrent_callers_cause_one_refresh() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_on_one_store_refresh_once() {
     let f = Fixture::new().await;
-    let (first, second) = (f.store(), f.store());
+    let (first, second) = (f.store().await, f.store().await);
     f.expired_connection(first.as_ref()).await;
     let a = Arc::new(f.oauth(first.clone()));
     let b = Arc::new(f.oauth(second.clone()));
@@ -229,7 +229,7 @@ async fn two_processes_on_one_store_refresh_once() {
 #[tokio::test]
 async fn a_revoked_grant_asks_for_a_new_login_and_says_how() {
     let f = Fixture::new().await;
-    let store = f.store();
+    let store = f.store().await;
     f.expired_connection(store.as_ref()).await;
     *f.server.revoked.lock().unwrap() = true;
     let oauth = f.oauth(store.clone());
@@ -253,7 +253,7 @@ async fn a_revoked_grant_asks_for_a_new_login_and_says_how() {
 #[tokio::test]
 async fn a_rejected_token_is_refreshed_once_and_a_missing_scope_needs_a_login() {
     let f = Fixture::new().await;
-    let store = f.store();
+    let store = f.store().await;
     f.expired_connection(store.as_ref()).await;
     let oauth = f.oauth(store.clone());
     let first = access_token(&oauth, store.as_ref()).await.unwrap();
@@ -305,7 +305,7 @@ async fn a_rejected_token_is_refreshed_once_and_a_missing_scope_needs_a_login() 
 #[tokio::test]
 async fn a_client_credentials_grant_asks_for_a_missing_scope_itself() {
     let f = Fixture::new().await;
-    let store = f.store();
+    let store = f.store().await;
     f.connection(store.as_ref(), Flow::ClientCredentials).await;
     let oauth = f.oauth(store.clone());
     let first = access_token(&oauth, store.as_ref()).await.unwrap();

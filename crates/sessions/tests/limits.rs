@@ -8,7 +8,8 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::{McpServer, ProtocolVersion};
 use executor_sessions::{AcquireError, OutboundStream, Sessions, SessionsConfig, StreamLimit};
-use executor_store::{ElicitationMode, LogBounds, Principal, SqliteStore, Store};
+use executor_store::testing::TestStore;
+use executor_store::{ElicitationMode, LogBounds, Principal, Store};
 use serde_json::json;
 
 struct Fixture {
@@ -17,13 +18,12 @@ struct Fixture {
     alice: Principal,
     bob: Principal,
     /// Removed when the fixture is dropped.
-    _dir: tempfile::TempDir,
+    _db: TestStore,
 }
 
 async fn fixture(config: SessionsConfig) -> Fixture {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let alice = store
         .ensure_account("alice@example.com", None)
         .await
@@ -36,7 +36,7 @@ async fn fixture(config: SessionsConfig) -> Fixture {
         store,
         alice,
         bob,
-        _dir: dir,
+        _db: db,
     }
 }
 

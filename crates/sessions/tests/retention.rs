@@ -8,7 +8,8 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::McpServer;
 use executor_sessions::{EXECUTION_RETENTION, Sessions, SessionsConfig};
-use executor_store::{ExecutionRecord, ExecutionStatus, SqliteStore, Store, now_ms};
+use executor_store::testing::TestStore;
+use executor_store::{ExecutionRecord, ExecutionStatus, now_ms};
 
 fn record(id: &str, org: &str, started_at_ms: i64) -> ExecutionRecord {
     ExecutionRecord {
@@ -33,9 +34,8 @@ async fn maintenance_deletes_execution_records_past_their_retention() {
         SessionsConfig::default().execution_retention,
         EXECUTION_RETENTION
     );
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let hour = 3_600_000;
     store
         .insert_execution(record("old", "org", now_ms() - 2 * hour))

@@ -9,14 +9,15 @@ use std::time::Duration;
 use executor_engine::{Engine, EngineConfig};
 use executor_mcp::{McpServer, ProtocolVersion};
 use executor_sessions::{AcquireError, Sessions, SessionsConfig};
-use executor_store::{ElicitationMode, Principal, SqliteStore, Store};
+use executor_store::testing::TestStore;
+use executor_store::{ElicitationMode, Principal};
 use serde_json::json;
 
 struct Fixture {
     sessions: Sessions,
     owner: Principal,
     /// Removed when the fixture is dropped.
-    dir: tempfile::TempDir,
+    db: TestStore,
 }
 
 async fn fixture() -> Fixture {
@@ -41,9 +42,8 @@ async fn parking_fixture(kept: Duration) -> Fixture {
 }
 
 /// A second node on `f`'s store.
-fn second_node(f: &Fixture) -> Sessions {
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&f.dir.path().join("executor.db")).unwrap());
+async fn second_node(f: &Fixture) -> Sessions {
+    let store = f.db.reopen().await;
     let engine = Arc::new(Engine::new(store.clone(), EngineConfig::default()));
     Sessions::new(
         store,
@@ -53,9 +53,8 @@ fn second_node(f: &Fixture) -> Sessions {
 }
 
 async fn fixture_with(config: SessionsConfig) -> Fixture {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("executor.db")).expect("store"));
+    let db = TestStore::from_env().await;
+    let store = db.store();
     let owner = store
         .ensure_account("owner@example.com", None)
         .await
@@ -65,7 +64,7 @@ async fn fixture_with(config: SessionsConfig) -> Fixture {
     Fixture {
         sessions: Sessions::new(store, server, config),
         owner,
-        dir,
+        db,
     }
 }
 
@@ -224,7 +223,7 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
     let id = new_session(&f).await;
     // A second Sessions over the same database stands in for a restarted
     // server: it has nothing in memory and restores from the record.
-    let restarted = second_node(&f);
+    let restarted = second_node(&f).await;
     // While the first process is alive it holds the session: the second
     // hands requests to it rather than build a second runtime.
     match restarted.acquire(&id, &f.owner).await {
@@ -260,7 +259,7 @@ async fn sessions_survive_a_new_process_on_the_same_store() {
 async fn a_disposed_session_keeps_its_lease_here_and_is_restored_without_a_claim() {
     let f = parking_fixture(Duration::from_secs(60)).await;
     let id = new_session(&f).await;
-    let other = second_node(&f);
+    let other = second_node(&f).await;
     for _ in 0..3 {
         assert_eq!(f.sessions.dispose_idle(), 1);
         assert_eq!(f.sessions.live_count(), 0);
@@ -293,7 +292,7 @@ async fn a_disposed_session_keeps_its_lease_here_and_is_restored_without_a_claim
 async fn a_parked_lease_is_released_once_kept_long_enough_and_the_session_moves() {
     let f = parking_fixture(Duration::from_millis(50)).await;
     let id = new_session(&f).await;
-    let other = second_node(&f);
+    let other = second_node(&f).await;
     assert_eq!(f.sessions.dispose_idle(), 1);
     assert!(matches!(
         other.acquire(&id, &f.owner).await.err(),
@@ -351,7 +350,7 @@ async fn a_node_without_an_address_releases_at_disposal() {
     })
     .await;
     let id = new_session(&f).await;
-    let other = second_node(&f);
+    let other = second_node(&f).await;
     assert_eq!(f.sessions.dispose_idle(), 1);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while let Err(e) = other.acquire(&id, &f.owner).await {

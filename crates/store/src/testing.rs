@@ -191,7 +191,27 @@ pub enum TestStore {
     Postgres(Arc<PgStore>, PgTestDb),
 }
 
+/// Names the store a test that runs on either takes from the environment:
+/// `postgres` runs it on a database of its own (the pg-rust suite).
+pub const TEST_STORE_VAR: &str = "EXECUTOR_TEST_STORE";
+
 impl TestStore {
+    /// The store `EXECUTOR_TEST_STORE` names: a fresh Postgres database
+    /// when it is `postgres` (which then must answer), else a SQLite store
+    /// in a fresh directory. For the crates above the store whose tests
+    /// run on both (`scripts/test`'s pg-rust suite sets the variable).
+    pub async fn from_env() -> TestStore {
+        if std::env::var(TEST_STORE_VAR).is_ok_and(|v| v == "postgres") {
+            let db = PgTestDb::create()
+                .await
+                .expect("EXECUTOR_TEST_STORE=postgres, but no PostgreSQL answers");
+            let store = db.store().await;
+            return TestStore::Postgres(store, db);
+        }
+        let (store, dir) = sqlite_store();
+        TestStore::Sqlite(store, dir)
+    }
+
     pub fn store(&self) -> Arc<dyn Store> {
         match self {
             TestStore::Sqlite(store, _) => store.clone(),
