@@ -128,7 +128,7 @@ test("mcp: each server's tools are listed under its namespace, names normalised"
   for (const name of ["everything.get_sum", "everything.echo", "everything.trigger_long_running_operation", "everything.get_structured_content"])
     assert.ok(names.includes(name), `${name} in ${names}`);
   const own = await run("return (await tools.search({ namespace: 'own', limit: 50 })).items.map((i) => i.path).sort()");
-  assert.deepEqual(own, ["own.add_tool", "own.drop_table", "own.echo", "own.echo_2", "own.env", "own.fail", "own.whoami"]);
+  assert.deepEqual(own, ["own.add_tool", "own.big", "own.drop_table", "own.echo", "own.echo_2", "own.env", "own.fail", "own.whoami"]);
   const described = await run("return await tools.describe.tool({ path: 'everything.get_sum' })");
   assert.match(described.inputTypeScript, /a: number/);
 });
@@ -254,7 +254,7 @@ test("mcp: the upstream's tools/list_changed re-syncs the tools, and open sessio
   await getStreamOpen();
   const added = await run("return await tools.own.add_tool({})");
   assert.equal(added.data.content[0].text, "added late");
-  await waitUntil("the re-synced tool", async () => /own\tmcp\t8 tools/.test(cli("integrations", "list")), { ms: 15_000, every: 250 });
+  await waitUntil("the re-synced tool", async () => /own\tmcp\t9 tools/.test(cli("integrations", "list")), { ms: 15_000, every: 250 });
   await waitUntil("our tools/list_changed", () => notified > 0, { ms: 10_000 });
   const late = await run("return await tools.own.late({})");
   assert.equal(late.data.content[0].text, "late and here", JSON.stringify(late));
@@ -337,3 +337,34 @@ test("mcp: the connection's token goes to an HTTP upstream and never comes back 
     own.kill("SIGKILL");
   }
 });
+
+// Issue 41 §4: an upstream MCP server's answer is bounded before it is
+// parsed, whether it comes as one JSON body or as an SSE event of a
+// streamable HTTP answer (rmcp's own bound for an event is 16 MiB; ours is
+// --max-upstream-response-bytes, 8 MiB by default): past it the call fails
+// with a clear error, and the next call is served.
+for (const mode of ["json", "sse"]) {
+  test(`mcp: an answer over --max-upstream-response-bytes is refused before it is parsed (${mode})`, async () => {
+    const port = await freePort();
+    const own = spawn(NODE, [OWN, "http", String(port), mode], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    own.stdout.on("data", (d) => (out += d));
+    try {
+      await waitUntil("the test upstream listening", () => /listening on port/.test(out), { ms: 15_000 });
+      const ns = `big${mode}`;
+      cli("integrations", "add", "mcp", "--url", `http://127.0.0.1:${port}/mcp`, "--allow-local-network", "--namespace", ns);
+      const small = await run(`return await tools.${ns}.big({ bytes: 1000 })`);
+      assert.equal(small.ok, true, JSON.stringify(small).slice(0, 500));
+      assert.equal(small.data.content[0].text.length, 1000);
+      const over = await run(`const r = await tools.${ns}.big({ bytes: 9 * 1024 * 1024 }); return r.ok ? { read: r.data.content[0].text.length } : r`);
+      assert.equal(over.read, undefined, `the 9 MiB answer was read whole (${over.read} bytes)`);
+      assert.equal(over.ok, false, JSON.stringify(over).slice(0, 500));
+      assert.ok(JSON.stringify(over).length < 2000, "the error is short");
+      const again = await run(`return await tools.${ns}.big({ bytes: 10 })`);
+      assert.equal(again.ok, true, JSON.stringify(again).slice(0, 500));
+      assert.equal(again.data.content[0].text, "x".repeat(10));
+    } finally {
+      own.kill("SIGKILL");
+    }
+  });
+}

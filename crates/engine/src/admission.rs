@@ -175,6 +175,18 @@ pub(crate) struct Admission {
     /// This node's grants of the cluster's bounds; unset, the bounds are
     /// this process's alone (a one-shot command, a test).
     shares: std::sync::OnceLock<Arc<Shares>>,
+    /// When an execution was last refused because no node had a unit of
+    /// all to spare (see `would_refuse`).
+    cluster_full_at: Mutex<Option<std::time::Instant>>,
+}
+
+/// A grant the store did not answer for is none more: the run waits in
+/// its queue (whose head asks again) or is refused as busy.
+fn unanswered_is_none(share: Share, granted: Result<usize, executor_store::StoreError>) -> usize {
+    granted.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, share = share.as_str(), "could not ask the store for running units");
+        0
+    })
 }
 
 /// What is still short after asking the store for units.
@@ -219,6 +231,7 @@ impl Admission {
             counts: Mutex::new(Counts::default()),
             next_waiter: AtomicU64::new(0),
             shares: std::sync::OnceLock::new(),
+            cluster_full_at: Mutex::new(None),
         })
     }
 
@@ -236,7 +249,21 @@ impl Admission {
     /// slot: for transports that must choose a status before running.
     pub(crate) fn would_refuse(&self, org: &str) -> Option<Refused> {
         let counts = self.counts();
-        self.refusal(&counts, org)
+        if let Some(refused) = self.refusal(&counts, org) {
+            return Some(refused);
+        }
+        // The cluster had no unit of all left a moment ago, and this node
+        // has none spare: busy, before the request is taken on.
+        let cluster_full = self
+            .cluster_full_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let recent = cluster_full.is_some_and(|at| at.elapsed() < SHARE_LINGER);
+        let spare = self
+            .shares
+            .get()
+            .is_some_and(|s| counts.running < s.granted(Share::Running, ""));
+        (recent && !spare).then_some(Refused::ServerFull(self.limits.running))
     }
 
     fn refusal(&self, counts: &Counts, org: &str) -> Option<Refused> {
@@ -281,14 +308,15 @@ impl Admission {
         // The org's units first: units of all held while the org waits
         // for its own would only keep other orgs' runs out.
         let org_grant = if shares.granted(Share::OrgRunning, org) < want_org {
-            shares
+            let granted = shares
                 .ask(
                     Share::OrgRunning,
                     org,
                     want_org,
                     self.limits.running_per_org,
                 )
-                .await
+                .await;
+            unanswered_is_none(Share::OrgRunning, granted)
         } else {
             want_org
         };
@@ -296,9 +324,10 @@ impl Admission {
             return Asked::OrgShort;
         }
         let all_grant = if shares.granted(Share::Running, "") < want_all {
-            shares
+            let granted = shares
                 .ask(Share::Running, "", want_all, self.limits.running)
-                .await
+                .await;
+            unanswered_is_none(Share::Running, granted)
         } else {
             want_all
         };
@@ -416,7 +445,11 @@ impl Admission {
             tokio::select! {
                 turn = &mut turn => return match turn {
                     Ok(Ok(slot)) => Ok((slot, Some(waiting.elapsed()))),
-                    _ if busy => Err(Refused::ServerFull(self.limits.running)),
+                    _ if busy => {
+                        *self.cluster_full_at.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(std::time::Instant::now());
+                        Err(Refused::ServerFull(self.limits.running))
+                    }
                     _ => Err(Refused::OrgQueueTimeout {
                         running: self.limits.running_per_org,
                         waited: self.queue.max_wait,

@@ -657,6 +657,15 @@ pub struct ServeOpts {
     /// the oldest delivered ones are deleted (an undelivered one never is).
     #[arg(long, env = "EXECUTOR_MAX_EVENT_LOG_BYTES", default_value_t = 256 << 20)]
     pub max_event_log_bytes: u64,
+    /// Bytes one session's SSE event log may hold; past it its oldest
+    /// delivered events go, then its oldest undelivered ones: an answer is
+    /// replaced by an error answer to its request, so the client is told.
+    #[arg(long, env = "EXECUTOR_MAX_SESSION_EVENT_BYTES", default_value_t = 16 << 20)]
+    pub max_session_event_bytes: u64,
+    /// Bytes the SSE event logs of one org's sessions may hold; past it as
+    /// for one session, across the org's sessions, oldest first.
+    #[arg(long, env = "EXECUTOR_MAX_ORG_EVENT_BYTES", default_value_t = 64 << 20)]
+    pub max_org_event_bytes: u64,
     /// Host names accepted in the Host header (default: loopback names when
     /// listening on loopback, any otherwise). Comma-separated.
     #[arg(long, env = "EXECUTOR_ALLOWED_HOSTS", value_delimiter = ',')]

@@ -160,6 +160,8 @@ impl ServeOpts {
                 max_bytes: self.max_history_bytes,
                 max_org_bytes: self.max_org_history_bytes,
                 max_event_log_bytes: self.max_event_log_bytes,
+                max_session_event_bytes: self.max_session_event_bytes,
+                max_org_event_bytes: self.max_org_event_bytes,
             },
         }
     }

@@ -182,6 +182,20 @@ pub fn error_response(id: &Value, error: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": error.to_json() })
 }
 
+/// What an undelivered event of the SSE log is replaced by when its
+/// session's log is over its bound (`executor_store::DroppedAnswer`): an
+/// answer becomes an error answer to the same request, whose message is
+/// `why`, so the client waiting for it is told; None for a notification or
+/// a request of ours, which is deleted instead.
+pub fn dropped_answer(data: &str, why: &str) -> Option<String> {
+    let message: Value = serde_json::from_str(data).ok()?;
+    let id = message.get("id")?;
+    if message.get("result").is_none() && message.get("error").is_none() {
+        return None;
+    }
+    Some(error_response(id, &RpcError::new(RpcError::SERVER_ERROR, why)).to_string())
+}
+
 /// The `elicitation/create` request the server sends to ask the human
 /// through the client.
 pub fn elicitation_request(id: &Value, params: Value) -> Value {
@@ -335,6 +349,35 @@ fn message(value: Value) -> Result<Message, RpcError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_dropped_answer_becomes_an_error_to_the_same_request_and_nothing_else_does() {
+        for id in [json!(7), json!("req-7")] {
+            for body in [json!({"result": {"x": 1}}), json!({"error": {"code": 1}})] {
+                let mut message = json!({"jsonrpc": "2.0", "id": id});
+                if let (Some(m), Some(b)) = (message.as_object_mut(), body.as_object()) {
+                    m.extend(b.clone());
+                }
+                let told: Value =
+                    serde_json::from_str(&dropped_answer(&message.to_string(), "why").unwrap())
+                        .unwrap();
+                assert_eq!(told["id"], id);
+                assert_eq!(told["error"]["code"], RpcError::SERVER_ERROR);
+                assert_eq!(told["error"]["message"], "why");
+                assert!(told.get("result").is_none());
+            }
+        }
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create"});
+        let notification = json!({"jsonrpc": "2.0", "method": "notifications/message"});
+        for other in [
+            request.to_string(),
+            notification.to_string(),
+            "not json".into(),
+        ] {
+            assert_eq!(dropped_answer(&other, "why"), None);
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -14,8 +14,8 @@ pub use approvals::{Approvals, action_of, elicitation_params, native_mode};
 pub use executor_engine::Overload;
 pub use jsonrpc::{
     Incoming, MAX_BATCH, Message, Method, Request, RpcError, cancelled_notification,
-    elicitation_request, error_response, parse, result_response, result_response_text,
-    tools_list_changed,
+    dropped_answer, elicitation_request, error_response, parse, result_response,
+    result_response_text, tools_list_changed,
 };
 pub use request_state::{RequestStateKey, StateClaims};
 pub use server::{McpServer, RequestScope};

@@ -215,6 +215,11 @@ pub struct SessionsMetrics {
     pub trimmed_record_bytes: Counter,
     pub trimmed_events: Counter,
     pub trimmed_event_bytes: Counter,
+    /// Undelivered events given up to keep a session's or org's log under
+    /// its bound, and the answers among them (each replaced by an error
+    /// answer to its request).
+    pub dropped_events: Counter,
+    pub dropped_answers: Counter,
 }
 
 impl Default for SessionsMetrics {
@@ -232,6 +237,8 @@ impl Default for SessionsMetrics {
             trimmed_record_bytes: Counter::default(),
             trimmed_events: Counter::default(),
             trimmed_event_bytes: Counter::default(),
+            dropped_events: Counter::default(),
+            dropped_answers: Counter::default(),
         }
     }
 }
@@ -303,6 +310,16 @@ impl SessionsMetrics {
             "executor_history_trimmed_event_bytes",
             "Bytes of the delivered SSE events deleted to keep the event log under its bound",
             self.trimmed_event_bytes.clone(),
+        );
+        registry.register(
+            "executor_history_dropped_events",
+            "Undelivered SSE events given up to keep a session's or org's event log under its bound",
+            self.dropped_events.clone(),
+        );
+        registry.register(
+            "executor_history_dropped_answers",
+            "Undelivered answers replaced by an error answer to their request (the client is told) to keep a session's or org's event log under its bound",
+            self.dropped_answers.clone(),
         );
     }
 }
@@ -482,7 +499,11 @@ impl Sessions {
                 .inner
                 .shares
                 .ask(Share::PrincipalSessions, &key, want, limit)
-                .await;
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "could not ask the store for a principal's sessions");
+                    AcquireError::Unavailable
+                })?;
             if granted <= live {
                 return Err(AcquireError::SessionLimit(limit));
             }
@@ -544,18 +565,22 @@ impl Sessions {
     /// many this node may have open, asking the store when the ones open
     /// here already use its grant. The streams open here are counted fresh
     /// before each give-back (`count_streams`).
-    pub async fn get_stream_room(&self, session_id: &str) -> usize {
+    pub async fn get_stream_room(&self, session_id: &str) -> Result<usize, AcquireError> {
         let limit = self.inner.config.max_get_streams_per_session;
         let shares = &self.inner.shares;
         let open = self.open_get_streams(session_id);
         shares.using(Share::SessionStreams, session_id, open);
         let granted = shares.granted(Share::SessionStreams, session_id);
         if granted > open {
-            return granted;
+            return Ok(granted);
         }
         shares
             .ask(Share::SessionStreams, session_id, open + 1, limit)
             .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not ask the store for a session's streams");
+                AcquireError::Unavailable
+            })
     }
 
     /// GET streams of `session_id` open on this node (as its holder or

@@ -127,6 +127,39 @@ pub struct EventRecord {
     pub created_at_ms: i64,
 }
 
+/// The SSE log one session holds, for the per-session and per-org bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEventBytes {
+    pub session_id: String,
+    pub org_id: String,
+    pub bytes: u64,
+}
+
+/// Whose events a trim of the SSE log is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventScope<'a> {
+    Session(&'a str),
+    Org(&'a str),
+}
+
+/// What a trim of one session's or org's log did: delivered events
+/// deleted (`deleted`), and undelivered ones given up — an answer replaced
+/// by an error answer to its request, anything else deleted (`dropped`,
+/// of which `answers` were answers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrimmedEvents {
+    pub deleted: Trimmed,
+    pub dropped: Trimmed,
+    pub answers: u64,
+}
+
+/// What an undelivered event is replaced by when its session's or org's
+/// log is over its bound: an error answer to the same request, for an
+/// answer (so the client waiting for it is told); None for anything else,
+/// which is deleted. Made above the store (`executor_mcp::dropped_answer`):
+/// JSON-RPC shapes live with the protocol.
+pub type DroppedAnswer = std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// What a trim deleted: rows, and the bytes they held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Trimmed {

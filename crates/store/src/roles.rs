@@ -186,6 +186,22 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Deletes the oldest delivered events until at least `bytes` are
     /// freed (or none is left); undelivered events stay.
     async fn trim_delivered_events(&self, bytes: u64) -> StoreResult<Trimmed>;
+
+    /// Bytes of the SSE log (delivered and undelivered) per session that
+    /// has any, with its org.
+    async fn event_bytes_by_session(&self) -> StoreResult<Vec<SessionEventBytes>>;
+
+    /// Frees at least `bytes` of the log of `scope`'s sessions (or all it
+    /// holds): the oldest delivered events first; then, oldest first, the
+    /// undelivered ones — each replaced by what `dropped` makes of it (an
+    /// answer: an error answer to its request), or deleted when it makes
+    /// nothing. An answer is never dropped without its client being told.
+    async fn trim_events(
+        &self,
+        scope: EventScope<'_>,
+        bytes: u64,
+        dropped: DroppedAnswer,
+    ) -> StoreResult<TrimmedEvents>;
 }
 
 /// Most sessions [`SessionStore::sessions_terminated_since`] returns.

@@ -128,9 +128,15 @@ impl Shares {
 
     /// Asks the store for a grant of `want` units of `key` (of at most
     /// `limit` across the live nodes); returns the grant this node holds
-    /// afterwards, which may be less. A store that does not answer grants
-    /// nothing more (logged): the caller waits or refuses as over its bound.
-    pub async fn ask(&self, share: Share, key: &str, want: usize, limit: usize) -> usize {
+    /// afterwards, which may be less. A store that does not answer is an
+    /// error, not a bound: the caller says the store is unavailable.
+    pub async fn ask(
+        &self,
+        share: Share,
+        key: &str,
+        want: usize,
+        limit: usize,
+    ) -> Result<usize, crate::StoreError> {
         let asking = {
             let mut held = self.held();
             held.entry(share)
@@ -150,12 +156,9 @@ impl Shares {
         };
         // Asked meanwhile by another caller of this node.
         if granted >= want {
-            return granted;
+            return Ok(granted);
         }
-        if let Err(e) = self.node.ensure_alive(self.store.as_ref()).await {
-            tracing::warn!(error = %e, share = share.as_str(), "could not ask the store for a share");
-            return granted;
-        }
+        self.node.ensure_alive(self.store.as_ref()).await?;
         // A registration just now dropped every earlier grant.
         let granted = if registration == self.node.registrations() {
             granted
@@ -172,14 +175,8 @@ impl Shares {
                 want.max(granted) as i64,
                 limit as i64,
             )
-            .await;
-        let now = match claimed {
-            Ok(n) => usize::try_from(n).unwrap_or(0),
-            Err(e) => {
-                tracing::warn!(error = %e, share = share.as_str(), "could not ask the store for a share");
-                return granted;
-            }
-        };
+            .await?;
+        let now = usize::try_from(claimed).unwrap_or(0);
         if now < want {
             // Rare but telling: a refusal that follows is the cluster's
             // bound, not this node's.
@@ -200,7 +197,7 @@ impl Shares {
             .or_default();
         h.granted = now;
         h.registration = registration;
-        now
+        Ok(now)
     }
 
     /// Gives back the units not used since the last call (run every

@@ -67,6 +67,7 @@ contract!(
     concurrent_claims_each_get_their_own_answer,
     a_lapsed_node_claims_nothing_until_it_registers_again,
     a_shared_bound_is_granted_across_live_nodes_and_never_over,
+    a_log_over_its_bound_gives_up_delivered_events_first_and_tells_waiting_clients,
     released_and_retired_sessions_are_claimed_at_once,
     a_paused_run_has_one_holder_and_a_stale_one_cannot_write,
     a_released_run_is_claimed_at_once_while_its_releaser_lives,
@@ -3445,4 +3446,118 @@ async fn a_shared_bound_is_granted_across_live_nodes_and_never_over(t: TestStore
         .await
         .unwrap();
     assert_eq!(claim("node_a", 4).await, 2);
+}
+
+/// Issue 41 §5: a session's (or org's) event log over its bound gives up
+/// its oldest delivered events first, then its oldest undelivered ones; an
+/// undelivered answer is replaced by an error answer to its request, so
+/// the client waiting for it is told, never left waiting.
+async fn a_log_over_its_bound_gives_up_delivered_events_first_and_tells_waiting_clients(
+    t: TestStore,
+) {
+    let s = t.store();
+    let a = s.ensure_account("log-a@e.test", None).await.unwrap();
+    let b = s.ensure_account("log-b@e.test", None).await.unwrap();
+    s.insert_session(session("s1", &a, 1), "node_x")
+        .await
+        .unwrap();
+    s.insert_session(session("s2", &b, 1), "node_x")
+        .await
+        .unwrap();
+    let answer = |id: i64| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"text": "x".repeat(1000)}})
+            .to_string()
+    };
+    let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "y".repeat(1000)}})
+        .to_string();
+    for (session, stream, data, undelivered, at) in [
+        ("s1", "p1", answer(1), false, 1),
+        ("s1", "p2", answer(2), true, 2),
+        ("s1", "p3", note.clone(), true, 3),
+        ("s1", "p4", answer(4), true, 4),
+        ("s2", "p1", answer(1), false, 1),
+    ] {
+        s.append_event(
+            EventRecord {
+                session_id: session.into(),
+                stream_id: stream.into(),
+                seq: 0,
+                data,
+                undelivered,
+                created_at_ms: at,
+            },
+            LogBounds::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    let mut sizes = s.event_bytes_by_session().await.unwrap();
+    sizes.sort_by(|x, y| x.session_id.cmp(&y.session_id));
+    assert_eq!(
+        sizes
+            .iter()
+            .map(|x| (x.session_id.as_str(), x.org_id.as_str()))
+            .collect::<Vec<_>>(),
+        [("s1", a.org_id.as_str()), ("s2", b.org_id.as_str())]
+    );
+    assert!(sizes[0].bytes > 4000 && sizes[1].bytes > 1000, "{sizes:?}");
+
+    // 1,500 bytes of s1: its delivered event, then its oldest undelivered
+    // answer, replaced (what replaces it is made above the store: here an
+    // error answer as the MCP layer makes one).
+    let why = "dropped: over its bound";
+    let dropped: DroppedAnswer = std::sync::Arc::new(move |data: &str| {
+        let message: serde_json::Value = serde_json::from_str(data).ok()?;
+        message.get("result").or(message.get("error"))?;
+        Some(serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32000, "message": why}}).to_string())
+    });
+    let trimmed = s
+        .trim_events(EventScope::Session("s1"), 1500, dropped.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (trimmed.deleted.rows, trimmed.dropped.rows, trimmed.answers),
+        (1, 1, 1)
+    );
+    assert!(s.events_after("s1", "p1", -1).await.unwrap().is_empty());
+    let told = s.events_after("s1", "p2", -1).await.unwrap();
+    let told: serde_json::Value = serde_json::from_str(&told[0].data).unwrap();
+    assert_eq!(told["id"], 2);
+    assert_eq!(told["error"]["message"], why);
+    assert!(told.get("result").is_none());
+    assert_eq!(s.events_after("s1", "p3", -1).await.unwrap()[0].data, note);
+    assert_eq!(
+        s.events_after("s1", "p4", -1).await.unwrap()[0].data,
+        answer(4)
+    );
+    assert_eq!(
+        s.events_after("s2", "p1", -1).await.unwrap().len(),
+        1,
+        "another session's log stays"
+    );
+
+    // All of it: the notification goes, the last answer is replaced, the
+    // one replaced before stays as it is.
+    let trimmed = s
+        .trim_events(EventScope::Session("s1"), 1 << 20, dropped.clone())
+        .await
+        .unwrap();
+    assert_eq!((trimmed.dropped.rows, trimmed.answers), (2, 1));
+    assert!(s.events_after("s1", "p3", -1).await.unwrap().is_empty());
+    let told = s.events_after("s1", "p4", -1).await.unwrap();
+    assert!(told[0].data.contains(why) && told[0].undelivered);
+    assert_eq!(
+        s.take_undelivered("s1", &[]).await.unwrap().len(),
+        2,
+        "both told, both still to be delivered"
+    );
+
+    // An org's scope is its sessions only.
+    let trimmed = s
+        .trim_events(EventScope::Org(&b.org_id), 10, dropped)
+        .await
+        .unwrap();
+    assert_eq!(trimmed.deleted.rows, 1);
+    assert!(s.events_after("s2", "p1", -1).await.unwrap().is_empty());
 }

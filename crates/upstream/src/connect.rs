@@ -275,8 +275,11 @@ async fn start_streamable_http(
     client: UpstreamClient,
     lifecycle: ClientLifecycleMode,
 ) -> Result<Session, Opening> {
+    // An answer is bounded before it is parsed, as one JSON body or as one
+    // SSE event (rmcp's own bound for an event is 16 MiB).
     let config = StreamableHttpClientTransportConfig::with_uri(url)
         .max_json_response_size(max_response_bytes)
+        .max_sse_event_size(max_response_bytes)
         .reinit_on_expired_session(true)
         .custom_headers(headers);
     let refusal = GuardRefusal::new(url);

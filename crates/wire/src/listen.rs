@@ -54,7 +54,7 @@ pub(crate) async fn listen(
     // the next GET.
     let runtime = lease.as_ref().map(|l| l.runtime().clone());
     // The bound holds across the nodes: this node's room for the session.
-    let room = app.sessions.get_stream_room(&session_id).await;
+    let room = app.sessions.get_stream_room(&session_id).await?;
     let (listener, owner) = match lease {
         Some(lease) => (
             lease.add_listener_within(stream_id.clone(), room)?,

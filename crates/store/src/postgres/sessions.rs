@@ -343,4 +343,126 @@ impl SessionStore for PgStore {
         }
         Ok(trimmed)
     }
+
+    async fn event_bytes_by_session(&self) -> StoreResult<Vec<SessionEventBytes>> {
+        let rows = self
+            .query(
+                "SELECT e.session_id, s.org_id, SUM(octet_length(e.data))::bigint FROM events e \
+                 JOIN sessions s ON s.id = e.session_id GROUP BY e.session_id, s.org_id",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(SessionEventBytes {
+                    session_id: col(row, 0)?,
+                    org_id: col(row, 1)?,
+                    bytes: col::<i64>(row, 2)?.max(0) as u64,
+                })
+            })
+            .collect()
+    }
+
+    async fn trim_events(
+        &self,
+        scope: EventScope<'_>,
+        bytes: u64,
+        dropped: DroppedAnswer,
+    ) -> StoreResult<TrimmedEvents> {
+        let (filter, key) = match scope {
+            EventScope::Session(id) => ("session_id = $1", id),
+            EventScope::Org(org) => (
+                "session_id IN (SELECT id FROM sessions WHERE org_id = $1)",
+                org,
+            ),
+        };
+        let budget = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let mut out = TrimmedEvents::default();
+        // The oldest delivered events first, as far as the budget.
+        let deleted = tx
+            .query(
+                &format!(
+                    "WITH ranked AS (SELECT session_id, stream_id, seq, octet_length(data) AS size, \
+                       coalesce(SUM(octet_length(data)) OVER (ORDER BY created_at, session_id, stream_id, seq \
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+                       FROM events WHERE NOT undelivered AND {filter}), \
+                     doomed AS (DELETE FROM events e USING ranked r WHERE e.session_id = r.session_id \
+                       AND e.stream_id = r.stream_id AND e.seq = r.seq AND r.before < $2 RETURNING r.size) \
+                     SELECT count(*), coalesce(SUM(size), 0)::bigint FROM doomed"
+                ),
+                &[&key, &budget],
+            )
+            .await
+            .map_err(db_error)?;
+        out.deleted = super::executions::trimmed(deleted.first())?;
+        let mut left = budget.saturating_sub(out.deleted.bytes as i64);
+        if left > 0 {
+            // Then what no client has read, oldest first; each row's text
+            // is read only when it is given up.
+            let undelivered = tx
+                .query(
+                    &format!(
+                        "SELECT session_id, stream_id, seq FROM events \
+                         WHERE undelivered AND {filter} \
+                         ORDER BY created_at, session_id, stream_id, seq"
+                    ),
+                    &[&key],
+                )
+                .await
+                .map_err(db_error)?;
+            for row in &undelivered {
+                if left <= 0 {
+                    break;
+                }
+                let (session, stream, seq): (String, String, i64) =
+                    (col(row, 0)?, col(row, 1)?, col(row, 2)?);
+                let params: [&(dyn ToSql + Sync); 3] = [&session, &stream, &seq];
+                let data: String = match tx
+                    .query_opt(
+                        "SELECT data FROM events WHERE session_id = $1 AND stream_id = $2 AND seq = $3",
+                        &params,
+                    )
+                    .await
+                    .map_err(db_error)?
+                {
+                    Some(row) => col(&row, 0)?,
+                    None => continue,
+                };
+                let size = data.len() as i64;
+                let freed = match dropped(&data) {
+                    // Replaced already: nothing more to free here.
+                    Some(answer) if answer.len() as i64 >= size => continue,
+                    Some(answer) => {
+                        tx.execute(
+                            "UPDATE events SET data = $4 WHERE session_id = $1 AND stream_id = $2 AND seq = $3",
+                            &[&session, &stream, &seq, &pg_text(&answer)],
+                        )
+                        .await
+                        .map_err(db_error)?;
+                        out.answers += 1;
+                        size - answer.len() as i64
+                    }
+                    None => {
+                        tx.execute(
+                            "DELETE FROM events WHERE session_id = $1 AND stream_id = $2 AND seq = $3",
+                            &params,
+                        )
+                        .await
+                        .map_err(db_error)?;
+                        size
+                    }
+                };
+                out.dropped.rows += 1;
+                out.dropped.bytes += freed as u64;
+                left -= freed;
+            }
+        }
+        tx.commit().await.map_err(db_error)?;
+        if out.deleted.rows + out.dropped.rows > 0 {
+            self.vacuum("events").await;
+        }
+        Ok(out)
+    }
 }

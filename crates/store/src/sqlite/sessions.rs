@@ -227,33 +227,130 @@ impl SessionStore for SqliteStore {
     }
 
     async fn trim_delivered_events(&self, bytes: u64) -> StoreResult<Trimmed> {
+        let budget = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.writer
+            .write(move |conn| delete_oldest_delivered(conn, "?1 IS NOT NULL", &"all", budget))
+            .await
+    }
+
+    async fn event_bytes_by_session(&self) -> StoreResult<Vec<SessionEventBytes>> {
+        self.read_all(
+            "SELECT e.session_id, s.org_id, SUM(length(CAST(e.data AS BLOB))) FROM events e \
+             JOIN sessions s ON s.id = e.session_id GROUP BY e.session_id, s.org_id",
+            [],
+            |r| {
+                Ok(SessionEventBytes {
+                    session_id: r.get(0)?,
+                    org_id: r.get(1)?,
+                    bytes: r.get::<_, i64>(2)?.max(0) as u64,
+                })
+            },
+        )
+    }
+
+    async fn trim_events(
+        &self,
+        scope: EventScope<'_>,
+        bytes: u64,
+        dropped: DroppedAnswer,
+    ) -> StoreResult<TrimmedEvents> {
+        let (filter, key) = match scope {
+            EventScope::Session(id) => ("session_id = ?1", id.to_string()),
+            EventScope::Org(org) => (
+                "session_id IN (SELECT id FROM sessions WHERE org_id = ?1)",
+                org.to_string(),
+            ),
+        };
+        let budget = i64::try_from(bytes).unwrap_or(i64::MAX);
         self.writer
             .write(move |conn| {
-                let doomed: Vec<(String, String, i64, i64)> = conn
-                    .prepare_cached(
-                        "SELECT session_id, stream_id, seq, size FROM ( \
-                           SELECT session_id, stream_id, seq, size, coalesce(SUM(size) OVER ( \
-                             ORDER BY created_at, session_id, stream_id, seq \
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
-                           FROM (SELECT session_id, stream_id, seq, created_at, \
-                                   length(CAST(data AS BLOB)) AS size \
-                                 FROM events WHERE undelivered = 0)) \
-                         WHERE before < ?1",
-                    )?
-                    .query_map([i64::try_from(bytes).unwrap_or(i64::MAX)], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })?
-                    .collect::<Result<_, _>>()?;
+                // The oldest delivered events first, as far as the budget.
+                let mut out = TrimmedEvents {
+                    deleted: delete_oldest_delivered(conn, filter, &key, budget)?,
+                    ..TrimmedEvents::default()
+                };
                 let mut delete = conn.prepare_cached(
                     "DELETE FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
                 )?;
-                let mut trimmed = Trimmed::default();
-                for (session, stream, seq, size) in doomed {
-                    trimmed.rows += delete.execute(rusqlite::params![session, stream, seq])? as u64;
-                    trimmed.bytes += size.max(0) as u64;
+                let mut left = budget.saturating_sub(out.deleted.bytes as i64);
+                if left <= 0 {
+                    return Ok(out);
                 }
-                Ok(trimmed)
+                // Then what no client has read, oldest first; each row's
+                // text is read only when it is given up.
+                let undelivered: Vec<(String, String, i64)> = conn
+                    .prepare_cached(&format!(
+                        "SELECT session_id, stream_id, seq FROM events \
+                         WHERE undelivered = 1 AND {filter} \
+                         ORDER BY created_at, session_id, stream_id, seq"
+                    ))?
+                    .query_map(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<_, _>>()?;
+                let mut read = conn.prepare_cached(
+                    "SELECT data FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+                )?;
+                let mut replace = conn.prepare_cached(
+                    "UPDATE events SET data = ?4 WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+                )?;
+                for (session, stream, seq) in undelivered {
+                    if left <= 0 {
+                        break;
+                    }
+                    let data: String = read.query_row(params![session, stream, seq], |r| r.get(0))?;
+                    let size = data.len() as i64;
+                    let freed = match dropped(&data) {
+                        // Replaced already: nothing more to free here.
+                        Some(answer) if answer.len() as i64 >= size => continue,
+                        Some(answer) => {
+                            replace.execute(params![session, stream, seq, answer])?;
+                            out.answers += 1;
+                            size - answer.len() as i64
+                        }
+                        None => {
+                            delete.execute(params![session, stream, seq])?;
+                            size
+                        }
+                    };
+                    out.dropped.rows += 1;
+                    out.dropped.bytes += freed as u64;
+                    left -= freed;
+                }
+                Ok(out)
             })
             .await
     }
+}
+
+/// Deletes the oldest delivered events that `filter` (on `?1` = `key`)
+/// selects until `budget` bytes are freed (or none is left).
+fn delete_oldest_delivered(
+    conn: &Connection,
+    filter: &str,
+    key: &dyn rusqlite::ToSql,
+    budget: i64,
+) -> StoreResult<Trimmed> {
+    let doomed: Vec<(String, String, i64, i64)> = conn
+        .prepare_cached(&format!(
+            "SELECT session_id, stream_id, seq, size FROM ( \
+               SELECT session_id, stream_id, seq, size, coalesce(SUM(size) OVER ( \
+                 ORDER BY created_at, session_id, stream_id, seq \
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+               FROM (SELECT session_id, stream_id, seq, created_at, \
+                       length(CAST(data AS BLOB)) AS size \
+                     FROM events WHERE undelivered = 0 AND {filter})) \
+             WHERE before < ?2"
+        ))?
+        .query_map(params![key, budget], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut delete = conn.prepare_cached(
+        "DELETE FROM events WHERE session_id = ?1 AND stream_id = ?2 AND seq = ?3",
+    )?;
+    let mut trimmed = Trimmed::default();
+    for (session, stream, seq, size) in doomed {
+        trimmed.rows += delete.execute(params![session, stream, seq])? as u64;
+        trimmed.bytes += size.max(0) as u64;
+    }
+    Ok(trimmed)
 }
