@@ -327,14 +327,8 @@ impl SessionStore for PgStore {
         let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
         let rows = self
             .query(
-                "WITH ranked AS (SELECT session_id, stream_id, seq, octet_length(data) AS size, \
-                   coalesce(SUM(octet_length(data)) OVER (ORDER BY created_at, session_id, stream_id, seq \
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
-                   FROM events WHERE NOT undelivered), \
-                 doomed AS (DELETE FROM events e USING ranked r WHERE e.session_id = r.session_id \
-                   AND e.stream_id = r.stream_id AND e.seq = r.seq AND r.before < $1 RETURNING r.size) \
-                 SELECT count(*), coalesce(SUM(size), 0)::bigint FROM doomed",
-                &[&bytes],
+                &delete_oldest_delivered("$1::text IS NOT NULL"),
+                &[&"all", &bytes],
             )
             .await?;
         let trimmed = super::executions::trimmed(rows.first())?;
@@ -382,18 +376,7 @@ impl SessionStore for PgStore {
         let mut out = TrimmedEvents::default();
         // The oldest delivered events first, as far as the budget.
         let deleted = tx
-            .query(
-                &format!(
-                    "WITH ranked AS (SELECT session_id, stream_id, seq, octet_length(data) AS size, \
-                       coalesce(SUM(octet_length(data)) OVER (ORDER BY created_at, session_id, stream_id, seq \
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
-                       FROM events WHERE NOT undelivered AND {filter}), \
-                     doomed AS (DELETE FROM events e USING ranked r WHERE e.session_id = r.session_id \
-                       AND e.stream_id = r.stream_id AND e.seq = r.seq AND r.before < $2 RETURNING r.size) \
-                     SELECT count(*), coalesce(SUM(size), 0)::bigint FROM doomed"
-                ),
-                &[&key, &budget],
-            )
+            .query(&delete_oldest_delivered(filter), &[&key, &budget])
             .await
             .map_err(db_error)?;
         out.deleted = super::executions::trimmed(deleted.first())?;
@@ -465,4 +448,18 @@ impl SessionStore for PgStore {
         }
         Ok(out)
     }
+}
+
+/// One statement: deletes the oldest delivered events `filter` (on `$1`)
+/// selects until `$2` bytes are freed; answers (rows, bytes) deleted.
+fn delete_oldest_delivered(filter: &str) -> String {
+    format!(
+        "WITH ranked AS (SELECT session_id, stream_id, seq, octet_length(data) AS size, \
+           coalesce(SUM(octet_length(data)) OVER (ORDER BY created_at, session_id, stream_id, seq \
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+           FROM events WHERE NOT undelivered AND {filter}), \
+         doomed AS (DELETE FROM events e USING ranked r WHERE e.session_id = r.session_id \
+           AND e.stream_id = r.stream_id AND e.seq = r.seq AND r.before < $2 RETURNING r.size) \
+         SELECT count(*), coalesce(SUM(size), 0)::bigint FROM doomed"
+    )
 }
