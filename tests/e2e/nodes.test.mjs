@@ -266,3 +266,72 @@ test("a node stopped past its lease cannot act as the holder once it wakes (fenc
     assert.equal(responseTo(res, 52)?.result?.content?.[0]?.text, "1", res.body);
   }
 });
+
+/** A read-only upstream: its calls need no approval. */
+const tally = {
+  openapi: "3.0.3",
+  info: { title: "tally", version: "1" },
+  paths: {
+    "/count": {
+      get: {
+        operationId: "count",
+        tags: ["counts"],
+        parameters: [{ name: "i", in: "query", schema: { type: "integer" } }],
+        responses: { 200: { description: "ok" } },
+      },
+    },
+  },
+};
+
+test("a holder stopped past its lease sends no further call of a running execution once it wakes (issue 41 §3)", async () => {
+  const upstream = await recordingUpstream((_, res) => res.end(JSON.stringify({ ok: true })));
+  const org = ["--org", "nodes@example.com", "--data-dir", a.dataDir];
+  try {
+    const specFile = join(a.dataDir, "tally.json");
+    writeFileSync(specFile, JSON.stringify(tally));
+    a.cli(["integrations", "add", "openapi", "--spec", specFile, "--namespace", "tally", "--base-url", upstream.base, ...org]);
+    const s = await initSession(a, bearer);
+    const headers = { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion };
+    // A run that calls the upstream every 150 ms for about 6 s.
+    const code =
+      "for (let i = 0; i < 40; i++) { await tools.tally.counts.count({ i }); await new Promise((r) => setTimeout(r, 150)); } return 'finished';";
+    const st = await openStream(a.mcpUrl, {
+      method: "POST",
+      headers: mcpHeaders(headers),
+      body: rpc("tools/call", { name: "execute", arguments: { code } }, 60),
+    });
+    assert.equal(st.status, 200);
+    await waitUntil("the run's first calls", async () => upstream.seen.length >= 2, { ms: 10_000, every: 20 });
+    a.child.kill("SIGSTOP");
+    let sentBeforeTheStop;
+    try {
+      // A request already on the wire lands meanwhile; nothing after it.
+      await new Promise((r) => setTimeout(r, 500));
+      sentBeforeTheStop = upstream.seen.length;
+      // Past its lease (2 s), the session is the other node's.
+      await new Promise((r) => setTimeout(r, 2500));
+      const list = await post(b, rpc("tools/list", {}, 61), headers);
+      assert.equal(list.status, 200, list.body);
+    } finally {
+      a.child.kill("SIGCONT");
+    }
+    // Awake, the old holder's run would go on calling for about 5 s; it
+    // finds its lease gone before its next call and stops.
+    await new Promise((r) => setTimeout(r, 4000));
+    assert.equal(
+      upstream.seen.length,
+      sentBeforeTheStop,
+      `a stale holder sent ${upstream.seen.length - sentBeforeTheStop} call(s) after it lost the session's lease`,
+    );
+    st.close();
+    // The session goes on, on either node.
+    for (const srv of [a, b]) {
+      const res = await post(srv, rpc("tools/call", EXECUTE_ONE, 62), headers);
+      assert.equal(res.status, 200, res.body);
+      assert.equal(responseTo(res, 62)?.result?.content?.[0]?.text, "1", res.body);
+    }
+  } finally {
+    a.cli(["integrations", "remove", "tally", ...org]);
+    upstream.close();
+  }
+});

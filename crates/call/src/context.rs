@@ -14,6 +14,68 @@ pub struct CallContext {
     pub session_id: Option<String>,
     /// Whether a call that needs approval waits for a human.
     pub approval: ApprovalMode,
+    /// For a session's call: whether this node still holds the session,
+    /// asked before every outbound call and write made on its behalf
+    /// (SPEC §10). None where no lease is held (sessionless, the CLI).
+    pub holder: Option<Holder>,
+}
+
+/// Asks whether this node still holds the session a call is made for:
+/// locally (its own clock) and then on the store.
+#[derive(Clone)]
+pub struct Holder {
+    local: Arc<dyn Fn() -> bool + Send + Sync>,
+    store: Arc<dyn Fn() -> HoldFuture + Send + Sync>,
+}
+
+type HoldFuture = Pin<Box<dyn Future<Output = Hold> + Send>>;
+
+/// What a [`Holder`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// The lease is this node's, at the epoch it was taken with.
+    Held,
+    /// Another node may hold the session now: nothing more is sent or
+    /// written for it from here.
+    Lost,
+    /// The store did not answer; the call is not made either.
+    Unknown(String),
+}
+
+impl Holder {
+    /// `local` answers from this node's own view, with no I/O; `store`
+    /// makes a future that asks the store.
+    pub fn new(
+        local: impl Fn() -> bool + Send + Sync + 'static,
+        store: impl Fn() -> HoldFuture + Send + Sync + 'static,
+    ) -> Self {
+        Holder {
+            local: Arc::new(local),
+            store: Arc::new(store),
+        }
+    }
+
+    /// Both halves: what an outbound call asks first.
+    pub async fn check(&self) -> Hold {
+        match (self.local)() {
+            true => (self.store)().await,
+            false => Hold::Lost,
+        }
+    }
+
+    /// This node's own view only (no round trip).
+    pub fn check_locally(&self) -> Hold {
+        match (self.local)() {
+            true => Hold::Held,
+            false => Hold::Lost,
+        }
+    }
+}
+
+impl std::fmt::Debug for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Holder")
+    }
 }
 
 /// Whether a call that needs approval (SPEC §9) waits for a human.

@@ -14,5 +14,5 @@ mod context;
 mod memory;
 
 pub use approval::{Action, ApprovalPrompt, ApprovalRequest, Reply, UnknownAction, args_preview};
-pub use context::{ApprovalMode, CallContext, ClientGone};
+pub use context::{ApprovalMode, CallContext, ClientGone, Hold, Holder};
 pub use memory::release_freed_memory;

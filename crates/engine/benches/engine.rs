@@ -105,7 +105,7 @@ fn main() {
         let principal = store.ensure_account("bench@example.com", None).await.expect("account");
         let catalog = Arc::new(synthetic_catalog());
         let engine = Engine::with_catalogs(store, EngineConfig::default(), Arc::new(StaticCatalog(catalog.clone())));
-        let ctx = CallContext { principal, session_id: None, approval: Default::default() };
+        let ctx = CallContext { principal, session_id: None, approval: Default::default(), holder: None };
         let execute = |code: &'static str| {
             let (engine, ctx) = (&engine, &ctx);
             async move {

@@ -950,6 +950,7 @@ impl SavedExecution {
             } else {
                 executor_call::ApprovalMode::AskAHuman
             },
+            holder: None,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use executor_sandbox::{AgentError, HeldAnswer, HostBridge};
+use executor_sandbox::{AgentError, HeldAnswer, HostBridge, Stop};
 use executor_store::{
     ApprovalChannel, ApprovalDecision, PolicyRecord, StoreError, ToolCallOutcome, now_ms,
 };
@@ -17,7 +17,7 @@ use crate::describe::ToolDescription;
 use crate::envelope::internal_error_id;
 use crate::execution::{ApprovalGate, Decider, Decision, declined_message};
 use crate::policy::{PolicyAction, PolicySet, Rule};
-use executor_call::{ApprovalMode, CallContext};
+use executor_call::{ApprovalMode, CallContext, Hold};
 use executor_catalog::{
     Catalog, HostBudget, HostHold, HumanAnswer, HumanQuestions, ToolError, ToolInvocation,
     ToolResult, result_value,
@@ -154,7 +154,13 @@ struct BridgeInner {
     /// Host memory the execution's parsed answers may hold.
     budget: HostBudget,
     bounds: CallBounds,
+    /// Ends the run early: the wall-clock cap, or the session's lease
+    /// found lost before a call (SPEC §10).
+    stop: Stop,
 }
+
+/// What a run that finds its session's lease gone ends with.
+pub(crate) const LEASE_LOST: &str = "this server lost its lease on the session (another server may hold it now); the run stops here and sends no further call";
 
 impl ExecutionBridge {
     pub(crate) fn new(
@@ -175,8 +181,14 @@ impl ExecutionBridge {
                 trace: Mutex::new(Vec::new()),
                 budget,
                 bounds,
+                stop: Stop::default(),
             }),
         }
+    }
+
+    /// What ends the run early.
+    pub(crate) fn stop(&self) -> Stop {
+        self.inner.stop.clone()
     }
 
     pub fn trace(&self) -> Vec<ToolCallTrace> {
@@ -449,6 +461,29 @@ impl BridgeInner {
                     return Ok(Err(ToolError::new(
                         "integration_unavailable",
                         format!("{path} was not called: the store could not record the call first"),
+                    )));
+                }
+            }
+        } else if let Some(holder) = &self.ctx.holder {
+            // A session's run: the call leaves only while this node still
+            // holds the session's lease (SPEC §10).
+            match holder.check().await {
+                Hold::Held => {}
+                Hold::Lost => {
+                    tracing::warn!(
+                        session = self.ctx.session_id.as_deref().unwrap_or_default(),
+                        "a run's session lease was lost before a call; the run stops"
+                    );
+                    self.stop.request(LEASE_LOST);
+                    return Err(AgentError::new(LEASE_LOST));
+                }
+                Hold::Unknown(e) => {
+                    tracing::warn!(error = %e, "could not confirm the session's lease before a call");
+                    return Ok(Err(ToolError::new(
+                        "integration_unavailable",
+                        format!(
+                            "{path} was not called: the store could not confirm this server still holds the session"
+                        ),
                     )));
                 }
             }

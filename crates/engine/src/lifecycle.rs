@@ -36,7 +36,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use executor_call::{
-    Action, ApprovalMode, ApprovalPrompt, CallContext, ClientGone, Reply, args_preview,
+    Action, ApprovalMode, ApprovalPrompt, CallContext, ClientGone, Holder, Reply, args_preview,
 };
 use executor_sandbox::{AgentError, RunOutcome};
 use executor_store::{
@@ -175,7 +175,10 @@ impl Engine {
             journal_dropped: false,
             approved_by_caller: ctx.approval == ApprovalMode::GivenByCaller,
         };
-        match self.start(saved, None, slot, None, reply).await {
+        match self
+            .start(saved, None, slot, None, ctx.holder.clone(), reply)
+            .await
+        {
             Ok(live) => {
                 let mut events = live.events.lock().await;
                 let answer = self.advance(&live, &mut events, self.reader(ctx)).await;
@@ -285,6 +288,7 @@ impl Engine {
         decision: Option<(Decision, Option<Decider>)>,
         slot: Slot,
         claimed: Option<(Fence, i64)>,
+        holder: Option<Holder>,
         reply: Reply,
     ) -> Result<Arc<LiveExecution>, ToolOutcome> {
         let org = saved.owner.org_id.clone();
@@ -328,7 +332,12 @@ impl Engine {
         if let Some(pending) = saved.state.pending() {
             gate.set_decider(pending.index, decider.flatten());
         }
-        let ctx = saved.owner_context();
+        // A session's new run asks its session's holder before each call;
+        // a continued one is fenced by its own lease (`claimed`).
+        let ctx = CallContext {
+            holder,
+            ..saved.owner_context()
+        };
         // The sandbox's memory cap bounds what its answers may hold on the host.
         let budget = HostBudget::new(self.pool.limits().memory_bytes);
         let bridge = ExecutionBridge::new(
@@ -917,6 +926,7 @@ impl Engine {
                 Some((decision_of(action), decider)),
                 slot,
                 Some(claimed),
+                None,
                 Reply::Direct,
             )
             .await?;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_call::{CallContext, Reply};
+use executor_call::{CallContext, Hold, Reply};
 use executor_catalog::HostBudget;
 use executor_sandbox::{HostBridge, Pool, RunOutcome, SandboxError, Stop};
 use executor_store::{ExecutionRecord, ExecutionStatus, Store, ToolCallRecord, now_ms};
@@ -18,7 +18,7 @@ use crate::envelope::internal_error_id;
 use crate::execution::{
     ApprovalGate, Executions, LiveExecution, RunEvent, RunLease, SavedExecution,
 };
-use crate::invoke::{ExecutionBridge, ToolCallTrace};
+use crate::invoke::{ExecutionBridge, LEASE_LOST, ToolCallTrace};
 use crate::metrics::EngineMetrics;
 
 /// How often a running execution's wall clock is read.
@@ -53,7 +53,7 @@ impl Runner {
         let started_at_ms = now_ms();
         let clock = Instant::now();
         let host: Arc<dyn HostBridge> = Arc::new(bridge.clone());
-        let stop = Stop::default();
+        let stop = bridge.stop();
         let watch = tokio::spawn(watch_wall_clock(
             self.wall_clock,
             self.gate.clone(),
@@ -89,18 +89,52 @@ impl Runner {
             started_at_ms,
             clock.elapsed().as_millis() as i64,
         );
-        // SPEC §10: the record is committed before the result is returned.
+        // SPEC §10: the record is committed before the result is returned,
+        // by the run's holder only.
         let reply = record_durability(self.reply, self.gate.has_paused());
-        match write_record(&self.store, record, reply).await {
-            Ok(()) => self.metrics.record_written(reply),
-            Err(e) => {
-                let id = internal_error_id();
-                tracing::error!(error_id = %id, error = %e, "could not record execution");
-                outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
+        let written = match still_holder(&ctx, self.gate.lease().as_deref()).await {
+            Hold::Held => write_record(&self.store, record, reply)
+                .await
+                .map(|()| self.metrics.record_written(reply))
+                .map_err(|e| e.to_string()),
+            Hold::Lost => {
+                tracing::warn!(execution = %saved.id, "the run's lease was lost; its record is not written here");
+                outcome = RunOutcome::failed(LEASE_LOST);
+                Ok(())
             }
+            Hold::Unknown(e) => Err(e),
+        };
+        if let Err(e) = written {
+            let id = internal_error_id();
+            tracing::error!(error_id = %id, error = %e, "could not record execution");
+            outcome = RunOutcome::failed(format!("Internal tool error [{id}]"));
         }
         self.executions.forget_after(&saved.id, FINISHED_RUN_KEPT);
         let _ = events.send(RunEvent::Finished(outcome));
+    }
+}
+
+/// Whether the run's holder is still this node, asked before its record
+/// is written: a paused run's own lease on the store when it has one (a
+/// node that takes the run over writes the same record); else, by this
+/// node's own clock, its session's (a record names its own execution,
+/// which no other node writes, so the round trip its calls pay is not
+/// needed; none: a sessionless run or the CLI's, which hold nothing).
+async fn still_holder(ctx: &CallContext, lease: Option<&RunLease>) -> Hold {
+    if let Some(lease) = lease {
+        return match lease
+            .store
+            .holds_execution(&lease.execution_id, &lease.fence)
+            .await
+        {
+            Ok(true) => Hold::Held,
+            Ok(false) => Hold::Lost,
+            Err(e) => Hold::Unknown(e.to_string()),
+        };
+    }
+    match &ctx.holder {
+        Some(holder) => holder.check_locally(),
+        None => Hold::Held,
     }
 }
 
@@ -292,6 +326,7 @@ mod tests {
                 principal: Principal { account_id: "acc_1".into(), org_id: "org_1".into() },
                 session_id: Some("sess_1".into()),
                 approval: Default::default(),
+                holder: None,
             };
             let trace = ToolCallTrace {
                 index: 3,

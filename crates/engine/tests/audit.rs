@@ -83,6 +83,7 @@ async fn ctx(store: &Arc<dyn Store>, email: &str, session: Option<&str>) -> Call
         principal: store.ensure_account(email, None).await.unwrap(),
         session_id: session.map(str::to_string),
         approval: Default::default(),
+        holder: None,
     }
 }
 

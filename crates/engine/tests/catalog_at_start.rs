@@ -63,6 +63,7 @@ async fn a_program_runs_while_its_catalog_is_read() {
         principal,
         session_id: None,
         approval: Default::default(),
+        holder: None,
     };
 
     // The read never answers while the gate is shut: a run that waited for

@@ -123,6 +123,7 @@ async fn every_corpus_case_renders_exactly() {
         principal,
         session_id: None,
         approval: Default::default(),
+        holder: None,
     };
     let mut failures = Vec::new();
     for case in &cases {

@@ -105,6 +105,7 @@ async fn ctx(store: &Arc<dyn Store>, email: &str) -> CallContext {
         principal: store.ensure_account(email, None).await.unwrap(),
         session_id: None,
         approval: Default::default(),
+        holder: None,
     }
 }
 

@@ -424,6 +424,7 @@ mod tests {
                 },
                 session_id: None,
                 approval: Default::default(),
+                holder: None,
             },
             catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
             policies: Arc::new(Vec::new()),

@@ -26,6 +26,12 @@ const LEASE_POLL: Duration = Duration::from_millis(50);
 /// How long a save of new tokens is retried before the call gives up.
 const SAVE_RETRY: Duration = Duration::from_secs(5);
 
+/// The row a refresher leased, and the name of its lease.
+struct Leased {
+    record: ConnectionRecord,
+    lease: String,
+}
+
 /// Authorization server refusals that only a new login can mend.
 fn needs_person(error: &str) -> bool {
     matches!(
@@ -131,7 +137,7 @@ impl OAuth {
         // The grant stays usable for the calls its scopes cover; this one
         // needs a person, and the next login asks for the scope.
         let reason = format!("{namespace} asks for the scope `{}`", missing.join(" "));
-        if let Err(e) = self.save_grant_only(&record, grant).await {
+        if let Err(e) = self.save_grant_only(&record, None, grant).await {
             return token_unavailable(&namespace, &e);
         }
         reauth_required(&namespace, &reason)
@@ -160,7 +166,7 @@ impl OAuth {
                 grant.scopes_required.push(scope);
             }
         }
-        self.save_grant_only(&record, &grant)
+        self.save_grant_only(&record, None, &grant)
             .await
             .map_err(|e| token_unavailable(&namespace, &e))?;
         // The save moved the generation by one: refresh from there.
@@ -193,20 +199,17 @@ impl OAuth {
             }
             let now = now_ms();
             let until = now + LEASE.as_millis() as i64;
+            // Each lease taken has its own name: what this refresher does
+            // as its holder is fenced by that lease, not by the process.
+            let lease = format!("{}-{}", self.holder, executor_store::tokens::random_id(8));
             let leased = self
                 .store
-                .lease_connection(
-                    org_id,
-                    namespace,
-                    record.generation,
-                    &self.holder,
-                    until,
-                    now,
-                )
+                .lease_connection(org_id, namespace, record.generation, &lease, until, now)
                 .await
                 .map_err(|e| token_unavailable(namespace, &OAuthError::Stored(e.to_string())))?;
             if leased {
-                return self.refresh_leased(record, grant, force).await;
+                let leased = Leased { record, lease };
+                return self.refresh_leased(leased, grant, force).await;
             }
             if Instant::now() >= deadline {
                 return Err(token_unavailable(
@@ -222,13 +225,22 @@ impl OAuth {
 
     async fn refresh_leased(
         &self,
-        record: ConnectionRecord,
+        leased: Leased,
         grant: Grant,
         force: bool,
     ) -> Result<SecretString, ToolError> {
-        let namespace = record.namespace.clone();
-        let secrets = self.open(&record)?;
+        let namespace = leased.record.namespace.clone();
+        let secrets = self.open(&leased.record)?;
         let unexpired = grant.expires_at_ms.is_none_or(|at| now_ms() < at);
+        let requests_token = !matches!(
+            (grant.flow, &secrets.refresh_token),
+            (Flow::AuthorizationCode, None)
+        );
+        if requests_token && !self.still_leased(&leased).await? {
+            // Stalled past the lease (another refresher may hold it now):
+            // the refresh token is not spent from here.
+            return self.after_lost_lease(&leased).await;
+        }
         let answer = match (grant.flow, &secrets.refresh_token) {
             (Flow::ClientCredentials, _) => {
                 let mut scopes = grant.scopes_granted.clone();
@@ -256,7 +268,7 @@ impl OAuth {
             }
             (Flow::AuthorizationCode, None) => {
                 if unexpired && !force {
-                    self.release(&record).await;
+                    self.release(&leased).await;
                     return Ok(secrets.access_token);
                 }
                 let why = if force {
@@ -264,17 +276,17 @@ impl OAuth {
                 } else {
                     "the access token expired and the grant has no refresh token"
                 };
-                return Err(self.mark_reauth(record, grant, why).await);
+                return Err(self.mark_reauth(&leased, grant, why).await);
             }
         };
         match answer {
-            Ok(issued) => self.save_refreshed(record, grant, secrets, issued).await,
+            Ok(issued) => self.save_refreshed(&leased, grant, secrets, issued).await,
             Err(OAuthError::Refused { error, .. }) if needs_person(&error) => {
                 let why = format!("the authorization server answered {error}");
-                Err(self.mark_reauth(record, grant, &why).await)
+                Err(self.mark_reauth(&leased, grant, &why).await)
             }
             Err(e) => {
-                self.release(&record).await;
+                self.release(&leased).await;
                 if unexpired && !force {
                     // The old token still works: use it, refresh next time.
                     tracing::warn!(namespace = %namespace, error = %e, "token refresh failed; the current token is still valid");
@@ -289,11 +301,12 @@ impl OAuth {
     /// brings none) before anyone uses them.
     async fn save_refreshed(
         &self,
-        record: ConnectionRecord,
+        leased: &Leased,
         mut grant: Grant,
         old: Secrets,
         issued: Issued,
     ) -> Result<SecretString, ToolError> {
+        let record = &leased.record;
         let namespace = record.namespace.clone();
         let now = now_ms();
         grant.obtained_at_ms = now;
@@ -321,16 +334,15 @@ impl OAuth {
         loop {
             match self
                 .store
-                .save_connection_if(updated.clone(), record.generation)
+                .save_connection_if(updated.clone(), record.generation, Some(&leased.lease))
                 .await
             {
                 Ok(true) => return Ok(secrets.access_token),
                 Ok(false) => {
-                    // The lease lapsed and another process saved first: its
-                    // tokens win, ours are dropped unused.
-                    tracing::warn!(namespace = %namespace, "a refresh outlived its lease; using the newer tokens");
-                    let current = self.read(&record.org_id, &namespace).await?;
-                    return self.open(&current).map(|s| s.access_token);
+                    // The lease lapsed and another refresher took it or
+                    // saved first: its tokens win, ours are dropped unused.
+                    tracing::warn!(namespace = %namespace, "a refresh outlived its lease; its tokens are not saved");
+                    return self.after_lost_lease(leased).await;
                 }
                 Err(e) if started.elapsed() < SAVE_RETRY => {
                     tracing::warn!(namespace = %namespace, error = %e, "saving refreshed tokens failed; retrying");
@@ -347,19 +359,17 @@ impl OAuth {
     }
 
     /// Records that a person must log in again; the answer for the call.
-    async fn mark_reauth(
-        &self,
-        record: ConnectionRecord,
-        mut grant: Grant,
-        why: &str,
-    ) -> ToolError {
+    async fn mark_reauth(&self, leased: &Leased, mut grant: Grant, why: &str) -> ToolError {
         grant.status = GrantStatus::ReauthRequired {
             reason: why.to_string(),
         };
-        if let Err(e) = self.save_grant_only(&record, &grant).await {
-            return token_unavailable(&record.namespace, &e);
+        if let Err(e) = self
+            .save_grant_only(&leased.record, Some(&leased.lease), &grant)
+            .await
+        {
+            return token_unavailable(&leased.record.namespace, &e);
         }
-        reauth_required(&record.namespace, why)
+        reauth_required(&leased.record.namespace, why)
     }
 
     /// Writes the grant's state where the row is still at the generation
@@ -367,6 +377,7 @@ impl OAuth {
     async fn save_grant_only(
         &self,
         record: &ConnectionRecord,
+        lease: Option<&str>,
         grant: &Grant,
     ) -> Result<(), OAuthError> {
         let updated = ConnectionRecord {
@@ -375,17 +386,51 @@ impl OAuth {
             ..record.clone()
         };
         self.store
-            .save_connection_if(updated, record.generation)
+            .save_connection_if(updated, record.generation, lease)
             .await
             .map(|_| ())
             .map_err(|e| OAuthError::Stored(e.to_string()))
     }
 
-    async fn release(&self, record: &ConnectionRecord) {
+    async fn release(&self, leased: &Leased) {
+        let record = &leased.record;
         let _ = self
             .store
-            .release_connection_lease(&record.org_id, &record.namespace, &self.holder)
+            .release_connection_lease(&record.org_id, &record.namespace, &leased.lease)
             .await;
+    }
+
+    /// Whether the refresher still holds its lease, asked right before
+    /// the token request that spends the refresh token.
+    async fn still_leased(&self, leased: &Leased) -> Result<bool, ToolError> {
+        let record = &leased.record;
+        self.store
+            .holds_connection_lease(
+                &record.org_id,
+                &record.namespace,
+                record.generation,
+                &leased.lease,
+            )
+            .await
+            .map_err(|e| token_unavailable(&record.namespace, &OAuthError::Stored(e.to_string())))
+    }
+
+    /// A refresher that lost its lease uses the tokens another one saved
+    /// since; when none has yet, the call fails rather than spend the
+    /// refresh token a second time.
+    async fn after_lost_lease(&self, leased: &Leased) -> Result<SecretString, ToolError> {
+        let record = &leased.record;
+        let current = self.read(&record.org_id, &record.namespace).await?;
+        if current.generation != record.generation {
+            return self.open(&current).map(|s| s.access_token);
+        }
+        Err(token_unavailable(
+            &record.namespace,
+            &OAuthError::Unreachable(
+                "this refresh outlived its lease and another process is refreshing the token"
+                    .into(),
+            ),
+        ))
     }
 
     async fn read(&self, org_id: &str, namespace: &str) -> Result<ConnectionRecord, ToolError> {

@@ -149,6 +149,7 @@ impl Operations {
             principal: actor.clone(),
             session_id: None,
             approval,
+            holder: None,
         };
         let outcome = engine
             .call_tool(&ctx, CoreTool::Execute, &json!({ "code": code }))

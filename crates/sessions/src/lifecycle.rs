@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 use executor_mcp::{McpServer, ProtocolVersion};
 use executor_store::{
     ElicitationMode, FIRST_EPOCH, Fence, LogBounds, NODE_LEASE, NodeLease, Notice, Principal,
-    SessionClaim, SessionRecord, Share, Shares, Store, StoreError, now_ms,
+    SessionClaim, SessionRecord, SessionTouch, Share, Shares, Store, StoreError, now_ms,
 };
 use futures::FutureExt;
 use futures::future::Shared;
@@ -74,7 +74,7 @@ use serde_json::Value;
 
 use crate::parking::{LEASE_KEPT, Parking, release_leases};
 use crate::remote::{RemoteListen, RemoteListeners};
-use crate::runtime::{Lease, Runtime};
+use crate::runtime::{HolderLease, Lease, Runtime};
 use crate::streams::{OutboundStream, SLOW_READER_BYTES, StreamLimit};
 
 #[derive(Debug, Clone)]
@@ -871,9 +871,14 @@ impl Sessions {
             .build_tool_list(&record.owner.org_id, record.elicitation_mode)
             .await;
         let config = &self.inner.config;
+        let lease = HolderLease {
+            store: self.inner.store.clone(),
+            node: self.inner.node.clone(),
+        };
         let runtime = Runtime::new(
             record,
             fence,
+            lease,
             tools,
             config.max_get_streams_per_session,
             config.slow_reader_bytes,
@@ -1077,10 +1082,7 @@ impl Sessions {
                 lapses,
             )
         };
-        let touches: Vec<(String, i64)> = disposed
-            .iter()
-            .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
-            .collect();
+        let touches: Vec<SessionTouch> = disposed.iter().map(|rt| rt.activity()).collect();
         // Released, a quiet session's next request is served where it lands.
         release_leases(&self.inner.store, self.inner.node.id(), released);
         for rt in &disposed {
@@ -1124,10 +1126,7 @@ impl Sessions {
             rt.dispose();
             self.release(&rt.record.owner);
         }
-        let touches = live
-            .iter()
-            .map(|rt| (rt.id().to_string(), rt.last_activity_ms()))
-            .collect();
+        let touches = live.iter().map(|rt| rt.activity()).collect();
         if let Err(e) = self.inner.store.touch_sessions(touches).await {
             tracing::warn!(error = %e, "could not record session activity");
         }

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use executor_store::{ElicitationMode, Notice, Renewal, SHARE_LINGER, next_notice, now_ms};
+use executor_store::{
+    ElicitationMode, Notice, Renewal, SHARE_LINGER, SessionTouch, next_notice, now_ms,
+};
 
 use crate::history::HISTORY_CHECK_EVERY;
 use crate::lifecycle::{Sessions, Slot};
@@ -180,11 +182,11 @@ impl Sessions {
     /// Writes the activity of live runtimes to their records (so retention
     /// sees them) without touching the store on every request.
     pub async fn flush_activity(&self) {
-        let touches: Vec<(String, i64)> = self
+        let touches: Vec<SessionTouch> = self
             .slots()
             .values()
             .filter_map(|s| match s {
-                Slot::Live(rt) => Some((rt.id().to_string(), rt.last_activity_ms())),
+                Slot::Live(rt) => Some(rt.activity()),
                 Slot::Building(..) => None,
             })
             .collect();

@@ -4,13 +4,49 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use executor_call::{ApprovalMode, CallContext};
+use executor_call::{ApprovalMode, CallContext, Hold, Holder};
 use executor_mcp::{ProtocolVersion, ToolList};
-use executor_store::{ElicitationMode, Fence, SessionRecord, now_ms};
+use executor_store::{
+    ElicitationMode, Fence, NodeLease, SessionRecord, SessionTouch, Store, now_ms,
+};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
 use crate::streams::{Listener, ListenerRegistry, SseEvent, StreamLimit};
+
+/// What a runtime's [`Holder`] asks: this node's lease on the store, as
+/// of the registration the session's lease was taken under.
+pub(crate) struct HolderLease {
+    pub store: Arc<dyn Store>,
+    pub node: Arc<NodeLease>,
+}
+
+impl HolderLease {
+    /// The question every outbound call and write of the session's runs
+    /// asks first (SPEC §10): locally, whether this node is alive by its
+    /// own clock under the registration the lease was taken in (a node
+    /// stopped past its lease fails here on waking); then the store,
+    /// whether the session's row still names this node at this epoch with
+    /// its lease running (a node evicted by a peer, or whose lease another
+    /// node's claim moved on, fails there). A runtime disposed for being
+    /// idle or terminated still holds: its runs go on as before.
+    fn holder(self, id: &str, fence: &Fence) -> Holder {
+        let registration = self.node.registrations();
+        let node = self.node.clone();
+        let local = move || node.valid() && node.registrations() == registration;
+        let (id, fence, store) = (id.to_string(), fence.clone(), self.store);
+        Holder::new(local, move || {
+            let (store, id, fence) = (store.clone(), id.clone(), fence.clone());
+            Box::pin(async move {
+                match store.holds_session(&id, &fence).await {
+                    Ok(true) => Hold::Held,
+                    Ok(false) => Hold::Lost,
+                    Err(e) => Hold::Unknown(e.to_string()),
+                }
+            })
+        })
+    }
+}
 
 /// The in-memory half of a session: built from the durable record on
 /// demand, thrown away when idle.
@@ -56,10 +92,12 @@ impl Runtime {
     pub(crate) fn new(
         record: SessionRecord,
         fence: Fence,
+        lease: HolderLease,
         tools: Arc<ToolList>,
         max_listeners: usize,
         slow_reader_bytes: usize,
     ) -> Self {
+        let holder = lease.holder(&record.id, &fence);
         let ctx = CallContext {
             principal: record.owner.clone(),
             session_id: Some(record.id.clone()),
@@ -67,6 +105,7 @@ impl Runtime {
                 ElicitationMode::Console => ApprovalMode::InConsole,
                 ElicitationMode::Model | ElicitationMode::Native => ApprovalMode::AskAHuman,
             },
+            holder: Some(holder),
         };
         let protocol_version = ProtocolVersion::negotiate(Some(&record.protocol_version));
         Runtime {
@@ -94,6 +133,15 @@ impl Runtime {
 
     pub fn fence(&self) -> &Fence {
         &self.fence
+    }
+
+    /// The session's last activity, written only at this lease's epoch.
+    pub(crate) fn activity(&self) -> SessionTouch {
+        SessionTouch {
+            id: self.record.id.clone(),
+            epoch: self.fence.epoch,
+            at_ms: self.last_activity_ms(),
+        }
     }
 
     pub fn protocol_version(&self) -> ProtocolVersion {

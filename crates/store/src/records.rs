@@ -63,6 +63,15 @@ pub struct Fence {
     pub epoch: i64,
 }
 
+/// A session's last activity, written by the node that held it at `epoch`
+/// ([`crate::SessionStore::touch_sessions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionTouch {
+    pub id: String,
+    pub epoch: i64,
+    pub at_ms: i64,
+}
+
 /// The epoch of a session's lease when the node that created it holds it.
 pub const FIRST_EPOCH: i64 = 1;
 

@@ -129,8 +129,10 @@ pub trait SessionStore: Send + Sync + 'static {
         page: &PageRequest,
     ) -> StoreResult<Vec<SessionRecord>>;
 
-    /// Records activity for sessions (batched by the caller).
-    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()>;
+    /// Records activity for sessions (batched by the caller), each only
+    /// while its epoch is the one given: no claim since, so a holder that
+    /// lost a session touches nothing.
+    async fn touch_sessions(&self, touches: Vec<SessionTouch>) -> StoreResult<()>;
 
     /// Marks the session terminated and drops its event log.
     async fn terminate_session(&self, id: &str, at_ms: i64) -> StoreResult<()>;
@@ -241,6 +243,15 @@ pub trait NodeStore: Send + Sync + 'static {
     /// node other than `node` holds it. One conditional write: of racing
     /// claimers one wins.
     async fn claim_session(&self, id: &str, node: &str) -> StoreResult<SessionClaim>;
+
+    /// Whether `fence` still holds the session: the row names its node at
+    /// its epoch and that node is alive by the store's clock. What a
+    /// holder asks before it acts for a session (an upstream call): a node
+    /// stopped past its lease, or evicted, learns it here (SPEC §10).
+    async fn holds_session(&self, id: &str, fence: &Fence) -> StoreResult<bool>;
+
+    /// The same for a paused run's lease (`execution_states`).
+    async fn holds_execution(&self, id: &str, fence: &Fence) -> StoreResult<bool>;
 
     /// Gives up the leases of sessions whose runtimes `node` disposed; a
     /// session claimed by another node since is left alone.
@@ -503,13 +514,28 @@ pub trait ConnectionStore: Send + Sync + 'static {
     async fn remove_connection(&self, org_id: &str, namespace: &str) -> StoreResult<bool>;
 
     /// Saves new tokens for an `oauth` connection (`secret`, `oauth`,
-    /// `updated_at_ms`) only while its generation is still `generation`,
-    /// moving it on and releasing any lease; false when another writer
-    /// moved it first (or the row is gone).
+    /// `updated_at_ms`) only while its generation is still `generation`
+    /// and, with a `lease`, while no other refresher holds a lease that
+    /// still runs (a refresher stalled past its lease never saves over the
+    /// next one's); moves the generation on and releases any lease. False
+    /// when another writer moved it first, another lease runs, or the row
+    /// is gone.
     async fn save_connection_if(
         &self,
         connection: ConnectionRecord,
         generation: i64,
+        lease: Option<&str>,
+    ) -> StoreResult<bool>;
+
+    /// Whether `lease` is the connection's refresh lease at `generation`
+    /// and still runs (by the store's clock): what a refresher asks right
+    /// before it spends the refresh token.
+    async fn holds_connection_lease(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        generation: i64,
+        lease: &str,
     ) -> StoreResult<bool>;
 
     /// Takes the refresh lease of a connection at `generation` for

@@ -55,6 +55,7 @@ contract!(
     connections_round_trip_in_namespace_order,
     one_refresh_lease_across_two_handles,
     tokens_are_saved_only_at_the_generation_read,
+    a_refresher_past_its_lease_neither_spends_nor_saves_over_the_next,
     a_pending_login_is_taken_once_and_never_after_expiry,
     a_posted_decision_is_taken_exactly_once,
     racing_takers_get_a_posted_decision_once,
@@ -362,16 +363,24 @@ async fn sessions_round_trip_and_activity_only_moves_forward(t: TestStore) {
     s.insert_session(record.clone(), "node_test").await.unwrap();
     assert_eq!(s.get_session("sess_1").await.unwrap(), Some(record));
     s.touch_sessions(vec![
-        ("sess_1".into(), 3_000),
-        ("sess_1".into(), 2_000),
-        ("sess_gone".into(), 9_000),
+        touch("sess_1", 3_000),
+        touch("sess_1", 2_000),
+        touch("sess_gone", 9_000),
     ])
     .await
     .unwrap();
-    s.touch_sessions(vec![("sess_1".into(), 1_500)])
+    s.touch_sessions(vec![touch("sess_1", 1_500)])
         .await
         .unwrap();
     s.touch_sessions(Vec::new()).await.unwrap();
+    // A holder whose epoch is not the session's (it lost the lease to a
+    // claim) touches nothing.
+    s.touch_sessions(vec![SessionTouch {
+        epoch: FIRST_EPOCH + 1,
+        ..touch("sess_1", 8_000)
+    }])
+    .await
+    .unwrap();
     let touched = s.get_session("sess_1").await.unwrap().unwrap();
     assert_eq!(touched.last_activity_at_ms, 3_000);
     assert!(s.get_session("sess_gone").await.unwrap().is_none());
@@ -412,7 +421,7 @@ async fn retention_removes_only_untouched_sessions_and_their_events(t: TestStore
     )
     .await
     .unwrap();
-    s.touch_sessions(vec![("old".into(), 2_000)]).await.unwrap();
+    s.touch_sessions(vec![touch("old", 2_000)]).await.unwrap();
     assert_eq!(s.gc_sessions(3_000).await.unwrap(), 1);
     assert!(s.get_session("old").await.unwrap().is_none());
     assert!(s.get_session("recent").await.unwrap().is_some());
@@ -906,13 +915,13 @@ async fn tokens_are_saved_only_at_the_generation_read(t: TestStore) {
     s.set_connection(oauth_connection("v1:a")).await.unwrap();
     let read = s.get_connection("org", "api").await.unwrap().unwrap();
     assert!(
-        s.save_connection_if(oauth_connection("v1:b"), read.generation)
+        s.save_connection_if(oauth_connection("v1:b"), read.generation, None)
             .await
             .unwrap()
     );
     // A second refresher that read the same generation loses.
     assert!(
-        !s.save_connection_if(oauth_connection("v1:c"), read.generation)
+        !s.save_connection_if(oauth_connection("v1:c"), read.generation, None)
             .await
             .unwrap()
     );
@@ -922,10 +931,107 @@ async fn tokens_are_saved_only_at_the_generation_read(t: TestStore) {
     // A login (set_connection) moves the generation too.
     s.set_connection(oauth_connection("v1:d")).await.unwrap();
     assert!(
-        !s.save_connection_if(oauth_connection("v1:e"), now.generation)
+        !s.save_connection_if(oauth_connection("v1:e"), now.generation, None)
             .await
             .unwrap()
     );
+}
+
+/// SPEC §10: the refresh lease fences the refresher that took it. One
+/// stalled past its lease learns it before it spends the refresh token,
+/// and cannot save over the refresher that took the lease next; with no
+/// next one, its save (tokens the server already issued) still lands.
+/// Activity as the session's first holder writes it.
+fn touch(id: &str, at_ms: i64) -> SessionTouch {
+    SessionTouch {
+        id: id.into(),
+        epoch: FIRST_EPOCH,
+        at_ms,
+    }
+}
+
+async fn a_refresher_past_its_lease_neither_spends_nor_saves_over_the_next(t: TestStore) {
+    let s = t.store();
+    s.set_connection(oauth_connection("v1:a")).await.unwrap();
+    let g = s
+        .get_connection("org", "api")
+        .await
+        .unwrap()
+        .unwrap()
+        .generation;
+    let short = |span: i64| {
+        let now = now_ms();
+        (now + span, now)
+    };
+    let (until, now) = short(150);
+    assert!(
+        s.lease_connection("org", "api", g, "lease-a", until, now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.holds_connection_lease("org", "api", g, "lease-a")
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        !s.holds_connection_lease("org", "api", g, "lease-a")
+            .await
+            .unwrap(),
+        "a lapsed lease is not held"
+    );
+    // Lapsed and not taken: the stalled refresher's tokens still land.
+    let (until, now) = short(150);
+    assert!(
+        s.lease_connection("org", "api", g, "lease-b", until, now)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        s.save_connection_if(oauth_connection("v1:b"), g, Some("lease-b"))
+            .await
+            .unwrap()
+    );
+    // Taken by the next refresher: the stalled one neither holds it nor saves.
+    let g = g + 1;
+    let (until, now) = short(150);
+    assert!(
+        s.lease_connection("org", "api", g, "lease-c", until, now)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let (until, now) = short(60_000);
+    assert!(
+        s.lease_connection("org", "api", g, "lease-d", until, now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.holds_connection_lease("org", "api", g, "lease-c")
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.holds_connection_lease("org", "api", g, "lease-d")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.save_connection_if(oauth_connection("v1:c"), g, Some("lease-c"))
+            .await
+            .unwrap(),
+        "a stale refresher saved over the next one's lease"
+    );
+    assert!(
+        s.save_connection_if(oauth_connection("v1:d"), g, Some("lease-d"))
+            .await
+            .unwrap()
+    );
+    let now = s.get_connection("org", "api").await.unwrap().unwrap();
+    assert_eq!(now.secret, "v1:d");
 }
 
 async fn a_pending_login_is_taken_once_and_never_after_expiry(t: TestStore) {
@@ -1311,7 +1417,7 @@ async fn batched_session_writes_sharing_rows_never_deadlock(t: TestStore) {
                         let release = batch.into_iter().map(|id| (id, FIRST_EPOCH + 99)).collect();
                         s.release_sessions("node_a", release).await?;
                     } else {
-                        let touches = batch.into_iter().map(|id| (id, 10 + round)).collect();
+                        let touches = batch.iter().map(|id| touch(id, 10 + round)).collect();
                         s.touch_sessions(touches).await?;
                     }
                 }
@@ -2220,7 +2326,7 @@ async fn sessions_are_listed_by_last_activity(t: TestStore) {
             .await
             .unwrap();
     }
-    s.touch_sessions(vec![("s1".into(), 5_000)]).await.unwrap();
+    s.touch_sessions(vec![touch("s1", 5_000)]).await.unwrap();
     s.terminate_session("s2", 6_000).await.unwrap();
     let key = |x: &SessionRecord| PageKey {
         started_at_ms: x.last_activity_at_ms,

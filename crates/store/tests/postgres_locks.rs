@@ -10,7 +10,7 @@ use executor_store::{AccountStore, SessionStore};
 use std::time::Duration;
 
 use executor_store::testing::PgTestDb;
-use executor_store::{ElicitationMode, SessionRecord};
+use executor_store::{ElicitationMode, FIRST_EPOCH, SessionRecord, SessionTouch};
 
 /// Whether another transaction holds `id`'s row lock now.
 async fn locked(client: &mut tokio_postgres::Client, id: &str) -> bool {
@@ -61,7 +61,15 @@ async fn a_touch_batch_locks_its_sessions_in_id_order() {
         .await
         .unwrap();
 
-    let touches: Vec<(String, i64)> = ids.iter().step_by(3).map(|id| (id.clone(), 7)).collect();
+    let touches: Vec<SessionTouch> = ids
+        .iter()
+        .step_by(3)
+        .map(|id| SessionTouch {
+            id: id.clone(),
+            epoch: FIRST_EPOCH,
+            at_ms: 7,
+        })
+        .collect();
     let batch = {
         let store = store.clone();
         tokio::spawn(async move { store.touch_sessions(touches).await })

@@ -162,6 +162,7 @@ async fn call_ping(url: &str, transport: HttpTransport, allow_local_network: boo
             },
             session_id: None,
             approval: Default::default(),
+            holder: None,
         },
         catalog: Arc::new(Catalog::new(Vec::<ToolEntry>::new())),
         policies: Arc::new(Vec::new()),

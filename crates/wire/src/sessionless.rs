@@ -92,6 +92,7 @@ pub(crate) async fn post(
         principal,
         session_id: None,
         approval: approval_of(mode),
+        holder: None,
     };
     if let Some(overload) = app.server().refused_for_load(&ctx, &req) {
         return Err(WireError::Overloaded(overload));

@@ -18,6 +18,7 @@ pub async fn serve_stdio(server: Arc<McpServer>, principal: Principal) -> std::i
         principal,
         session_id: None,
         approval: Default::default(),
+        holder: None,
     };
     let mut version = ProtocolVersion::NEWEST_SESSION_BASED;
     let mut tools = server

@@ -70,12 +70,19 @@ impl ConnectionStore for PgStore {
         Ok(n > 0)
     }
 
-    async fn save_connection_if(&self, c: ConnectionRecord, generation: i64) -> StoreResult<bool> {
+    async fn save_connection_if(
+        &self,
+        c: ConnectionRecord,
+        generation: i64,
+        lease: Option<&str>,
+    ) -> StoreResult<bool> {
         let n = self
             .execute(
                 "UPDATE connections SET secret = $3, oauth = $4, updated_at = $5, generation = generation + 1, \
                  lease_holder = NULL, lease_until = NULL \
-                 WHERE org_id = $1 AND namespace = $2 AND generation = $6",
+                 WHERE org_id = $1 AND namespace = $2 AND generation = $6 \
+                 AND ($7::text IS NULL OR lease_holder IS NULL OR lease_holder = $7 \
+                      OR lease_until < executor_now_ms())",
                 &[
                     &c.org_id,
                     &c.namespace,
@@ -83,10 +90,28 @@ impl ConnectionStore for PgStore {
                     &c.oauth,
                     &c.updated_at_ms,
                     &generation,
+                    &lease,
                 ],
             )
             .await?;
         Ok(n > 0)
+    }
+
+    async fn holds_connection_lease(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        generation: i64,
+        lease: &str,
+    ) -> StoreResult<bool> {
+        let found = self
+            .query_opt(
+                "SELECT 1 FROM connections WHERE org_id = $1 AND namespace = $2 \
+                 AND generation = $3 AND lease_holder = $4 AND lease_until >= executor_now_ms()",
+                &[&org_id, &namespace, &generation, &lease],
+            )
+            .await?;
+        Ok(found.is_some())
     }
 
     async fn lease_connection(

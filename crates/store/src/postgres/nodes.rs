@@ -135,6 +135,14 @@ impl NodeStore for PgStore {
         Ok(alive.is_some())
     }
 
+    async fn holds_session(&self, id: &str, fence: &Fence) -> StoreResult<bool> {
+        self.holds(HOLDS_SESSION, id, fence).await
+    }
+
+    async fn holds_execution(&self, id: &str, fence: &Fence) -> StoreResult<bool> {
+        self.holds(HOLDS_EXECUTION, id, fence).await
+    }
+
     async fn retire_node(&self, id: &str) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
@@ -261,5 +269,21 @@ impl NodeStore for PgStore {
             )
             .await?;
         Ok(n == 1)
+    }
+}
+
+/// Whether a row names the node at the epoch, that node alive by the
+/// database's clock.
+const HOLDS_SESSION: &str = "SELECT 1 FROM sessions t JOIN nodes n ON n.id = t.holder \
+     WHERE t.id = $1 AND t.holder = $2 AND t.epoch = $3 AND n.alive_until >= executor_now_ms()";
+const HOLDS_EXECUTION: &str = "SELECT 1 FROM execution_states t JOIN nodes n ON n.id = t.holder \
+     WHERE t.id = $1 AND t.holder = $2 AND t.epoch = $3 AND n.alive_until >= executor_now_ms()";
+
+impl PgStore {
+    async fn holds(&self, query: &str, id: &str, fence: &Fence) -> StoreResult<bool> {
+        let found = self
+            .query_opt(query, &[&id, &fence.node, &fence.epoch])
+            .await?;
+        Ok(found.is_some())
     }
 }

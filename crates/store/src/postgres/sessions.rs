@@ -69,30 +69,37 @@ impl SessionStore for PgStore {
         rows(found, session_from_row)
     }
 
-    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
+    async fn touch_sessions(&self, touches: Vec<SessionTouch>) -> StoreResult<()> {
         // One statement per batch. An id twice in one batch would be updated
         // with either value (UPDATE … FROM takes one match), so each keeps
         // its latest.
         let mut latest = std::collections::BTreeMap::new();
-        for (id, at) in touches {
-            let entry = latest.entry(id).or_insert(at);
-            *entry = (*entry).max(at);
+        for t in touches {
+            let entry = latest.entry(t.id).or_insert((t.epoch, t.at_ms));
+            *entry = (t.epoch.max(entry.0), t.at_ms.max(entry.1));
         }
         if latest.is_empty() {
             return Ok(());
         }
-        let (ids, ats): (Vec<String>, Vec<i64>) = latest.into_iter().unzip();
+        let mut ids = Vec::with_capacity(latest.len());
+        let mut epochs = Vec::with_capacity(latest.len());
+        let mut ats = Vec::with_capacity(latest.len());
+        for (id, (epoch, at)) in latest {
+            ids.push(id);
+            epochs.push(epoch);
+            ats.push(at);
+        }
         // On the main pool: a batch may wait for row locks, and the
         // unflushed pool's few connections serve claims, which a restore
-        // waits for.
+        // waits for. Only at the toucher's epoch: a claim since fences it.
         self.execute(
             &format!(
                 "{} UPDATE sessions s SET last_activity_at = GREATEST(s.last_activity_at, t.at) \
-                 FROM unnest($1::text[], $2::int8[]) AS t(id, at), locked \
-                 WHERE s.id = t.id AND locked.id = s.id",
+                 FROM unnest($1::text[], $2::int8[], $3::int8[]) AS t(id, at, epoch), locked \
+                 WHERE s.id = t.id AND locked.id = s.id AND s.epoch = t.epoch",
                 sessions_locked_in_order("")
             ),
-            &[&ids, &ats],
+            &[&ids, &ats, &epochs],
         )
         .await?;
         Ok(())

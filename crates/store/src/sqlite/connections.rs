@@ -51,17 +51,43 @@ impl ConnectionStore for SqliteStore {
             .await
     }
 
-    async fn save_connection_if(&self, c: ConnectionRecord, generation: i64) -> StoreResult<bool> {
+    async fn save_connection_if(
+        &self,
+        c: ConnectionRecord,
+        generation: i64,
+        lease: Option<&str>,
+    ) -> StoreResult<bool> {
+        let lease = lease.map(str::to_string);
         self.writer
             .write(move |conn| {
                 Ok(conn.execute(
                     "UPDATE connections SET secret = ?3, oauth = ?4, updated_at = ?5, generation = generation + 1, \
                      lease_holder = NULL, lease_until = NULL \
-                     WHERE org_id = ?1 AND namespace = ?2 AND generation = ?6",
-                    params![c.org_id, c.namespace, c.secret, c.oauth, c.updated_at_ms, generation],
+                     WHERE org_id = ?1 AND namespace = ?2 AND generation = ?6 \
+                     AND (?7 IS NULL OR lease_holder IS NULL OR lease_holder = ?7 OR lease_until < ?8)",
+                    params![c.org_id, c.namespace, c.secret, c.oauth, c.updated_at_ms, generation, lease, now_ms()],
                 )? > 0)
             })
             .await
+    }
+
+    async fn holds_connection_lease(
+        &self,
+        org_id: &str,
+        namespace: &str,
+        generation: i64,
+        lease: &str,
+    ) -> StoreResult<bool> {
+        let (org_id, namespace, lease) =
+            (org_id.to_string(), namespace.to_string(), lease.to_string());
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT 1 FROM connections WHERE org_id = ?1 AND namespace = ?2 \
+                     AND generation = ?3 AND lease_holder = ?4 AND lease_until >= ?5",
+                )?
+                .exists(params![org_id, namespace, generation, lease, now_ms()])?)
+        })
     }
 
     async fn lease_connection(

@@ -138,6 +138,14 @@ impl NodeStore for SqliteStore {
         })
     }
 
+    async fn holds_session(&self, id: &str, fence: &Fence) -> StoreResult<bool> {
+        self.holds("sessions", id, fence).await
+    }
+
+    async fn holds_execution(&self, id: &str, fence: &Fence) -> StoreResult<bool> {
+        self.holds("execution_states", id, fence).await
+    }
+
     async fn retire_node(&self, id: &str) -> StoreResult<()> {
         let id = id.to_string();
         self.writer
@@ -229,5 +237,21 @@ impl NodeStore for SqliteStore {
                     == 1)
             })
             .await
+    }
+}
+
+impl SqliteStore {
+    /// Whether `table`'s row `id` names `fence`'s node at its epoch, that
+    /// node alive now.
+    async fn holds(&self, table: &'static str, id: &str, fence: &Fence) -> StoreResult<bool> {
+        let (id, node, epoch) = (id.to_string(), fence.node.clone(), fence.epoch);
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(&format!(
+                    "SELECT 1 FROM {table} t JOIN nodes n ON n.id = t.holder \
+                     WHERE t.id = ?1 AND t.holder = ?2 AND t.epoch = ?3 AND n.alive_until >= ?4"
+                ))?
+                .exists(params![id, node, epoch, now_ms()])?)
+        })
     }
 }

@@ -58,23 +58,22 @@ impl SessionStore for SqliteStore {
         )
     }
 
-    async fn touch_sessions(&self, touches: Vec<(String, i64)>) -> StoreResult<()> {
+    async fn touch_sessions(&self, touches: Vec<SessionTouch>) -> StoreResult<()> {
         if touches.is_empty() {
             return Ok(());
         }
-        self.writer.write(move |conn| {
-            let tx = conn;
-            {
-                let mut stmt = tx.prepare_cached(
-                    "UPDATE sessions SET last_activity_at = MAX(last_activity_at, ?2) WHERE id = ?1",
+        self.writer
+            .write(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "UPDATE sessions SET last_activity_at = MAX(last_activity_at, ?2) \
+                     WHERE id = ?1 AND epoch = ?3",
                 )?;
-                for (id, at) in &touches {
-                    stmt.execute(params![id, at])?;
+                for t in &touches {
+                    stmt.execute(params![t.id, t.at_ms, t.epoch])?;
                 }
-            }
-                        Ok(())
-        })
-        .await
+                Ok(())
+            })
+            .await
     }
 
     async fn sessions_terminated_since(&self, since_ms: i64) -> StoreResult<Vec<String>> {
