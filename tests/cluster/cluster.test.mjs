@@ -9,7 +9,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   connectSdk, post, rpc, responseTo, noStickyFailure, openGet, openStream, mcpHeaders, drain, initSession,
-  sleep, PAST_IDLE_MS, EXECUTE_ONE, scrapeMetrics, metricMatching, recordingUpstream, waitUntil, splitEventId,
+  sleep, PAST_IDLE_MS, EXECUTE_ONE, scrapeMetrics, metricMatching, recordingUpstream, waitUntil,
 } from "../e2e/harness.mjs";
 import { startCluster } from "./cluster.mjs";
 
@@ -69,48 +69,77 @@ test("the seed scenario through nginx: sessions across idle rounds, GET and POST
   no5xx(from);
 });
 
-test("kill -9 of a session's holder with a GET open and a call running: the client reconnects with Last-Event-ID and gets every event, the next request works", { timeout: 120_000 }, async () => {
+test("kill -9 of a session's holder with its GET open and a call running: every event the client had not read is replayed from another node", { timeout: 120_000 }, async () => {
   const s = await initSession(cluster.front, bearer);
   const headers = { bearer, sessionId: s.sessionId, protocolVersion: s.protocolVersion };
-  const g = await openGet(cluster.front, headers);
+  const holder = cluster.holderOf("sessions", s.sessionId);
+  assert.ok(holder, "one node holds the session");
+  // The client's GET stream, on the holder itself.
+  const g = await openGet(holder, headers);
   assert.equal(g.status, 200, await (g.status === 200 ? "" : drain(g)));
-  const lastSeen = await g.waitFor((evs) => evs.find((e) => e.id), 5000);
-  // A call whose POST stream dies before it answers: its answer is logged
-  // for the session's GET, but the client has lost that too.
-  const late = await openStream(cluster.front.mcpUrl, {
+  await g.waitFor((evs) => evs.find((e) => e.id), 5000);
+  // The client stops reading its GET: what the holder sends on it from now
+  // on waits in the sockets' buffers and, past them, in the holder's queue.
+  g.res.pause();
+  // Calls whose POST streams the client drops before they answer (about
+  // 5 MB of answers in all, more than the buffers of a reader that reads
+  // nothing): each answer is logged on its own stream, then carried by the
+  // open GET or left undelivered.
+  const ids = [];
+  const primingOf = new Map();
+  for (let i = 0; i < 10; i++) {
+    const id = 100 + i;
+    const st = await openStream(holder.mcpUrl, {
+      method: "POST",
+      headers: mcpHeaders(headers),
+      body: rpc("tools/call", { name: "execute", arguments: { code: `await new Promise((r) => setTimeout(r, 300)); return { n: ${id}, pad: "x".repeat(500000) };` } }, id),
+    });
+    assert.equal(st.status, 200);
+    primingOf.set(id, await st.waitFor((evs) => evs.find((e) => e.id), 5000));
+    st.close();
+    ids.push(id);
+  }
+  await sleep(1500); // the last answer is logged
+  // A call still running on the holder when it is killed.
+  const running = await openStream(holder.mcpUrl, {
     method: "POST",
     headers: mcpHeaders(headers),
-    body: rpc("tools/call", { name: "execute", arguments: { code: "await new Promise((r) => setTimeout(r, 800)); return 'logged';" } }, 61),
-  });
-  assert.equal(late.status, 200);
-  await late.waitFor((evs) => evs.find((e) => e.id), 5000);
-  late.close();
-  g.close();
-  await sleep(1500);
-  // Another call is running on the holder when it is killed.
-  const running = await openStream(cluster.front.mcpUrl, {
-    method: "POST",
-    headers: mcpHeaders(headers),
-    body: rpc("tools/call", { name: "execute", arguments: { code: "await new Promise((r) => setTimeout(r, 5000)); return 'lost';" } }, 62),
+    body: rpc("tools/call", { name: "execute", arguments: { code: "await new Promise((r) => setTimeout(r, 5000)); return 'lost';" } }, 199),
   });
   assert.equal(running.status, 200);
   await running.waitFor((evs) => evs.find((e) => e.id), 5000);
-  const holder = cluster.holderOf("sessions", s.sessionId);
-  assert.ok(holder, "one node holds the session");
   await holder.kill9();
   try {
     running.close();
-    // Reconnected through nginx from the last event it saw, the client
-    // gets what was logged since, whichever node serves it.
-    const resumed = await openGet(cluster.front, { ...headers, lastEventId: lastSeen.id });
-    try {
-      assert.equal(resumed.status, 200, await (resumed.status === 200 ? "" : drain(resumed)));
-      const replayed = await resumed.waitFor((evs) => evs.find((e) => e.message?.id === 61), 10_000);
-      assert.equal(replayed.message.result.content[0].text, "logged");
-      assert.ok(splitEventId(replayed.id), replayed.raw);
-    } finally {
-      resumed.close();
+    // The client reads what reached it before the kill, to the stream's end.
+    g.res.resume();
+    await waitUntil("the GET on the killed holder to end", async () => g.ended, { ms: 15_000, every: 50 });
+    const answered = (e, id) => e.message?.id === id && e.message.result?.structuredContent?.result?.n === id;
+    const missing = ids.filter((id) => !g.events.some((e) => answered(e, id)));
+    assert.ok(missing.length > 0, "some answers had not reached the client when its node died (else this proves nothing)");
+    // The client resumes each stream from the last event it read there, as
+    // the SDKs do, through nginx: a node still alive replays the rest of
+    // each stream from the log. Its GET first: what was left undelivered.
+    const last = [...g.events].reverse().find((e) => e.id);
+    const again = await openGet(cluster.front, { ...headers, lastEventId: last.id });
+    assert.equal(again.status, 200, await (again.status === 200 ? "" : drain(again)));
+    await sleep(500);
+    again.close();
+    for (const id of missing) {
+      const resumed = await openGet(cluster.front, { ...headers, lastEventId: primingOf.get(id).id });
+      try {
+        assert.equal(resumed.status, 200, await (resumed.status === 200 ? "" : drain(resumed)));
+        const ev = await resumed.waitFor((evs) => evs.find((e) => e.message?.id === id), 10_000);
+        // The stream's whole rest: its answer, whole, under its own stream.
+        assert.ok(answered(ev, id), ev.raw.slice(0, 300));
+        assert.equal(ev.message.result.structuredContent.result.pad.length, 500000);
+        assert.equal(ev.id.split(":")[0], primingOf.get(id).id.split(":")[0], "replayed on its own stream");
+        assert.deepEqual(resumed.events.filter((e) => e.message?.id !== undefined).map((e) => e.message.id), [id], "nothing else of that stream is left to replay");
+      } finally {
+        resumed.close();
+      }
     }
+    // Every answer reached the client, on the GET or by a replay.
     for (let i = 0; i < 3; i++) {
       const res = await post(cluster.front, rpc("tools/call", EXECUTE_ONE, 70 + i), headers);
       assert.equal(res.status, 200, res.body);
