@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use executor_call::{CallContext, Hold, Reply};
 use executor_catalog::HostBudget;
 use executor_sandbox::{HostBridge, Pool, RunOutcome, SandboxError, Stop};
-use executor_store::{ExecutionRecord, ExecutionStatus, Store, ToolCallRecord, now_ms};
+use executor_store::{ExecutionRecord, ExecutionStatus, Store, StoreError, ToolCallRecord, now_ms};
 
 use tokio::sync::mpsc;
 
@@ -93,10 +93,18 @@ impl Runner {
         // by the run's holder only.
         let reply = record_durability(self.reply, self.gate.has_paused());
         let written = match still_holder(&ctx, self.gate.lease().as_deref()).await {
-            Hold::Held => write_record(&self.store, record, reply)
-                .await
-                .map(|()| self.metrics.record_written(reply))
-                .map_err(|e| e.to_string()),
+            Hold::Held => match write_record(&self.store, record, reply).await {
+                Ok(()) => {
+                    self.metrics.record_written(reply);
+                    Ok(())
+                }
+                Err(StoreError::Full) => {
+                    tracing::error!(execution = %saved.id, "could not record execution: the store's disk is full");
+                    outcome = RunOutcome::failed(STORE_FULL);
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            },
             Hold::Lost => {
                 tracing::warn!(execution = %saved.id, "the run's lease was lost; its record is not written here");
                 outcome = RunOutcome::failed(LEASE_LOST);
@@ -113,6 +121,9 @@ impl Runner {
         let _ = events.send(RunEvent::Finished(outcome));
     }
 }
+
+/// What a run whose record the store had no room for ends with.
+const STORE_FULL: &str = "this execution ran, but the server's storage is full: its record and result could not be kept; retry once an operator has freed space";
 
 /// Whether the run's holder is still this node, asked before its record
 /// is written: a paused run's own lease on the store when it has one (a

@@ -101,7 +101,7 @@ impl From<StoreError> for OpError {
             StoreError::ForeignPersonalOrg { .. } => OpError::conflict("refused", e.to_string()),
             StoreError::Invalid(message) => OpError::invalid("body", message),
             StoreError::NotFound(what) => OpError::not_found(what),
-            StoreError::Busy => OpError::unavailable(e.to_string()),
+            StoreError::Busy | StoreError::Full => OpError::unavailable(e.to_string()),
             other => OpError::internal("the store failed", other),
         }
     }

@@ -165,6 +165,10 @@ pub enum AcquireError {
     /// The store failed; the detail is logged, never shown.
     #[error("session store unavailable")]
     Unavailable,
+    /// The disk under the store is full: nothing was written; the same
+    /// request succeeds once space returns.
+    #[error("the server's storage is full; retry later")]
+    StoreFull,
     /// The session's owner holds the most live sessions allowed, or created
     /// that many within one idle timeout (SPEC §12).
     #[error(
@@ -175,6 +179,17 @@ pub enum AcquireError {
     /// that node's to serve. The caller owns the session.
     #[error("the session is held by another node")]
     HeldElsewhere(Box<Holder>),
+}
+
+/// What a request answers when the store failed it: the store's full
+/// disk by its name (the client may retry once space returns), anything
+/// else as unavailable; the detail goes to the log.
+fn store_failed(what: &str, e: StoreError) -> AcquireError {
+    tracing::error!(error = %e, "{what}");
+    match e {
+        StoreError::Full => AcquireError::StoreFull,
+        _ => AcquireError::Unavailable,
+    }
 }
 
 /// The node holding a session, for a request this node hands over.
@@ -501,8 +516,7 @@ impl Sessions {
                 .ask(Share::PrincipalSessions, &key, want, limit)
                 .await
                 .map_err(|e| {
-                    tracing::error!(error = %e, "could not ask the store for a principal's sessions");
-                    AcquireError::Unavailable
+                    store_failed("could not ask the store for a principal's sessions", e)
                 })?;
             if granted <= live {
                 return Err(AcquireError::SessionLimit(limit));
@@ -577,10 +591,7 @@ impl Sessions {
         shares
             .ask(Share::SessionStreams, session_id, open + 1, limit)
             .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "could not ask the store for a session's streams");
-                AcquireError::Unavailable
-            })
+            .map_err(|e| store_failed("could not ask the store for a session's streams", e))
     }
 
     /// GET streams of `session_id` open on this node (as its holder or
@@ -636,10 +647,7 @@ impl Sessions {
             .store
             .insert_session(record.clone(), &node)
             .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "could not persist new session");
-                AcquireError::Unavailable
-            })?;
+            .map_err(|e| store_failed("could not persist new session", e))?;
         let fence = Fence {
             node,
             epoch: FIRST_EPOCH,
@@ -816,10 +824,7 @@ impl Sessions {
     /// Claims the session's lease for this node, registering the node
     /// first when the store says it is not alive.
     async fn claim(&self, session_id: &str) -> Result<SessionClaim, AcquireError> {
-        let unavailable = |e: StoreError| {
-            tracing::error!(error = %e, "could not claim a session");
-            AcquireError::Unavailable
-        };
+        let unavailable = |e: StoreError| store_failed("could not claim a session", e);
         let store = &self.inner.store;
         let node = &self.inner.node;
         let claim = store

@@ -36,6 +36,12 @@ pub enum StoreError {
     /// §10). The caller stops acting as the holder.
     #[error("{id} moved to another node")]
     Fenced { id: String },
+    /// The disk under the store is full (SQLite's `SQLITE_FULL`,
+    /// Postgres's `disk_full`): nothing of the write was kept, what was
+    /// written before stays, and writes succeed again once space returns.
+    /// Callers answer with this cause rather than an internal error.
+    #[error("the store's disk is full")]
+    Full,
 }
 
 impl StoreError {
@@ -59,6 +65,9 @@ impl StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            return StoreError::Full;
+        }
         StoreError::database_caused(e.to_string(), e)
     }
 }

@@ -180,6 +180,9 @@ fn commit_batch(conn: &Connection, batch: Vec<Job>) {
     for (reply_to, out) in results {
         let out = match &committed {
             Ok(()) => out,
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) => {
+                Err(StoreError::Full)
+            }
             Err(e) => Err(StoreError::database(format!("commit failed: {e}"))),
         };
         reply(reply_to, out);

@@ -64,9 +64,11 @@ impl WireError {
                 StatusCode::NOT_FOUND
             }
             WireError::Session(AcquireError::Forbidden) => StatusCode::FORBIDDEN,
-            WireError::Session(AcquireError::Unavailable | AcquireError::HeldElsewhere(_)) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            WireError::Session(
+                AcquireError::Unavailable
+                | AcquireError::StoreFull
+                | AcquireError::HeldElsewhere(_),
+            ) => StatusCode::SERVICE_UNAVAILABLE,
             WireError::Moving => StatusCode::SERVICE_UNAVAILABLE,
             WireError::Session(AcquireError::SessionLimit(_)) | WireError::Streams(_) => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -118,7 +120,11 @@ impl WireError {
                     h.insert(header::WWW_AUTHENTICATE, v);
                 }
             }
-            WireError::Session(AcquireError::Unavailable | AcquireError::HeldElsewhere(_))
+            WireError::Session(
+                AcquireError::Unavailable
+                | AcquireError::StoreFull
+                | AcquireError::HeldElsewhere(_),
+            )
             | WireError::Moving
             | WireError::Draining
             | WireError::Overloaded(_) => {
@@ -138,5 +144,53 @@ impl IntoResponse for WireError {
         };
         let body = executor_mcp::error_response(&serde_json::Value::Null, &error);
         (self.status(), self.headers(), axum::Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SPEC §12: every cause of "busy" — a full sandbox queue, a full
+    /// store write queue, the server's running bound — and a full disk
+    /// answer 503 with `Retry-After` and say which, before any work runs.
+    #[test]
+    fn every_busy_cause_is_a_503_with_retry_after_that_names_it() {
+        let cases = [
+            (
+                WireError::Overloaded(Overload::SandboxQueue),
+                "the sandbox's queue",
+            ),
+            (
+                WireError::Overloaded(Overload::StoreWrites),
+                "writes queued",
+            ),
+            (
+                WireError::Overloaded(Overload::Executions),
+                "as many executions",
+            ),
+            (
+                WireError::Session(AcquireError::StoreFull),
+                "storage is full",
+            ),
+        ];
+        for (error, names) in cases {
+            let message = error.to_string();
+            let response = error.into_response();
+            assert_eq!(
+                response.status(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{message}"
+            );
+            assert_eq!(
+                response
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .map(|v| v.as_bytes()),
+                Some(&b"1"[..]),
+                "{message}"
+            );
+            assert!(message.contains(names), "{message} should name {names:?}");
+        }
     }
 }

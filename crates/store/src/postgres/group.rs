@@ -88,6 +88,7 @@ fn failed(e: tokio_postgres::Error) -> Failed {
 fn again(e: &StoreError) -> StoreError {
     match e {
         StoreError::Busy => StoreError::Busy,
+        StoreError::Full => StoreError::Full,
         StoreError::Database(e) => StoreError::Database(e.clone()),
         other => StoreError::database(other.to_string()),
     }

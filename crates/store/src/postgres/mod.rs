@@ -439,6 +439,9 @@ async fn checkout(pool: &Pool) -> StoreResult<Client> {
 }
 
 pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) {
+        return StoreError::Full;
+    }
     StoreError::database_caused(describe(&e), e)
 }
 
