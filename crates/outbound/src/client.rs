@@ -84,7 +84,7 @@ const PARSED_VALUE_OVERHEAD: usize = 80;
 /// An upper estimate of what `bytes` takes once parsed: its text plus
 /// [`PARSED_VALUE_OVERHEAD`] per value (counted by the separators outside
 /// strings). Text that is not JSON is kept as one string.
-fn parsed_size_estimate(bytes: &[u8], is_json: bool) -> usize {
+pub fn parsed_size_estimate(bytes: &[u8], is_json: bool) -> usize {
     if !is_json {
         return bytes.len();
     }

@@ -27,7 +27,7 @@ mod request;
 
 pub use client::{
     ClientSetupError, FetchedDocument, HttpClient, HttpConfig, HttpSuccess, MAX_ERROR_DETAIL_BYTES,
-    MAX_REDIRECTS, names_json,
+    MAX_REDIRECTS, names_json, parsed_size_estimate,
 };
 pub use credential::{Connection, Credential, CredentialSource, Refusal, Retry, renewed};
 pub use failure::{

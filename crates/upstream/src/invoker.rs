@@ -154,7 +154,10 @@ impl ToolInvoker for UpstreamInvoker {
                 }
             };
             scrub(&mut result);
-            let size = result.to_string().len();
+            // Held as an OpenAPI answer is: the estimate of what its parsed
+            // form takes (text plus a value's overhead per value). rmcp has
+            // parsed it already; its bytes were bounded before that.
+            let size = executor_outbound::parsed_size_estimate(result.to_string().as_bytes(), true);
             let held = call.budget.hold(size).await.map_err(|e| {
                 ToolError::new(executor_outbound::UPSTREAM_HTTP_ERROR, e.to_string())
             })?;
