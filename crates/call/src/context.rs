@@ -42,6 +42,17 @@ pub enum Hold {
     Unknown(String),
 }
 
+impl Hold {
+    /// What a store's answer to "does this lease still hold?" means.
+    pub fn answered<E: std::fmt::Display>(held: Result<bool, E>) -> Hold {
+        match held {
+            Ok(true) => Hold::Held,
+            Ok(false) => Hold::Lost,
+            Err(e) => Hold::Unknown(e.to_string()),
+        }
+    }
+}
+
 impl Holder {
     /// `local` answers from this node's own view, with no I/O; `store`
     /// makes a future that asks the store.

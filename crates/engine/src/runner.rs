@@ -133,15 +133,11 @@ const STORE_FULL: &str = "this execution ran, but the server's storage is full: 
 /// needed; none: a sessionless run or the CLI's, which hold nothing).
 async fn still_holder(ctx: &CallContext, lease: Option<&RunLease>) -> Hold {
     if let Some(lease) = lease {
-        return match lease
+        let held = lease
             .store
             .holds_execution(&lease.execution_id, &lease.fence)
-            .await
-        {
-            Ok(true) => Hold::Held,
-            Ok(false) => Hold::Lost,
-            Err(e) => Hold::Unknown(e.to_string()),
-        };
+            .await;
+        return Hold::answered(held);
     }
     match &ctx.holder {
         Some(holder) => holder.check_locally(),

@@ -37,13 +37,7 @@ impl HolderLease {
         let (id, fence, store) = (id.to_string(), fence.clone(), self.store);
         Holder::new(local, move || {
             let (store, id, fence) = (store.clone(), id.clone(), fence.clone());
-            Box::pin(async move {
-                match store.holds_session(&id, &fence).await {
-                    Ok(true) => Hold::Held,
-                    Ok(false) => Hold::Lost,
-                    Err(e) => Hold::Unknown(e.to_string()),
-                }
-            })
+            Box::pin(async move { Hold::answered(store.holds_session(&id, &fence).await) })
         })
     }
 }
